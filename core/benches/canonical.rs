@@ -1,0 +1,2 @@
+//! Placeholder: replaced by the canonical JSON benchmark.
+fn main() {}

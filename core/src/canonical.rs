@@ -1,0 +1,1 @@
+//! Placeholder for the `canonical` module; being written now.

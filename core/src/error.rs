@@ -1,0 +1,1 @@
+//! Placeholder for the `error` module; being written now.

@@ -1,0 +1,1 @@
+//! Placeholder for the `evidence` module; being written now.

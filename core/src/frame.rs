@@ -1,0 +1,1 @@
+//! Framing: placeholder replaced by the framing implementation.

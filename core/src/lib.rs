@@ -1,0 +1,49 @@
+//! # evidence-wire
+//!
+//! The sans-IO core of the Decision Gate evidence-provider protocol.
+//!
+//! Decision Gate asks external *evidence providers* questions by calling one
+//! JSON-RPC 2.0 tool, `evidence_query`, over stdio (Content-Length framed, or
+//! one JSON message per line as standard MCP clients send it) or HTTP, and
+//! verifies the answer by a SHA-256 hash of canonical JSON.
+//!
+//! This crate does no I/O, reads no clock and spawns nothing: it turns bytes
+//! into events and events into bytes. Runtime adapters (`evidence-wire-blocking`,
+//! `evidence-wire-tokio`, `evidence-wire-smol`) move the bytes.
+//!
+//! It is `#![no_std]` + `alloc`; the `std` feature (on by default) adds
+//! `std::error::Error` impls and JSON Schema validation; the `signatures`
+//! feature (on by default) adds ed25519 evidence signatures.
+//!
+//! | module | job |
+//! | --- | --- |
+//! | [`frame`] | Content-Length and newline-delimited codecs, auto-detection, limits |
+//! | [`envelope`] | JSON-RPC 2.0 message types, validation policies, batch rules |
+//! | [`error`] | the closed canonical error table (HTTP status, JSON-RPC code, message) |
+//! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
+//! | [`evidence`] | query, context and result types; hash and signature verification |
+//! | [`schema`] | tool I/O schema registry, cached by fingerprint |
+
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+extern crate alloc;
+#[cfg(feature = "std")]
+extern crate std;
+
+pub mod canonical;
+pub mod envelope;
+pub mod error;
+pub mod evidence;
+pub mod frame;
+pub mod schema;

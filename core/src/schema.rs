@@ -1,0 +1,1 @@
+//! Placeholder for the `schema` module; being written now.
