@@ -21,6 +21,29 @@
 //! Contract: after each [`Decoder::push`], call [`Decoder::poll_frame`] until
 //! it returns `None`. Every complete frame already buffered is returned
 //! before more input is needed.
+//!
+//! ```
+//! use evidence_wire::frame::{encode, Decoder, Framing, Limits};
+//!
+//! let mut decoder = Decoder::new(Limits::default());
+//! decoder.push(b"Content-Length: 2\r\n\r\n{}Content-Length: x\r\n\r\n");
+//! let mut replies = Vec::new();
+//! while let Some(frame) = decoder.poll_frame() {
+//!     match frame {
+//!         Ok(frame) => assert_eq!(frame.body.as_ref(), b"{}"),
+//!         // Recoverable: answer with a JSON-RPC error and go on.
+//!         Err(error) if !error.is_fatal() => {
+//!             let framing = decoder.framing().unwrap_or(Framing::ContentLength);
+//!             encode(framing, br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Invalid MCP envelope"}}"#, &mut replies)?;
+//!         }
+//!         Err(_fatal) => break,
+//!     }
+//! }
+//! assert_eq!(decoder.framing(), Some(Framing::ContentLength));
+//! assert!(replies.starts_with(b"Content-Length: 84\r\n\r\n"));
+//! assert_eq!(decoder.finish(), Ok(()));
+//! # Ok::<(), evidence_wire::frame::EncodeError>(())
+//! ```
 
 use alloc::vec::Vec;
 use bytes::{Buf, Bytes, BytesMut};
