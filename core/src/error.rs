@@ -1,1 +1,253 @@
-//! Placeholder for the `error` module; being written now.
+//! The closed table of canonical errors.
+//!
+//! Every error evidence-wire answers on the wire (on stdio, HTTP or SSE)
+//! is one row of [`CanonicalError`]: a stable code name, an HTTP status, a
+//! JSON-RPC error code and a fixed message. The four rows of the envelope
+//! contract (`INVALID_ENVELOPE`, `INVALID_TOOL_INPUT`, `TOOL_NOT_FOUND`,
+//! `INTERNAL_ERROR`) are fixed by the seed; the others are ours and are
+//! documented in `spec/errors.md`.
+//!
+//! The table is closed: parsing an unknown code name is an error
+//! ([`UnknownErrorCode`]), never a fallback to some default row.
+
+use alloc::string::String;
+use core::fmt;
+use core::str::FromStr;
+use serde::Serialize;
+
+/// One row of the canonical error table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum CanonicalError {
+    /// The message is not a valid JSON-RPC envelope (400 / -32600).
+    InvalidEnvelope,
+    /// The tool's arguments do not match its input schema (422 / -32602).
+    InvalidToolInput,
+    /// No such tool, or the tool is hidden (404 / -32001).
+    ToolNotFound,
+    /// The server failed while handling a valid request (500 / -32603).
+    InternalError,
+    /// The message body is not JSON (400 / -32700).
+    ParseError,
+    /// No such JSON-RPC method (404 / -32601).
+    MethodNotFound,
+    /// The caller did not authenticate, or its credentials are wrong (401 / -32004).
+    Unauthenticated,
+    /// The caller is authenticated but may not call this tool (403 / -32003).
+    Forbidden,
+    /// The message is larger than the configured limit (413 / -32070).
+    PayloadTooLarge,
+    /// The caller sent too many requests (429 / -32071).
+    RateLimited,
+    /// The server is at its concurrency limit (503 / -32072).
+    Overloaded,
+    /// No resource has the requested URI (404 / -32002).
+    ResourceNotFound,
+}
+
+impl CanonicalError {
+    /// Every row, in table order.
+    pub const ALL: [CanonicalError; 12] = [
+        CanonicalError::InvalidEnvelope,
+        CanonicalError::InvalidToolInput,
+        CanonicalError::ToolNotFound,
+        CanonicalError::InternalError,
+        CanonicalError::ParseError,
+        CanonicalError::MethodNotFound,
+        CanonicalError::Unauthenticated,
+        CanonicalError::Forbidden,
+        CanonicalError::PayloadTooLarge,
+        CanonicalError::RateLimited,
+        CanonicalError::Overloaded,
+        CanonicalError::ResourceNotFound,
+    ];
+
+    /// The stable code name, e.g. `INVALID_ENVELOPE`.
+    pub const fn name(self) -> &'static str {
+        self.row().0
+    }
+
+    /// The HTTP status this error is answered with.
+    pub const fn http_status(self) -> u16 {
+        self.row().1
+    }
+
+    /// The JSON-RPC `error.code`.
+    pub const fn jsonrpc_code(self) -> i32 {
+        self.row().2
+    }
+
+    /// The fixed JSON-RPC `error.message`.
+    pub const fn message(self) -> &'static str {
+        self.row().3
+    }
+
+    /// A stable machine-readable kind for `error.data.kind`, e.g. `invalid_envelope`.
+    pub const fn kind(self) -> &'static str {
+        self.row().4
+    }
+
+    /// True when the same request may succeed if sent again later.
+    pub const fn retryable(self) -> bool {
+        matches!(
+            self,
+            CanonicalError::RateLimited | CanonicalError::Overloaded
+        )
+    }
+
+    /// The row whose JSON-RPC code is `code`, if any.
+    pub fn from_jsonrpc_code(code: i32) -> Option<CanonicalError> {
+        CanonicalError::ALL
+            .into_iter()
+            .find(|error| error.jsonrpc_code() == code)
+    }
+
+    /// Renders the JSON-RPC error object `{code, message, data}`.
+    ///
+    /// `request_id` is the id of the request when it could be read (the
+    /// JSON-RPC id value, string or number); `None` renders `null`.
+    /// `detail` says, for a person, what exactly was wrong.
+    pub fn to_error_object(
+        self,
+        request_id: Option<&serde_json::Value>,
+        detail: Option<&str>,
+    ) -> ErrorObject {
+        ErrorObject {
+            code: self.jsonrpc_code(),
+            message: String::from(self.message()),
+            data: ErrorData {
+                kind: self.kind(),
+                retryable: self.retryable(),
+                request_id: request_id.cloned().unwrap_or(serde_json::Value::Null),
+                detail: detail.map(String::from),
+            },
+        }
+    }
+
+    /// (name, HTTP status, JSON-RPC code, message, kind)
+    const fn row(self) -> (&'static str, u16, i32, &'static str, &'static str) {
+        match self {
+            CanonicalError::InvalidEnvelope => (
+                "INVALID_ENVELOPE",
+                400,
+                -32600,
+                "Invalid MCP envelope",
+                "invalid_envelope",
+            ),
+            CanonicalError::InvalidToolInput => (
+                "INVALID_TOOL_INPUT",
+                422,
+                -32602,
+                "Invalid tool input",
+                "invalid_tool_input",
+            ),
+            CanonicalError::ToolNotFound => (
+                "TOOL_NOT_FOUND",
+                404,
+                -32001,
+                "Unknown tool",
+                "tool_not_found",
+            ),
+            CanonicalError::InternalError => (
+                "INTERNAL_ERROR",
+                500,
+                -32603,
+                "Internal error",
+                "internal_error",
+            ),
+            CanonicalError::ParseError => {
+                ("PARSE_ERROR", 400, -32700, "Parse error", "parse_error")
+            }
+            CanonicalError::MethodNotFound => (
+                "METHOD_NOT_FOUND",
+                404,
+                -32601,
+                "Method not found",
+                "method_not_found",
+            ),
+            CanonicalError::Unauthenticated => (
+                "UNAUTHENTICATED",
+                401,
+                -32004,
+                "Unauthenticated",
+                "unauthenticated",
+            ),
+            CanonicalError::Forbidden => ("FORBIDDEN", 403, -32003, "Forbidden", "forbidden"),
+            CanonicalError::PayloadTooLarge => (
+                "PAYLOAD_TOO_LARGE",
+                413,
+                -32070,
+                "Payload too large",
+                "payload_too_large",
+            ),
+            CanonicalError::RateLimited => {
+                ("RATE_LIMITED", 429, -32071, "Rate limited", "rate_limited")
+            }
+            CanonicalError::Overloaded => ("OVERLOADED", 503, -32072, "Overloaded", "overloaded"),
+            CanonicalError::ResourceNotFound => (
+                "RESOURCE_NOT_FOUND",
+                404,
+                -32002,
+                "Resource not found",
+                "resource_not_found",
+            ),
+        }
+    }
+}
+
+impl fmt::Display for CanonicalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} ({})", self.name(), self.message())
+    }
+}
+
+/// A code name that is not in the canonical table.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "unknown canonical error code `{0}`: the table is closed (see spec/errors.md for the valid names)"
+)]
+pub struct UnknownErrorCode(pub String);
+
+impl FromStr for CanonicalError {
+    type Err = UnknownErrorCode;
+
+    /// Parses a code name such as `TOOL_NOT_FOUND` (exact, upper case).
+    fn from_str(name: &str) -> Result<Self, Self::Err> {
+        CanonicalError::ALL
+            .into_iter()
+            .find(|error| error.name() == name)
+            .ok_or_else(|| UnknownErrorCode(String::from(name)))
+    }
+}
+
+impl TryFrom<&str> for CanonicalError {
+    type Error = UnknownErrorCode;
+
+    fn try_from(name: &str) -> Result<Self, Self::Error> {
+        name.parse()
+    }
+}
+
+/// The JSON-RPC `error` member: `{code, message, data}`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorObject {
+    /// The JSON-RPC error code.
+    pub code: i32,
+    /// The fixed message of the canonical row.
+    pub message: String,
+    /// Machine-readable details.
+    pub data: ErrorData,
+}
+
+/// The `data` member of a canonical error.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ErrorData {
+    /// Stable machine-readable kind, e.g. `tool_not_found`.
+    pub kind: &'static str,
+    /// True when retrying later may succeed.
+    pub retryable: bool,
+    /// The request id when it could be read, otherwise `null`.
+    pub request_id: serde_json::Value,
+    /// What exactly was wrong, for a person; omitted when there is nothing to add.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}

@@ -1,0 +1,84 @@
+//! The canonical error table, row by row.
+
+use evidence_wire::error::{CanonicalError, UnknownErrorCode};
+use serde_json::json;
+use std::collections::HashSet;
+
+#[test]
+fn every_row_matches_the_table() {
+    let table = [
+        ("INVALID_ENVELOPE", 400, -32600, "Invalid MCP envelope"),
+        ("INVALID_TOOL_INPUT", 422, -32602, "Invalid tool input"),
+        ("TOOL_NOT_FOUND", 404, -32001, "Unknown tool"),
+        ("INTERNAL_ERROR", 500, -32603, "Internal error"),
+        ("PARSE_ERROR", 400, -32700, "Parse error"),
+        ("METHOD_NOT_FOUND", 404, -32601, "Method not found"),
+        ("UNAUTHENTICATED", 401, -32004, "Unauthenticated"),
+        ("FORBIDDEN", 403, -32003, "Forbidden"),
+        ("PAYLOAD_TOO_LARGE", 413, -32070, "Payload too large"),
+        ("RATE_LIMITED", 429, -32071, "Rate limited"),
+        ("OVERLOADED", 503, -32072, "Overloaded"),
+        ("RESOURCE_NOT_FOUND", 404, -32002, "Resource not found"),
+    ];
+    assert_eq!(table.len(), CanonicalError::ALL.len());
+    for (name, status, code, message) in table {
+        let error: CanonicalError = name.parse().unwrap();
+        assert_eq!(error.name(), name);
+        assert_eq!(error.http_status(), status, "{name}");
+        assert_eq!(error.jsonrpc_code(), code, "{name}");
+        assert_eq!(error.message(), message, "{name}");
+        assert_eq!(error.kind(), name.to_ascii_lowercase(), "{name}");
+        assert_eq!(CanonicalError::from_jsonrpc_code(code), Some(error));
+        assert_eq!(CanonicalError::try_from(name), Ok(error));
+    }
+}
+
+#[test]
+fn codes_and_names_are_distinct() {
+    let codes: HashSet<_> = CanonicalError::ALL
+        .iter()
+        .map(|e| e.jsonrpc_code())
+        .collect();
+    let names: HashSet<_> = CanonicalError::ALL.iter().map(|e| e.name()).collect();
+    assert_eq!(codes.len(), CanonicalError::ALL.len());
+    assert_eq!(names.len(), CanonicalError::ALL.len());
+}
+
+#[test]
+fn unknown_code_names_are_rejected_without_fallback() {
+    for name in [
+        "",
+        "NOT_A_CODE",
+        "invalid_envelope",
+        "Invalid_Envelope",
+        " TOOL_NOT_FOUND",
+    ] {
+        assert_eq!(
+            name.parse::<CanonicalError>(),
+            Err(UnknownErrorCode(name.to_string())),
+            "{name:?}"
+        );
+    }
+    assert!(UnknownErrorCode("X".into()).to_string().contains("`X`"));
+    assert_eq!(CanonicalError::from_jsonrpc_code(-32000), None);
+}
+
+#[test]
+fn error_object_echoes_the_request_id_or_null() {
+    let with_id =
+        CanonicalError::ToolNotFound.to_error_object(Some(&json!(7)), Some("no tool `x`"));
+    assert_eq!(
+        serde_json::to_value(&with_id).unwrap(),
+        json!({"code": -32001, "message": "Unknown tool",
+               "data": {"kind": "tool_not_found", "retryable": false, "request_id": 7, "detail": "no tool `x`"}})
+    );
+    let without = CanonicalError::ParseError.to_error_object(None, None);
+    assert_eq!(
+        serde_json::to_value(&without).unwrap(),
+        json!({"code": -32700, "message": "Parse error",
+               "data": {"kind": "parse_error", "retryable": false, "request_id": null}})
+    );
+    assert!(CanonicalError::Overloaded.retryable());
+    assert!(CanonicalError::RateLimited.retryable());
+    assert!(!CanonicalError::InternalError.retryable());
+}
