@@ -1,1 +1,1009 @@
-//! Placeholder for the `canonical` module; being written now.
+//! Canonical JSON (RFC 8785, "JCS"), streamed from JSON bytes into any sink.
+//!
+//! [`write_with`] reads JSON text and writes its canonical form into a
+//! [`Sink`] (a `Vec<u8>`, or a `sha2::Sha256` directly, so hashing needs no
+//! intermediate buffer). It never builds a `serde_json::Value`. It works in
+//! two passes over the input:
+//!
+//! 1. **Validate and index.** Strict RFC 8259 syntax (no trailing garbage,
+//!    no leading zeros, no raw control characters in strings, valid UTF-8)
+//!    plus the I-JSON rules that RFC 8785 requires (no duplicate member
+//!    names after unescaping, no lone surrogate escapes, every number a
+//!    finite IEEE-754 double). The result is a flat "tape": one small node per
+//!    value holding byte spans of the input, and for every object the sorted
+//!    order of its members. Member names are compared in place; only names
+//!    that contain escapes are unescaped, into one shared arena.
+//! 2. **Emit.** Walk the tape and write canonical bytes, copying string runs
+//!    straight from the input and batching small writes.
+//!
+//! Every error is found in pass 1, so when an error is returned nothing has
+//! been written to the sink.
+//!
+//! Limits: the input size ([`Options::max_input_bytes`]) is checked before
+//! anything else; nesting is bounded by [`Options::max_depth`] and both
+//! passes are iterative (an explicit stack, no recursion), so deep input can
+//! never overflow the call stack. Memory use is linear in the input size.
+//!
+//! Two profiles exist ([`Profile`]): RFC 8785 exactly, and Decision Gate's
+//! own variant (the `serde_jcs` 0.1.0 crate), which orders members by the
+//! bytes of their escaped names and prints 64-bit integers verbatim. The
+//! rules and the differences are written out in `spec/canonical-json.md`.
+//!
+//! ```
+//! use evidence_wire::canonical::{to_vec, to_vec_with, Options, Profile};
+//!
+//! let json = br#"{"b": [1.0, 1e2, -0], "a": "\u00e9", "n": 9007199254740993}"#;
+//! assert_eq!(to_vec(json)?, r#"{"a":"é","b":[1,100,0],"n":9007199254740992}"#.as_bytes());
+//! let dg = to_vec_with(json, &Options::with_profile(Profile::DecisionGate))?;
+//! assert_eq!(dg, r#"{"a":"é","b":[1,100,0],"n":9007199254740993}"#.as_bytes());
+//! # Ok::<(), evidence_wire::canonical::CanonicalizeError>(())
+//! ```
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::cmp::Ordering;
+
+/// Which canonicalization rules to apply.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Profile {
+    /// RFC 8785 exactly (the default everywhere).
+    #[default]
+    Rfc8785,
+    /// Decision Gate's own canonicalization (`serde_jcs` 0.1.0), for hashes
+    /// and signatures that Decision Gate accepts byte for byte.
+    DecisionGate,
+}
+
+/// Limits and profile for one canonicalization.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Options {
+    /// The rules to apply.
+    pub profile: Profile,
+    /// Deepest nesting of arrays and objects accepted (default 128).
+    pub max_depth: usize,
+    /// Largest input accepted, in bytes (default 64 MiB).
+    pub max_input_bytes: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            profile: Profile::Rfc8785,
+            max_depth: 128,
+            max_input_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+impl Options {
+    /// Default limits with the given profile.
+    pub fn with_profile(profile: Profile) -> Self {
+        Options {
+            profile,
+            ..Options::default()
+        }
+    }
+}
+
+/// Where canonical bytes go: a buffer, or a hasher directly.
+pub trait Sink {
+    /// Append bytes.
+    fn write_bytes(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    fn write_bytes(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+impl Sink for sha2::Sha256 {
+    fn write_bytes(&mut self, bytes: &[u8]) {
+        sha2::Digest::update(self, bytes);
+    }
+}
+
+/// Why input could not be canonicalized.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot canonicalize JSON at byte {offset}: {kind}")]
+pub struct CanonicalizeError {
+    /// What was wrong.
+    pub kind: CanonicalizeErrorKind,
+    /// Byte offset in the input where it was found.
+    pub offset: usize,
+}
+
+/// The kinds of [`CanonicalizeError`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CanonicalizeErrorKind {
+    /// Not JSON.
+    #[error("invalid JSON: {0}")]
+    Syntax(&'static str),
+    /// An object names the same member twice (I-JSON forbids it).
+    #[error("duplicate member name {0:?}")]
+    DuplicateKey(String),
+    /// A string holds an unpaired UTF-16 surrogate escape.
+    #[error("lone surrogate in string")]
+    LoneSurrogate,
+    /// A number is outside the IEEE-754 double range.
+    #[error("number out of IEEE-754 double range")]
+    NumberOutOfRange,
+    /// Nesting deeper than [`Options::max_depth`].
+    #[error("nesting deeper than {0} levels")]
+    TooDeep(usize),
+    /// Input larger than [`Options::max_input_bytes`].
+    #[error("input larger than {0} bytes")]
+    TooLarge(usize),
+}
+
+/// Canonicalize `json` under RFC 8785 into `sink`.
+pub fn write<S: Sink>(json: &[u8], sink: &mut S) -> Result<(), CanonicalizeError> {
+    write_with(json, &Options::default(), sink)
+}
+
+/// Canonicalize `json` with `options` into `sink`.
+///
+/// `json` must be exactly one JSON value (surrounding whitespace allowed).
+/// On error nothing has been written to `sink`.
+pub fn write_with<S: Sink>(
+    json: &[u8],
+    options: &Options,
+    sink: &mut S,
+) -> Result<(), CanonicalizeError> {
+    if json.len() > options.max_input_bytes {
+        return Err(error(
+            CanonicalizeErrorKind::TooLarge(options.max_input_bytes),
+            options.max_input_bytes,
+        ));
+    }
+    if let Err(invalid) = core::str::from_utf8(json) {
+        return Err(syntax(
+            "invalid UTF-8; JSON text must be encoded as UTF-8",
+            invalid.valid_up_to(),
+        ));
+    }
+    let tape = Parser::new(json, options).parse()?;
+    let mut out = Out {
+        sink,
+        buffer: [0; OUT_BUFFER],
+        len: 0,
+    };
+    let result = tape.emit(&mut out);
+    out.flush();
+    result
+}
+
+/// Canonical bytes of `json` under RFC 8785.
+pub fn to_vec(json: &[u8]) -> Result<Vec<u8>, CanonicalizeError> {
+    to_vec_with(json, &Options::default())
+}
+
+/// Canonical bytes of `json` with `options`.
+pub fn to_vec_with(json: &[u8], options: &Options) -> Result<Vec<u8>, CanonicalizeError> {
+    let mut out = Vec::with_capacity(json.len().min(options.max_input_bytes));
+    write_with(json, options, &mut out)?;
+    Ok(out)
+}
+
+/// Canonical bytes of an in-memory value.
+pub fn value_to_vec(
+    value: &serde_json::Value,
+    options: &Options,
+) -> Result<Vec<u8>, CanonicalizeError> {
+    let bytes = serde_json::to_vec(value).map_err(|_| CanonicalizeError {
+        kind: CanonicalizeErrorKind::Syntax("value cannot be serialized"),
+        offset: 0,
+    })?;
+    to_vec_with(&bytes, options)
+}
+
+/// SHA-256 of the canonical bytes of `json`.
+pub fn sha256(json: &[u8], options: &Options) -> Result<[u8; 32], CanonicalizeError> {
+    let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+    write_with(json, options, &mut hasher)?;
+    Ok(sha2::Digest::finalize(hasher).into())
+}
+
+/// Lowercase hex of bytes.
+pub fn hex_lower(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len().saturating_mul(2));
+    for byte in bytes {
+        out.push(hex_digit(byte >> 4));
+        out.push(hex_digit(byte & 0x0f));
+    }
+    out
+}
+
+/// Writes the canonical form (ECMAScript `Number.prototype.toString`) of a
+/// finite double into `sink`; `-0` is written as `0`.
+///
+/// Returns [`CanonicalizeErrorKind::NumberOutOfRange`] for NaN and the
+/// infinities, which JSON cannot represent.
+pub fn write_number<S: Sink>(value: f64, sink: &mut S) -> Result<(), CanonicalizeError> {
+    if !value.is_finite() {
+        return Err(error(CanonicalizeErrorKind::NumberOutOfRange, 0));
+    }
+    if value == 0.0 {
+        sink.write_bytes(b"0");
+    } else {
+        sink.write_bytes(ryu_js::Buffer::new().format_finite(value).as_bytes());
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------
+// Pass 1: validation and the tape.
+
+/// Size of the batching buffer in front of the sink.
+const OUT_BUFFER: usize = 1024;
+
+/// One value on the tape. Spans are byte offsets into the input.
+#[derive(Clone, Copy, Debug)]
+enum Node {
+    Null,
+    True,
+    False,
+    /// A number whose input text is already its canonical form.
+    Verbatim { start: usize, end: usize },
+    /// A number printed from its value.
+    Number(f64),
+    /// A string; `start..end` is the text between the quotes.
+    String {
+        start: usize,
+        end: usize,
+        escaped: bool,
+    },
+    /// An array; its elements follow on the tape up to node `end`.
+    Array { end: usize },
+    /// An object; its members (name node, then value subtree) follow on the
+    /// tape up to node `end`; `orders[order_start..][..count]` lists the
+    /// name nodes in canonical order.
+    Object {
+        end: usize,
+        order_start: usize,
+        count: usize,
+    },
+}
+
+/// A member name of an object still open, with the bytes it sorts by.
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    /// Tape index of the name's string node.
+    node: usize,
+    /// Offset of the name's opening quote in the input.
+    offset: usize,
+    /// Sort bytes: `input[start..end]`, or `arena[start..end]` if `in_arena`.
+    start: usize,
+    end: usize,
+    in_arena: bool,
+}
+
+/// A container being parsed.
+#[derive(Clone, Copy, Debug)]
+struct Open {
+    node: usize,
+    is_object: bool,
+    member_base: usize,
+}
+
+struct Parser<'a> {
+    input: &'a [u8],
+    profile: Profile,
+    max_depth: usize,
+    nodes: Vec<Node>,
+    orders: Vec<usize>,
+    /// Sort forms of member names that contain escapes.
+    arena: Vec<u8>,
+    /// Members of the objects still open, innermost last.
+    pending: Vec<Member>,
+    stack: Vec<Open>,
+}
+
+/// The validated document, ready to be written.
+struct Tape<'a> {
+    input: &'a [u8],
+    nodes: Vec<Node>,
+    orders: Vec<usize>,
+    max_depth: usize,
+}
+
+fn error(kind: CanonicalizeErrorKind, offset: usize) -> CanonicalizeError {
+    CanonicalizeError { kind, offset }
+}
+
+fn syntax(what: &'static str, offset: usize) -> CanonicalizeError {
+    error(CanonicalizeErrorKind::Syntax(what), offset)
+}
+
+fn hex_digit(nibble: u8) -> char {
+    char::from_digit(u32::from(nibble), 16).unwrap_or('0')
+}
+
+fn skip_whitespace(input: &[u8], mut pos: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = input.get(pos) {
+        pos += 1;
+    }
+    pos
+}
+
+fn skip_digits(input: &[u8], mut pos: usize) -> usize {
+    while let Some(b'0'..=b'9') = input.get(pos) {
+        pos += 1;
+    }
+    pos
+}
+
+impl<'a> Parser<'a> {
+    fn new(input: &'a [u8], options: &Options) -> Self {
+        Parser {
+            input,
+            profile: options.profile,
+            max_depth: options.max_depth,
+            // Every node consumes at least one input byte; this guess only
+            // saves early reallocations.
+            nodes: Vec::with_capacity(input.len() / 8 + 1),
+            orders: Vec::new(),
+            arena: Vec::new(),
+            pending: Vec::new(),
+            stack: Vec::new(),
+        }
+    }
+
+    fn parse(mut self) -> Result<Tape<'a>, CanonicalizeError> {
+        let input = self.input;
+        let mut pos = skip_whitespace(input, 0);
+        if pos >= input.len() {
+            return Err(syntax("empty input; expected one JSON value", pos));
+        }
+        'value: loop {
+            // One value starts at `pos`.
+            let Some(&byte) = input.get(pos) else {
+                return Err(syntax("unexpected end of input; expected a value", pos));
+            };
+            match byte {
+                b'{' | b'[' => {
+                    if self.stack.len() >= self.max_depth {
+                        return Err(error(CanonicalizeErrorKind::TooDeep(self.max_depth), pos));
+                    }
+                    let is_object = byte == b'{';
+                    let node = self.nodes.len();
+                    self.nodes.push(Node::Array { end: node });
+                    self.stack.push(Open {
+                        node,
+                        is_object,
+                        member_base: self.pending.len(),
+                    });
+                    pos = skip_whitespace(input, pos + 1);
+                    let close = if is_object { b'}' } else { b']' };
+                    if input.get(pos) == Some(&close) {
+                        pos += 1;
+                        self.close()?;
+                    } else {
+                        if is_object {
+                            pos = self.member_name(pos)?;
+                        }
+                        continue 'value;
+                    }
+                }
+                b'"' => {
+                    let (end, escaped) = scan_string(input, pos)?;
+                    self.nodes.push(Node::String {
+                        start: pos + 1,
+                        end,
+                        escaped,
+                    });
+                    pos = end + 1;
+                }
+                b'-' | b'0'..=b'9' => {
+                    let (node, end) = scan_number(input, pos, self.profile)?;
+                    self.nodes.push(node);
+                    pos = end;
+                }
+                b't' => pos = self.literal(pos, b"true", Node::True)?,
+                b'f' => pos = self.literal(pos, b"false", Node::False)?,
+                b'n' => pos = self.literal(pos, b"null", Node::Null)?,
+                _ => {
+                    return Err(syntax(
+                        "expected a value (object, array, string, number, true, false or null)",
+                        pos,
+                    ));
+                }
+            }
+            // A value is complete: close containers, or go to the next one.
+            loop {
+                pos = skip_whitespace(input, pos);
+                let Some(open) = self.stack.last().copied() else {
+                    if pos < input.len() {
+                        return Err(syntax(
+                            "unexpected data after the JSON value; send exactly one value",
+                            pos,
+                        ));
+                    }
+                    return Ok(Tape {
+                        input,
+                        nodes: self.nodes,
+                        orders: self.orders,
+                        max_depth: self.max_depth,
+                    });
+                };
+                match (input.get(pos), open.is_object) {
+                    (Some(b','), false) => {
+                        pos = skip_whitespace(input, pos + 1);
+                        continue 'value;
+                    }
+                    (Some(b','), true) => {
+                        pos = skip_whitespace(input, pos + 1);
+                        pos = self.member_name(pos)?;
+                        continue 'value;
+                    }
+                    (Some(b']'), false) | (Some(b'}'), true) => {
+                        pos += 1;
+                        self.close()?;
+                    }
+                    (_, false) => {
+                        return Err(syntax("expected ',' or ']' after an array element", pos));
+                    }
+                    (_, true) => {
+                        return Err(syntax("expected ',' or '}' after an object member", pos));
+                    }
+                }
+            }
+        }
+    }
+
+    fn literal(
+        &mut self,
+        pos: usize,
+        word: &'static [u8],
+        node: Node,
+    ) -> Result<usize, CanonicalizeError> {
+        let end = pos + word.len();
+        if self.input.get(pos..end) != Some(word) {
+            return Err(syntax(
+                "expected a value (object, array, string, number, true, false or null)",
+                pos,
+            ));
+        }
+        self.nodes.push(node);
+        Ok(end)
+    }
+
+    /// Parses `"name" :` at `pos` (whitespace already skipped) and records
+    /// the member; returns the position of its value.
+    fn member_name(&mut self, pos: usize) -> Result<usize, CanonicalizeError> {
+        let input = self.input;
+        if input.get(pos) != Some(&b'"') {
+            return Err(syntax("expected a member name in double quotes", pos));
+        }
+        let (end, escaped) = scan_string(input, pos)?;
+        let node = self.nodes.len();
+        self.nodes.push(Node::String {
+            start: pos + 1,
+            end,
+            escaped,
+        });
+        let member = if escaped {
+            let arena_start = self.arena.len();
+            let escape = self.profile == Profile::DecisionGate;
+            write_string_content(input, pos + 1, end, escape, &mut self.arena)?;
+            Member {
+                node,
+                offset: pos,
+                start: arena_start,
+                end: self.arena.len(),
+                in_arena: true,
+            }
+        } else {
+            Member {
+                node,
+                offset: pos,
+                start: pos + 1,
+                end,
+                in_arena: false,
+            }
+        };
+        self.pending.push(member);
+        let colon = skip_whitespace(input, end + 1);
+        if input.get(colon) != Some(&b':') {
+            return Err(syntax("expected ':' after a member name", colon));
+        }
+        Ok(skip_whitespace(input, colon + 1))
+    }
+
+    /// Closes the innermost open container: records where it ends and, for
+    /// an object, the canonical order of its members.
+    fn close(&mut self) -> Result<(), CanonicalizeError> {
+        let Some(open) = self.stack.pop() else {
+            return Err(syntax("internal error: no open container", 0));
+        };
+        let end = self.nodes.len();
+        let closed = if open.is_object {
+            let order_start = self.orders.len();
+            let count = self.sort_members(open.member_base)?;
+            Node::Object {
+                end,
+                order_start,
+                count,
+            }
+        } else {
+            Node::Array { end }
+        };
+        if let Some(slot) = self.nodes.get_mut(open.node) {
+            *slot = closed;
+        }
+        Ok(())
+    }
+
+    /// Sorts the members above `base` on the pending stack, rejects
+    /// duplicates, moves their order to `orders`; returns how many there were.
+    fn sort_members(&mut self, base: usize) -> Result<usize, CanonicalizeError> {
+        let Parser {
+            input,
+            profile,
+            arena,
+            pending,
+            orders,
+            nodes,
+            ..
+        } = self;
+        let input: &[u8] = input;
+        let profile = *profile;
+        let members = pending.get_mut(base..).unwrap_or_default();
+        let key = |member: &Member| -> &[u8] {
+            let source: &[u8] = if member.in_arena { arena } else { input };
+            source.get(member.start..member.end).unwrap_or_default()
+        };
+        let compare = |a: &Member, b: &Member| compare_names(profile, key(a), key(b));
+        // Fast path: members already in strictly increasing order (this is
+        // also the common case for input that is already canonical).
+        let in_order = members
+            .windows(2)
+            .all(|pair| matches!(pair, [a, b] if compare(a, b) == Ordering::Less));
+        if !in_order {
+            members.sort_unstable_by(compare);
+            for pair in members.windows(2) {
+                if let [a, b] = pair {
+                    if compare(a, b) == Ordering::Equal {
+                        let later = if a.offset > b.offset { a } else { b };
+                        let name = match nodes.get(later.node) {
+                            Some(Node::String { start, end, .. }) => {
+                                let mut decoded = Vec::new();
+                                write_string_content(input, *start, *end, false, &mut decoded)?;
+                                String::from_utf8_lossy(&decoded).into_owned()
+                            }
+                            _ => String::new(),
+                        };
+                        return Err(error(CanonicalizeErrorKind::DuplicateKey(name), later.offset));
+                    }
+                }
+            }
+        }
+        let count = members.len();
+        orders.extend(members.iter().map(|member| member.node));
+        pending.truncate(base);
+        Ok(count)
+    }
+}
+
+/// Orders two member names, given as their sort bytes.
+///
+/// RFC 8785: by UTF-16 code units of the unescaped names. The names are
+/// UTF-8, whose byte order equals code-point order; UTF-16 order differs
+/// only in that U+E000..=U+FFFF (lead bytes 0xEE, 0xEF) sort after the
+/// supplementary planes (lead bytes 0xF0..=0xF4, surrogates in UTF-16). At
+/// the first differing byte both names are at the same position inside
+/// equal prefixes, so either both bytes are continuation bytes of
+/// same-length sequences, or both start a character: ranking 0xEE and 0xEF
+/// above 0xF4 there gives UTF-16 order.
+///
+/// Decision Gate: by the bytes of the escaped name followed by its closing
+/// quote (`serde_jcs` 0.1.0 sorts serialized keys including their quotes).
+fn compare_names(profile: Profile, a: &[u8], b: &[u8]) -> Ordering {
+    let differ = a.iter().zip(b).position(|(x, y)| x != y);
+    match (profile, differ) {
+        (Profile::Rfc8785, Some(at)) => {
+            let rank = |byte: Option<&u8>| match byte {
+                Some(&(lead @ (0xEE | 0xEF))) => u16::from(lead) + 0x10,
+                Some(&other) => u16::from(other),
+                None => 0,
+            };
+            rank(a.get(at)).cmp(&rank(b.get(at)))
+        }
+        (Profile::DecisionGate, Some(at)) => a.get(at).cmp(&b.get(at)),
+        (Profile::Rfc8785, None) => a.len().cmp(&b.len()),
+        (Profile::DecisionGate, None) => {
+            // One is a prefix of the other: the shorter one's closing quote
+            // meets the longer one's next byte.
+            let next = |longer: &[u8], at: usize| longer.get(at).copied().unwrap_or(b'"');
+            match a.len().cmp(&b.len()) {
+                Ordering::Equal => Ordering::Equal,
+                Ordering::Less => b'"'.cmp(&next(b, a.len())).then(Ordering::Less),
+                Ordering::Greater => next(a, b.len()).cmp(&b'"').then(Ordering::Greater),
+            }
+        }
+    }
+}
+
+/// Validates the string whose opening quote is at `quote`; returns the
+/// offset of its closing quote and whether it contains escapes.
+fn scan_string(input: &[u8], quote: usize) -> Result<(usize, bool), CanonicalizeError> {
+    let mut pos = quote + 1;
+    let mut escaped = false;
+    loop {
+        // Plain bytes first: everything but '"', '\\' and controls.
+        let rest = input.get(pos..).unwrap_or_default();
+        let plain = rest
+            .iter()
+            .position(|byte| matches!(byte, b'"' | b'\\' | 0x00..=0x1f))
+            .unwrap_or(rest.len());
+        pos += plain;
+        match input.get(pos) {
+            Some(b'"') => return Ok((pos, escaped)),
+            Some(b'\\') => {
+                escaped = true;
+                pos = decode_escape(input, pos)?.1;
+            }
+            Some(_) => {
+                return Err(syntax(
+                    "raw control character in string; escape it (\\n, \\t, \\u001f, ...)",
+                    pos,
+                ));
+            }
+            None => return Err(syntax("unterminated string; close it with '\"'", quote)),
+        }
+    }
+}
+
+/// Four hex digits at `pos`.
+fn hex4(input: &[u8], pos: usize) -> Result<u32, CanonicalizeError> {
+    let digits = input
+        .get(pos..pos + 4)
+        .ok_or_else(|| syntax("\\u must be followed by four hex digits", pos))?;
+    let mut value = 0u32;
+    for digit in digits {
+        let nibble = char::from(*digit)
+            .to_digit(16)
+            .ok_or_else(|| syntax("\\u must be followed by four hex digits", pos))?;
+        value = (value << 4) | nibble;
+    }
+    Ok(value)
+}
+
+/// Decodes the escape sequence whose backslash is at `pos`; returns the
+/// character and the offset after the sequence (a surrogate pair counts as
+/// one sequence).
+fn decode_escape(input: &[u8], pos: usize) -> Result<(char, usize), CanonicalizeError> {
+    let simple = |c: char| Ok((c, pos + 2));
+    let unit = match input.get(pos + 1) {
+        Some(b'"') => return simple('"'),
+        Some(b'\\') => return simple('\\'),
+        Some(b'/') => return simple('/'),
+        Some(b'b') => return simple('\u{8}'),
+        Some(b'f') => return simple('\u{c}'),
+        Some(b'n') => return simple('\n'),
+        Some(b'r') => return simple('\r'),
+        Some(b't') => return simple('\t'),
+        Some(b'u') => hex4(input, pos + 2)?,
+        _ => {
+            return Err(syntax(
+                "invalid escape; use \\\" \\\\ \\/ \\b \\f \\n \\r \\t or \\uXXXX",
+                pos,
+            ));
+        }
+    };
+    let lone = || error(CanonicalizeErrorKind::LoneSurrogate, pos);
+    match unit {
+        0xD800..=0xDBFF => {
+            if input.get(pos + 6..pos + 8) != Some(b"\\u") {
+                return Err(lone());
+            }
+            let low = hex4(input, pos + 8)?;
+            if !(0xDC00..=0xDFFF).contains(&low) {
+                return Err(lone());
+            }
+            let code = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+            char::from_u32(code)
+                .map(|c| (c, pos + 12))
+                .ok_or_else(lone)
+        }
+        0xDC00..=0xDFFF => Err(lone()),
+        _ => char::from_u32(unit).map(|c| (c, pos + 6)).ok_or_else(lone),
+    }
+}
+
+/// Writes the string text `input[start..end]` (validated, escapes
+/// included) into `out`: unescaped as UTF-8 if `escape` is false, in RFC
+/// 8785 escaped form (without quotes) if it is true.
+fn write_string_content<S: Sink>(
+    input: &[u8],
+    start: usize,
+    end: usize,
+    escape: bool,
+    out: &mut S,
+) -> Result<(), CanonicalizeError> {
+    let mut pos = start;
+    while pos < end {
+        let rest = input.get(pos..end).unwrap_or_default();
+        let Some(backslash) = memchr::memchr(b'\\', rest) else {
+            out.write_bytes(rest);
+            break;
+        };
+        out.write_bytes(rest.get(..backslash).unwrap_or_default());
+        let (c, next) = decode_escape(input, pos + backslash)?;
+        if escape {
+            write_escaped_char(c, out);
+        } else {
+            out.write_bytes(c.encode_utf8(&mut [0; 4]).as_bytes());
+        }
+        pos = next;
+    }
+    Ok(())
+}
+
+/// Writes one character as RFC 8785 string content.
+fn write_escaped_char<S: Sink>(c: char, out: &mut S) {
+    match c {
+        '"' => out.write_bytes(b"\\\""),
+        '\\' => out.write_bytes(b"\\\\"),
+        '\u{8}' => out.write_bytes(b"\\b"),
+        '\t' => out.write_bytes(b"\\t"),
+        '\n' => out.write_bytes(b"\\n"),
+        '\u{c}' => out.write_bytes(b"\\f"),
+        '\r' => out.write_bytes(b"\\r"),
+        '\u{0}'..='\u{1f}' => {
+            // `c` is below 0x20, so the cast is exact.
+            let code = c as u8;
+            let escape = [
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                hex_digit(code >> 4) as u8,
+                hex_digit(code & 0x0f) as u8,
+            ];
+            out.write_bytes(&escape);
+        }
+        _ => out.write_bytes(c.encode_utf8(&mut [0; 4]).as_bytes()),
+    }
+}
+
+/// Validates the number at `start`; returns its node and the offset after it.
+fn scan_number(
+    input: &[u8],
+    start: usize,
+    profile: Profile,
+) -> Result<(Node, usize), CanonicalizeError> {
+    let mut pos = start;
+    let negative = input.get(pos) == Some(&b'-');
+    if negative {
+        pos += 1;
+    }
+    let int_start = pos;
+    match input.get(pos) {
+        Some(b'0') => {
+            pos += 1;
+            if let Some(b'0'..=b'9') = input.get(pos) {
+                return Err(syntax("leading zeros are not allowed in numbers", start));
+            }
+        }
+        Some(b'1'..=b'9') => pos = skip_digits(input, pos),
+        _ => return Err(syntax("expected a digit", pos)),
+    }
+    let int_end = pos;
+    let mut integer = true;
+    if input.get(pos) == Some(&b'.') {
+        integer = false;
+        let digits = skip_digits(input, pos + 1);
+        if digits == pos + 1 {
+            return Err(syntax("expected a digit after the decimal point", digits));
+        }
+        pos = digits;
+    }
+    if let Some(b'e' | b'E') = input.get(pos) {
+        integer = false;
+        pos += 1;
+        if let Some(b'+' | b'-') = input.get(pos) {
+            pos += 1;
+        }
+        let digits = skip_digits(input, pos);
+        if digits == pos {
+            return Err(syntax("expected a digit in the exponent", digits));
+        }
+        pos = digits;
+    }
+    let int_digits = input.get(int_start..int_end).unwrap_or_default();
+    let negative_zero = negative && int_digits == b"0";
+    if integer && !negative_zero {
+        let verbatim = match profile {
+            // Below 10^15 an integer is an exact double that ECMAScript
+            // prints digit for digit.
+            Profile::Rfc8785 => int_digits.len() <= 15,
+            // serde_json keeps integers that fit u64 (or i64 if negative)
+            // and serde_jcs 0.1.0 prints them as they are.
+            Profile::DecisionGate => fits_64_bits(int_digits, negative),
+        };
+        if verbatim {
+            return Ok((Node::Verbatim { start, end: pos }, pos));
+        }
+    }
+    let value = input
+        .get(start..pos)
+        .and_then(|text| core::str::from_utf8(text).ok())
+        .and_then(|text| text.parse::<f64>().ok())
+        .ok_or_else(|| syntax("malformed number", start))?;
+    if !value.is_finite() {
+        return Err(error(CanonicalizeErrorKind::NumberOutOfRange, start));
+    }
+    Ok((Node::Number(value), pos))
+}
+
+/// Whether the decimal digits fit u64 (or, if `negative`, i64).
+fn fits_64_bits(digits: &[u8], negative: bool) -> bool {
+    let mut value: u64 = 0;
+    for digit in digits {
+        let Some(next) = value
+            .checked_mul(10)
+            .and_then(|value| value.checked_add(u64::from(digit.wrapping_sub(b'0'))))
+        else {
+            return false;
+        };
+        value = next;
+    }
+    !negative || value <= 1u64 << 63
+}
+
+// ---------------------------------------------------------------------------
+// Pass 2: emission.
+
+/// Batches small writes in front of the sink (hashers pay per call).
+struct Out<'s, S: Sink> {
+    sink: &'s mut S,
+    buffer: [u8; OUT_BUFFER],
+    len: usize,
+}
+
+impl<S: Sink> Out<'_, S> {
+    fn flush(&mut self) {
+        if let Some(pending) = self.buffer.get(..self.len) {
+            if !pending.is_empty() {
+                self.sink.write_bytes(pending);
+            }
+        }
+        self.len = 0;
+    }
+}
+
+impl<S: Sink> Sink for Out<'_, S> {
+    fn write_bytes(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if let Some(slot) = self.buffer.get_mut(self.len..end) {
+            slot.copy_from_slice(bytes);
+            self.len = end;
+            return;
+        }
+        self.flush();
+        if bytes.len() >= OUT_BUFFER / 2 {
+            self.sink.write_bytes(bytes);
+        } else if let Some(slot) = self.buffer.get_mut(..bytes.len()) {
+            slot.copy_from_slice(bytes);
+            self.len = bytes.len();
+        }
+    }
+}
+
+/// A container being written.
+enum Frame {
+    /// Elements are tape nodes `next..end`.
+    Array { next: usize, end: usize, first: bool },
+    /// Member names are `orders[next..end]`.
+    Object { next: usize, end: usize, first: bool },
+}
+
+impl Tape<'_> {
+    /// Tape index after the subtree that starts at `index`.
+    fn subtree_end(&self, index: usize) -> usize {
+        match self.nodes.get(index) {
+            Some(Node::Array { end } | Node::Object { end, .. }) => *end,
+            _ => index + 1,
+        }
+    }
+
+    fn emit<S: Sink>(&self, out: &mut S) -> Result<(), CanonicalizeError> {
+        let mut frames: Vec<Frame> = Vec::with_capacity(self.max_depth.min(32));
+        let mut current = 0;
+        loop {
+            match self.nodes.get(current) {
+                Some(Node::Null) => out.write_bytes(b"null"),
+                Some(Node::True) => out.write_bytes(b"true"),
+                Some(Node::False) => out.write_bytes(b"false"),
+                Some(Node::Verbatim { start, end }) => {
+                    out.write_bytes(self.input.get(*start..*end).unwrap_or_default());
+                }
+                Some(Node::Number(value)) => write_number(*value, out)?,
+                Some(Node::String {
+                    start,
+                    end,
+                    escaped,
+                }) => self.emit_string(*start, *end, *escaped, out)?,
+                Some(Node::Array { end }) => {
+                    out.write_bytes(b"[");
+                    frames.push(Frame::Array {
+                        next: current + 1,
+                        end: *end,
+                        first: true,
+                    });
+                }
+                Some(Node::Object {
+                    order_start, count, ..
+                }) => {
+                    out.write_bytes(b"{");
+                    frames.push(Frame::Object {
+                        next: *order_start,
+                        end: order_start + count,
+                        first: true,
+                    });
+                }
+                None => return Err(syntax("internal error: tape index out of range", 0)),
+            }
+            // Find the next value to write, closing finished containers.
+            loop {
+                let Some(frame) = frames.last_mut() else {
+                    return Ok(());
+                };
+                match frame {
+                    Frame::Array { next, end, first } if *next < *end => {
+                        if !core::mem::replace(first, false) {
+                            out.write_bytes(b",");
+                        }
+                        current = *next;
+                        *next = self.subtree_end(current);
+                        break;
+                    }
+                    Frame::Array { .. } => out.write_bytes(b"]"),
+                    Frame::Object { next, end, first } if *next < *end => {
+                        if !core::mem::replace(first, false) {
+                            out.write_bytes(b",");
+                        }
+                        let name = self.orders.get(*next).copied().unwrap_or(0);
+                        *next += 1;
+                        if let Some(Node::String {
+                            start,
+                            end,
+                            escaped,
+                        }) = self.nodes.get(name)
+                        {
+                            self.emit_string(*start, *end, *escaped, out)?;
+                        }
+                        out.write_bytes(b":");
+                        current = name + 1;
+                        break;
+                    }
+                    Frame::Object { .. } => out.write_bytes(b"}"),
+                }
+                frames.pop();
+            }
+        }
+    }
+
+    fn emit_string<S: Sink>(
+        &self,
+        start: usize,
+        end: usize,
+        escaped: bool,
+        out: &mut S,
+    ) -> Result<(), CanonicalizeError> {
+        out.write_bytes(b"\"");
+        if escaped {
+            write_string_content(self.input, start, end, true, out)?;
+        } else {
+            // Without escapes the text holds no quote, backslash or control
+            // character: it is already canonical.
+            out.write_bytes(self.input.get(start..end).unwrap_or_default());
+        }
+        out.write_bytes(b"\"");
+        Ok(())
+    }
+}

@@ -15,6 +15,8 @@ use core::fmt;
 use core::str::FromStr;
 use serde::Serialize;
 
+use crate::envelope::Id;
+
 /// One row of the canonical error table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum CanonicalError {
@@ -119,8 +121,16 @@ impl CanonicalError {
                 retryable: self.retryable(),
                 request_id: request_id.cloned().unwrap_or(serde_json::Value::Null),
                 detail: detail.map(String::from),
+                pointer: None,
             },
         }
+    }
+
+    /// Renders the JSON-RPC error object for an envelope [`Id`]; `None` (and
+    /// [`Id::Null`]) render `data.request_id` as `null`.
+    pub fn error_object(self, request_id: Option<&Id<'_>>, detail: Option<&str>) -> ErrorObject {
+        let request_id = request_id.map(Id::to_value);
+        self.to_error_object(request_id.as_ref(), detail)
     }
 
     /// (name, HTTP status, JSON-RPC code, message, kind)
@@ -250,4 +260,16 @@ pub struct ErrorData {
     /// What exactly was wrong, for a person; omitted when there is nothing to add.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// JSON pointer (RFC 6901) to the first offending place in the tool's
+    /// input, for `INVALID_TOOL_INPUT`; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointer: Option<String>,
+}
+
+impl ErrorObject {
+    /// The same object with `data.pointer` set.
+    pub fn with_pointer(mut self, pointer: impl Into<String>) -> Self {
+        self.data.pointer = Some(pointer.into());
+        self
+    }
 }

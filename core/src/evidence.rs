@@ -1,1 +1,896 @@
-//! Placeholder for the `evidence` module; being written now.
+//! The evidence model: queries, contexts, results, and their verification.
+//!
+//! Decision Gate asks a provider an [`EvidenceQuery`] within an
+//! [`EvidenceContext`] and gets back an [`EvidenceResult`]. A result is only
+//! trusted once [`verify`] has checked it and turned it into a
+//! [`VerifiedEvidence`]: its `evidence_hash` must be the SHA-256 of the
+//! canonical JSON of the inner `value` (the raw bytes for `kind = bytes`), and
+//! under [`TrustPolicy::RequireSignature`] an ed25519 signature over the
+//! digest object must come from an authorized key. A present hash that does
+//! not match is rejected (fail closed); a missing one is computed.
+//!
+//! JSON values inside results are kept as the exact text the peer sent
+//! ([`serde_json::value::RawValue`]) so that hashing never loses precision
+//! (an integer above 2^53 is hashed as the profile says, not as whatever a
+//! float round-trip makes of it).
+//!
+//! Limits: this module works on values already bounded by the frame limits;
+//! canonicalization depth is bounded by [`canonical::Options::max_depth`].
+
+use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+use core::num::NonZeroU64;
+
+use serde::de::{self, Deserializer};
+use serde::ser::{SerializeStruct, Serializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::canonical::{self, CanonicalizeError, Options, Profile};
+
+/// The name of the one tool every evidence provider exposes.
+pub const EVIDENCE_QUERY_TOOL: &str = "evidence_query";
+
+/// The content type of JSON evidence.
+pub const CONTENT_TYPE_JSON: &str = "application/json";
+
+/// What Decision Gate asks: which check of which provider, with which params.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceQuery {
+    /// The provider's name in the caller's configuration.
+    pub provider_id: String,
+    /// The provider's check (capability) name; the older `predicate` is
+    /// accepted as an alias on input.
+    #[serde(alias = "predicate")]
+    pub check_id: String,
+    /// Check-specific parameters; omitted on the wire when absent (`null`
+    /// reads as absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub params: Option<Value>,
+}
+
+impl EvidenceQuery {
+    /// A query without params.
+    pub fn new(provider_id: impl Into<String>, check_id: impl Into<String>) -> Self {
+        EvidenceQuery {
+            provider_id: provider_id.into(),
+            check_id: check_id.into(),
+            params: None,
+        }
+    }
+
+    /// The same query with `params`.
+    pub fn with_params(mut self, params: Value) -> Self {
+        self.params = if params.is_null() { None } else { Some(params) };
+        self
+    }
+}
+
+/// When the question is asked: a point on the caller's clock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", content = "value", rename_all = "snake_case")]
+pub enum TriggerTime {
+    /// Milliseconds since the Unix epoch.
+    UnixMillis(i64),
+    /// A logical clock tick.
+    Logical(i64),
+}
+
+/// The run a query belongs to, supplied by Decision Gate.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceContext {
+    /// The tenant (an integer >= 1; a string of digits is accepted on input).
+    #[serde(deserialize_with = "positive_id")]
+    pub tenant_id: NonZeroU64,
+    /// The namespace (an integer >= 1; a string of digits is accepted on input).
+    #[serde(deserialize_with = "positive_id")]
+    pub namespace_id: NonZeroU64,
+    /// The run.
+    pub run_id: String,
+    /// The scenario.
+    pub scenario_id: String,
+    /// The stage.
+    pub stage_id: String,
+    /// The trigger.
+    pub trigger_id: String,
+    /// When the trigger fired; time-based checks use this, never a wall clock.
+    pub trigger_time: TriggerTime,
+    /// The caller's correlation id, if any.
+    #[serde(default)]
+    pub correlation_id: Option<String>,
+}
+
+impl EvidenceContext {
+    /// A context for ad-hoc queries (tenant 1, namespace 1, the given time).
+    pub fn adhoc(trigger_time: TriggerTime) -> Self {
+        EvidenceContext {
+            tenant_id: NonZeroU64::MIN,
+            namespace_id: NonZeroU64::MIN,
+            run_id: "adhoc".to_owned(),
+            scenario_id: "adhoc".to_owned(),
+            stage_id: "adhoc".to_owned(),
+            trigger_id: "adhoc".to_owned(),
+            trigger_time,
+            correlation_id: None,
+        }
+    }
+}
+
+fn positive_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NonZeroU64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Number(u64),
+        Text(String),
+        Negative(i64),
+        Float(f64),
+    }
+    let number = match Raw::deserialize(deserializer)? {
+        Raw::Number(number) => number,
+        Raw::Text(text) => text.trim().parse::<u64>().map_err(|_| {
+            de::Error::custom(format!(
+                "expected an integer >= 1 (or a string of digits), found {text:?}"
+            ))
+        })?,
+        Raw::Negative(number) => {
+            return Err(de::Error::custom(format!(
+                "expected an integer >= 1, found {number}"
+            )));
+        }
+        Raw::Float(number) => {
+            return Err(de::Error::custom(format!(
+                "expected an integer >= 1, found {number}"
+            )));
+        }
+    };
+    NonZeroU64::new(number).ok_or_else(|| de::Error::custom("expected an integer >= 1, found 0"))
+}
+
+/// The arguments of a `tools/call` of `evidence_query`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceQueryArguments {
+    /// The question.
+    pub query: EvidenceQuery,
+    /// Its context.
+    pub context: EvidenceContext,
+}
+
+/// The evidence itself: JSON, or raw bytes.
+#[derive(Clone, Debug)]
+pub enum EvidenceValue {
+    /// A JSON value, kept as the exact text received (or produced).
+    Json(Box<RawValue>),
+    /// Raw bytes (a JSON array of integers 0..=255 on the wire).
+    Bytes(Vec<u8>),
+}
+
+impl EvidenceValue {
+    /// A JSON value from anything serializable (written compactly).
+    pub fn json<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
+        serde_json::value::to_raw_value(value).map(EvidenceValue::Json)
+    }
+
+    /// A JSON value from its text; fails when the text is not JSON.
+    pub fn json_text(text: &str) -> Result<Self, serde_json::Error> {
+        let raw: Box<RawValue> = serde_json::from_str(text)?;
+        Ok(EvidenceValue::Json(raw))
+    }
+
+    /// The JSON value parsed into a [`Value`] (bytes become an array).
+    pub fn to_value(&self) -> Value {
+        match self {
+            EvidenceValue::Json(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
+            EvidenceValue::Bytes(bytes) => {
+                Value::Array(bytes.iter().map(|byte| Value::from(*byte)).collect())
+            }
+        }
+    }
+
+    /// The SHA-256 of this value as the protocol defines it: canonical JSON
+    /// for `json` (under `profile`), the raw bytes for `bytes`.
+    pub fn digest(&self, profile: Profile) -> Result<HashDigest, CanonicalizeError> {
+        let bytes = match self {
+            EvidenceValue::Json(raw) => {
+                canonical::sha256(raw.get().as_bytes(), &Options::with_profile(profile))?
+            }
+            EvidenceValue::Bytes(bytes) => {
+                let mut hasher = <sha2::Sha256 as sha2::Digest>::new();
+                sha2::Digest::update(&mut hasher, bytes);
+                sha2::Digest::finalize(hasher).into()
+            }
+        };
+        Ok(HashDigest::sha256(&bytes))
+    }
+}
+
+impl PartialEq for EvidenceValue {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (EvidenceValue::Json(a), EvidenceValue::Json(b)) => a.get() == b.get(),
+            (EvidenceValue::Bytes(a), EvidenceValue::Bytes(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Serialize for EvidenceValue {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut state = serializer.serialize_struct("EvidenceValue", 2)?;
+        match self {
+            EvidenceValue::Json(raw) => {
+                state.serialize_field("kind", "json")?;
+                state.serialize_field("value", raw)?;
+            }
+            EvidenceValue::Bytes(bytes) => {
+                state.serialize_field("kind", "bytes")?;
+                state.serialize_field("value", bytes)?;
+            }
+        }
+        state.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for EvidenceValue {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        enum Kind {
+            Json,
+            Bytes,
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Wire {
+            kind: Kind,
+            value: Box<RawValue>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        match wire.kind {
+            Kind::Json => Ok(EvidenceValue::Json(wire.value)),
+            Kind::Bytes => {
+                let bytes: Vec<u8> = serde_json::from_str(wire.value.get()).map_err(|_| {
+                    de::Error::custom("a bytes value must be an array of integers 0..=255")
+                })?;
+                Ok(EvidenceValue::Bytes(bytes))
+            }
+        }
+    }
+}
+
+/// How much the caller should trust the evidence.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lane {
+    /// Produced by a trusted provider from a verifiable source.
+    #[default]
+    Verified,
+    /// Asserted by the caller or a party without verification.
+    Asserted,
+}
+
+/// An expected failure reported inside a result (a missing file, bad params).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceError {
+    /// A stable machine-readable code, e.g. `file_not_found`.
+    pub code: String,
+    /// A human explanation.
+    pub message: String,
+    /// Structured details, or `null`.
+    #[serde(default)]
+    pub details: Option<Value>,
+}
+
+impl EvidenceError {
+    /// An error without details.
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
+        EvidenceError {
+            code: code.into(),
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// The same error with `details`.
+    pub fn with_details(mut self, details: Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+}
+
+/// The hash algorithm of an evidence hash (only SHA-256 exists).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HashAlgorithm {
+    /// SHA-256, lowercase hex.
+    #[default]
+    Sha256,
+}
+
+/// A hash on the wire: `{"algorithm":"sha256","value":"<64 lowercase hex>"}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HashDigest {
+    /// Always SHA-256.
+    pub algorithm: HashAlgorithm,
+    /// The digest in lowercase hex.
+    pub value: String,
+}
+
+impl HashDigest {
+    /// The digest object of raw SHA-256 output.
+    pub fn sha256(digest: &[u8; 32]) -> Self {
+        HashDigest {
+            algorithm: HashAlgorithm::Sha256,
+            value: canonical::hex_lower(digest),
+        }
+    }
+
+    /// The canonical JSON of this digest object: the bytes that are signed.
+    pub fn signing_message(&self) -> Vec<u8> {
+        // Keys "algorithm" < "value" and a hex string need no escaping, so
+        // this is the canonical form under both profiles.
+        let mut out = Vec::with_capacity(40 + self.value.len());
+        out.extend_from_slice(b"{\"algorithm\":\"sha256\",\"value\":");
+        let quoted = serde_json::to_string(&self.value).unwrap_or_default();
+        out.extend_from_slice(quoted.as_bytes());
+        out.push(b'}');
+        out
+    }
+}
+
+/// Where the evidence came from, as a URI (e.g. `dg+file://root/path`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceRef {
+    /// The URI.
+    pub uri: String,
+}
+
+/// A stable anchor for the evidence; `anchor_value` is a string (canonical
+/// JSON when structured).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceAnchor {
+    /// The anchor type, e.g. `file_path_rooted`.
+    pub anchor_type: String,
+    /// The anchor value; canonical JSON text for structured anchors.
+    pub anchor_value: String,
+}
+
+impl EvidenceAnchor {
+    /// A `file_path_rooted` anchor: canonical JSON `{"path","root_id","size"?}`.
+    pub fn file_path_rooted(root_id: &str, path: &str, size: Option<u64>) -> Self {
+        let mut object = serde_json::Map::new();
+        object.insert("path".to_owned(), Value::from(path));
+        object.insert("root_id".to_owned(), Value::from(root_id));
+        if let Some(size) = size {
+            object.insert("size".to_owned(), Value::from(size));
+        }
+        let value = Value::Object(object);
+        let anchor_value = canonical::value_to_vec(&value, &Options::default())
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            .unwrap_or_else(|| value.to_string());
+        EvidenceAnchor {
+            anchor_type: "file_path_rooted".to_owned(),
+            anchor_value,
+        }
+    }
+}
+
+/// A signature over the digest object: `{"scheme":"ed25519","key_id","signature":[64 ints]}`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EvidenceSignature {
+    /// The scheme; only `ed25519` is supported.
+    pub scheme: String,
+    /// Which key signed.
+    pub key_id: String,
+    /// The signature bytes.
+    pub signature: Vec<u8>,
+}
+
+/// A provider's answer. Every field is written, `null` when absent, as the
+/// seeds show.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EvidenceResult {
+    /// The evidence, or `null` when there is none (see `error`).
+    #[serde(default)]
+    pub value: Option<EvidenceValue>,
+    /// The trust lane (`verified` when absent on input).
+    #[serde(default)]
+    pub lane: Lane,
+    /// An expected failure, or `null`.
+    #[serde(default)]
+    pub error: Option<EvidenceError>,
+    /// The hash of `value`, or `null` (the caller computes it).
+    #[serde(default)]
+    pub evidence_hash: Option<HashDigest>,
+    /// Where the evidence came from.
+    #[serde(default)]
+    pub evidence_ref: Option<EvidenceRef>,
+    /// A stable anchor.
+    #[serde(default)]
+    pub evidence_anchor: Option<EvidenceAnchor>,
+    /// A signature over the digest object.
+    #[serde(default)]
+    pub signature: Option<EvidenceSignature>,
+    /// The media type of `value`.
+    #[serde(default)]
+    pub content_type: Option<String>,
+}
+
+impl EvidenceResult {
+    /// A successful result holding `value`, content type `application/json`
+    /// for JSON values.
+    pub fn with_value(value: EvidenceValue) -> Self {
+        let content_type = match value {
+            EvidenceValue::Json(_) => Some(CONTENT_TYPE_JSON.to_owned()),
+            EvidenceValue::Bytes(_) => Some("application/octet-stream".to_owned()),
+        };
+        EvidenceResult {
+            value: Some(value),
+            lane: Lane::Verified,
+            error: None,
+            evidence_hash: None,
+            evidence_ref: None,
+            evidence_anchor: None,
+            signature: None,
+            content_type,
+        }
+    }
+
+    /// A failed result: no value, the error set.
+    pub fn with_error(error: EvidenceError) -> Self {
+        EvidenceResult {
+            value: None,
+            lane: Lane::Verified,
+            error: Some(error),
+            evidence_hash: None,
+            evidence_ref: None,
+            evidence_anchor: None,
+            signature: None,
+            content_type: None,
+        }
+    }
+
+    /// Fill in `evidence_hash` from `value` (no-op without a value).
+    pub fn with_computed_hash(mut self, profile: Profile) -> Result<Self, CanonicalizeError> {
+        if let Some(value) = &self.value {
+            self.evidence_hash = Some(value.digest(profile)?);
+        }
+        Ok(self)
+    }
+
+    /// The compact JSON text of this result.
+    pub fn to_json_vec(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// The canonical JSON text of this result (RFC 8785).
+    pub fn to_canonical_vec(&self) -> Result<Vec<u8>, CanonicalizeError> {
+        canonical::to_vec(&self.to_json_vec())
+    }
+}
+
+/// The public keys a caller trusts, by `key_id`.
+#[cfg(feature = "signatures")]
+#[derive(Clone, Debug, Default)]
+pub struct KeySet {
+    keys: alloc::collections::BTreeMap<String, ed25519_dalek::VerifyingKey>,
+}
+
+#[cfg(feature = "signatures")]
+impl KeySet {
+    /// An empty key set.
+    pub fn new() -> Self {
+        KeySet::default()
+    }
+
+    /// Trust `key` under `key_id` (replacing an earlier key of that id).
+    pub fn insert(&mut self, key_id: impl Into<String>, key: ed25519_dalek::VerifyingKey) {
+        self.keys.insert(key_id.into(), key);
+    }
+
+    /// Trust the 32-byte public key `key` under `key_id`; fails when the
+    /// bytes are not a valid ed25519 point.
+    pub fn insert_bytes(
+        &mut self,
+        key_id: impl Into<String>,
+        key: &[u8; 32],
+    ) -> Result<(), VerifyError> {
+        let key =
+            ed25519_dalek::VerifyingKey::from_bytes(key).map_err(|_| VerifyError::InvalidKey)?;
+        self.insert(key_id, key);
+        Ok(())
+    }
+
+    /// The key of `key_id`.
+    pub fn get(&self, key_id: &str) -> Option<&ed25519_dalek::VerifyingKey> {
+        self.keys.get(key_id)
+    }
+
+    /// How many keys are trusted.
+    pub fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    /// Whether no key is trusted.
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+}
+
+/// What a caller requires of evidence before trusting it.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub enum TrustPolicy {
+    /// Check the hash only (the default).
+    #[default]
+    Audit,
+    /// Check the hash and require an ed25519 signature by one of `keys`.
+    #[cfg(feature = "signatures")]
+    RequireSignature {
+        /// The authorized keys.
+        keys: KeySet,
+    },
+}
+
+/// Why evidence was not trusted. Each kind has a stable [`VerifyError::kind`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifyError {
+    /// The policy requires a signature and there is none.
+    #[error("evidence is not signed, but the trust policy requires a signature")]
+    MissingSignature,
+    /// The signature scheme is not ed25519.
+    #[error("unsupported signature scheme {0:?}; only \"ed25519\" is supported")]
+    UnsupportedScheme(String),
+    /// The signing key is not in the trusted key set.
+    #[error("signature key {0:?} is not authorized; add its public key to the trust policy")]
+    KeyNotAuthorized(String),
+    /// A signature or hash is present but there is no value to check it against.
+    #[error("evidence carries a hash or signature but no value")]
+    MissingValue,
+    /// The value cannot be canonicalized (not I-JSON).
+    #[error("evidence value cannot be canonicalized: {0}")]
+    Canonicalize(CanonicalizeError),
+    /// The declared hash differs from the value's hash.
+    #[error("evidence hash mismatch: declared {declared}, computed {computed} from the value")]
+    HashMismatch {
+        /// The hash the provider sent.
+        declared: String,
+        /// The hash of the value received.
+        computed: String,
+    },
+    /// The signature is not 64 bytes.
+    #[error("signature must be 64 bytes, found {0}")]
+    InvalidSignatureBytes(usize),
+    /// The signature does not verify against the key.
+    #[error("signature verification failed for key {0:?}")]
+    VerificationFailed(String),
+    /// A configured public key is not a valid ed25519 key.
+    #[error("public key is not a valid ed25519 key")]
+    InvalidKey,
+}
+
+impl VerifyError {
+    /// A stable machine-readable name of the failure.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            VerifyError::MissingSignature => "missing_signature",
+            VerifyError::UnsupportedScheme(_) => "unsupported_signature_scheme",
+            VerifyError::KeyNotAuthorized(_) => "key_not_authorized",
+            VerifyError::MissingValue => "missing_value",
+            VerifyError::Canonicalize(_) => "value_not_canonicalizable",
+            VerifyError::HashMismatch { .. } => "hash_mismatch",
+            VerifyError::InvalidSignatureBytes(_) => "invalid_signature_bytes",
+            VerifyError::VerificationFailed(_) => "signature_verification_failed",
+            VerifyError::InvalidKey => "invalid_key",
+        }
+    }
+}
+
+/// Evidence that passed [`verify`]: its hash is present and correct, and
+/// its signature (when the policy asked for one) is valid.
+///
+/// It can only be made by [`verify`], so code that takes a
+/// `VerifiedEvidence` cannot be handed unchecked evidence.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VerifiedEvidence {
+    result: EvidenceResult,
+    signer: Option<String>,
+}
+
+impl VerifiedEvidence {
+    /// The verified result (with `evidence_hash` filled in when it has a value).
+    pub fn result(&self) -> &EvidenceResult {
+        &self.result
+    }
+
+    /// The verified result, by value.
+    pub fn into_result(self) -> EvidenceResult {
+        self.result
+    }
+
+    /// The hash of the value, when there is one.
+    pub fn hash(&self) -> Option<&HashDigest> {
+        self.result.evidence_hash.as_ref()
+    }
+
+    /// The `key_id` whose signature was verified, if a signature was required.
+    pub fn signer(&self) -> Option<&str> {
+        self.signer.as_deref()
+    }
+}
+
+impl fmt::Display for VerifiedEvidence {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match core::str::from_utf8(&self.result.to_json_vec()) {
+            Ok(text) => f.write_str(text),
+            Err(_) => Err(fmt::Error),
+        }
+    }
+}
+
+/// Check `result` under `policy`, hashing with `profile`.
+///
+/// The order of checks is Decision Gate's: under `RequireSignature`, missing
+/// signature, unsupported scheme, key not authorized, missing value, hash
+/// mismatch, invalid signature bytes, verification failed. Under `Audit` only
+/// the hash is checked. A result without a value (an error result) passes
+/// `Audit` as long as it claims no hash.
+pub fn verify(
+    mut result: EvidenceResult,
+    policy: &TrustPolicy,
+    profile: Profile,
+) -> Result<VerifiedEvidence, VerifyError> {
+    #[cfg(feature = "signatures")]
+    let mut signature_check: Option<(ed25519_dalek::VerifyingKey, String, Vec<u8>)> = None;
+    match policy {
+        TrustPolicy::Audit => {}
+        #[cfg(feature = "signatures")]
+        TrustPolicy::RequireSignature { keys } => {
+            let signature = result
+                .signature
+                .as_ref()
+                .ok_or(VerifyError::MissingSignature)?;
+            if signature.scheme != "ed25519" {
+                return Err(VerifyError::UnsupportedScheme(signature.scheme.clone()));
+            }
+            let key = keys
+                .get(&signature.key_id)
+                .ok_or_else(|| VerifyError::KeyNotAuthorized(signature.key_id.clone()))?;
+            if result.value.is_none() {
+                return Err(VerifyError::MissingValue);
+            }
+            signature_check = Some((
+                *key,
+                signature.key_id.clone(),
+                signature.signature.clone(),
+            ));
+        }
+    }
+
+    let computed = match &result.value {
+        Some(value) => Some(value.digest(profile).map_err(VerifyError::Canonicalize)?),
+        None => None,
+    };
+    match (&result.evidence_hash, &computed) {
+        (Some(declared), Some(computed)) if declared != computed => {
+            return Err(VerifyError::HashMismatch {
+                declared: declared.value.clone(),
+                computed: computed.value.clone(),
+            });
+        }
+        (Some(_), None) => return Err(VerifyError::MissingValue),
+        _ => {}
+    }
+    result.evidence_hash = computed;
+
+    #[cfg(feature = "signatures")]
+    if let Some((key, key_id, bytes)) = signature_check {
+        let bytes: [u8; 64] = bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| VerifyError::InvalidSignatureBytes(bytes.len()))?;
+        let signature = ed25519_dalek::Signature::from_bytes(&bytes);
+        let message = result
+            .evidence_hash
+            .as_ref()
+            .map(HashDigest::signing_message)
+            .ok_or(VerifyError::MissingValue)?;
+        key.verify_strict(&message, &signature)
+            .map_err(|_| VerifyError::VerificationFailed(key_id.clone()))?;
+        return Ok(VerifiedEvidence {
+            result,
+            signer: Some(key_id),
+        });
+    }
+    Ok(VerifiedEvidence {
+        result,
+        signer: None,
+    })
+}
+
+/// Hash (with `profile`) and sign `result` with `key` under `key_id`.
+/// A result without a value is returned unchanged.
+#[cfg(feature = "signatures")]
+pub fn sign(
+    result: EvidenceResult,
+    key_id: &str,
+    key: &ed25519_dalek::SigningKey,
+    profile: Profile,
+) -> Result<EvidenceResult, CanonicalizeError> {
+    use ed25519_dalek::Signer;
+    let mut result = result.with_computed_hash(profile)?;
+    if let Some(hash) = &result.evidence_hash {
+        let signature = key.sign(&hash.signing_message());
+        result.signature = Some(EvidenceSignature {
+            scheme: "ed25519".to_owned(),
+            key_id: key_id.to_owned(),
+            signature: signature.to_bytes().to_vec(),
+        });
+    }
+    Ok(result)
+}
+
+/// The shape in which a `tools/call` result carries the evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolResultShape {
+    /// `content: [{"type":"json","json": <EvidenceResult>}]` (Decision Gate).
+    JsonItem,
+    /// `structuredContent: <EvidenceResult>` (MCP).
+    StructuredContent,
+    /// `content: [{"type":"text","text": "<EvidenceResult JSON>"}]` (MCP text).
+    JsonText,
+}
+
+/// Why a `tools/call` result holds no readable EvidenceResult.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolResultError {
+    /// The result is not an object with `content` or `structuredContent`.
+    #[error("tool result is not an object with content or structuredContent: {0}")]
+    NotAToolResult(String),
+    /// None of the three shapes holds an EvidenceResult.
+    #[error(
+        "tool result holds no EvidenceResult (looked for a json item, structuredContent and a JSON text item): {0}"
+    )]
+    NoEvidence(String),
+    /// The tool reported a failure (`isError: true`) without an EvidenceResult.
+    #[error("the provider reported a tool error: {0}")]
+    ToolError(String),
+}
+
+/// Read the EvidenceResult out of a `tools/call` result, accepting all three
+/// shapes: a `json` content item (Decision Gate), `structuredContent` (MCP),
+/// or a text item holding the JSON (MCP clients that only read text).
+pub fn from_tool_result(
+    result: &RawValue,
+) -> Result<(EvidenceResult, ToolResultShape), ToolResultError> {
+    #[derive(Deserialize)]
+    struct Item<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<alloc::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        json: Option<&'a RawValue>,
+        text: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct ToolResult<'a> {
+        #[serde(default, borrow)]
+        content: Option<Vec<Item<'a>>>,
+        #[serde(rename = "structuredContent", borrow, default)]
+        structured_content: Option<&'a RawValue>,
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    let parsed: ToolResult<'_> = serde_json::from_str(result.get())
+        .map_err(|error| ToolResultError::NotAToolResult(error.to_string()))?;
+    if parsed.content.is_none() && parsed.structured_content.is_none() {
+        return Err(ToolResultError::NotAToolResult(
+            "neither content nor structuredContent is present".to_owned(),
+        ));
+    }
+    let mut last_problem = String::from("no content items");
+    if let Some(items) = &parsed.content {
+        for item in items {
+            if item.kind.as_deref() == Some("json") {
+                if let Some(json) = item.json {
+                    match serde_json::from_str::<EvidenceResult>(json.get()) {
+                        Ok(evidence) => return Ok((evidence, ToolResultShape::JsonItem)),
+                        Err(error) => last_problem = format!("json item: {error}"),
+                    }
+                }
+            }
+        }
+    }
+    if let Some(structured) = parsed.structured_content {
+        match serde_json::from_str::<EvidenceResult>(structured.get()) {
+            Ok(evidence) => return Ok((evidence, ToolResultShape::StructuredContent)),
+            Err(error) => last_problem = format!("structuredContent: {error}"),
+        }
+    }
+    let mut first_text = None;
+    if let Some(items) = &parsed.content {
+        for item in items {
+            if item.kind.as_deref() == Some("text") {
+                if let Some(text) = &item.text {
+                    first_text.get_or_insert(text.as_str());
+                    match serde_json::from_str::<EvidenceResult>(text) {
+                        Ok(evidence) => return Ok((evidence, ToolResultShape::JsonText)),
+                        Err(error) => last_problem = format!("text item: {error}"),
+                    }
+                }
+            }
+        }
+    }
+    if parsed.is_error == Some(true) {
+        return Err(ToolResultError::ToolError(
+            first_text.unwrap_or("no message").to_owned(),
+        ));
+    }
+    Err(ToolResultError::NoEvidence(last_problem))
+}
+
+/// The `tools/call` result Decision Gate expects:
+/// `{"content":[{"type":"json","json":<EvidenceResult>}]}`.
+///
+/// It serializes the result directly (no detour through
+/// [`serde_json::Value`]), so JSON values keep their exact text.
+pub fn to_decision_gate_tool_result(result: &EvidenceResult) -> DecisionGateToolResult<'_> {
+    DecisionGateToolResult {
+        content: [JsonItem {
+            kind: "json",
+            json: result,
+        }],
+    }
+}
+
+/// The serializable `tools/call` result of the Decision Gate dialect.
+#[derive(Clone, Debug, Serialize)]
+pub struct DecisionGateToolResult<'a> {
+    content: [JsonItem<'a>; 1],
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct JsonItem<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    json: &'a EvidenceResult,
+}
+
+/// The `tools/call` result standard MCP clients expect: a text item holding
+/// the canonical JSON of the result, the result as `structuredContent`, and
+/// `isError` set when the result carries an error.
+pub fn to_mcp_tool_result(result: &EvidenceResult) -> McpToolResult<'_> {
+    let json_bytes = result.to_json_vec();
+    let text = canonical::to_vec(&json_bytes)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| String::from_utf8_lossy(&json_bytes).into_owned());
+    McpToolResult {
+        content: [TextItem { kind: "text", text }],
+        structured_content: result,
+        is_error: result.error.is_some(),
+    }
+}
+
+/// The serializable `tools/call` result of the MCP dialect.
+#[derive(Clone, Debug, Serialize)]
+pub struct McpToolResult<'a> {
+    content: [TextItem; 1],
+    #[serde(rename = "structuredContent")]
+    structured_content: &'a EvidenceResult,
+    #[serde(rename = "isError")]
+    is_error: bool,
+}
+
+#[derive(Clone, Debug, Serialize)]
+struct TextItem {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: String,
+}

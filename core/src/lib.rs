@@ -42,8 +42,13 @@ extern crate alloc;
 extern crate std;
 
 pub mod canonical;
+pub mod client;
+#[cfg(feature = "std")]
+pub mod config;
+pub mod contract;
 pub mod envelope;
 pub mod error;
 pub mod evidence;
 pub mod frame;
 pub mod schema;
+pub mod server;

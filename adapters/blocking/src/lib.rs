@@ -1,14 +1,27 @@
 //! # evidence-wire-blocking
 //!
-//! Runtime adapter binding the sans-IO [`evidence_wire`] core to blocking I/O.
-//! Adapters are plumbing only: they move bytes between the core and the
-//! runtime, sleep until the core's deadline, and own processes and sockets.
-//! No protocol rule lives here.
+//! Runtime adapter binding the sans-IO [`evidence_wire`] core to blocking
+//! `std` I/O: threads, `std::process` and `std::sync::mpsc`.
 //!
-//! Status: the stdio server, child-process client and HTTP pieces land with
-//! the runtime-adapters work; today this crate only re-exports the core.
+//! - [`serve`] / [`serve_stdio`]: a provider server on any reader/writer
+//!   pair (stdin/stdout), answering queries concurrently on a small worker
+//!   pool and exiting cleanly on end of input after flushing every answer.
+//! - [`ProcessProvider`]: a child-process provider client that enforces
+//!   per-request timeouts, forwards the child's stderr to a log callback,
+//!   and restarts the child with bounded exponential backoff when it dies,
+//!   hangs or desynchronizes its stream.
+//!
+//! Adapters are plumbing only: they move bytes between the core and the
+//! runtime, sleep until the core's deadline, and own processes. No protocol
+//! rule lives here.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use evidence_wire as core;
+
+mod process;
+mod server;
+
+pub use process::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
+pub use server::{Handler, ServeError, serve, serve_stdio};

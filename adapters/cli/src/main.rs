@@ -1,9 +1,428 @@
-//! The `evidence-wire` command line.
+//! `evidence-wire`: serve the bundled evidence provider, query any provider
+//! and verify what comes back, hash and verify evidence.
 //!
-//! Subcommands arrive with the CLI work; today it prints its version.
+//! Exit codes: 0 evidence (or success), 1 the result carries an error or
+//! fails verification, 2 usage or configuration errors. Errors are one line
+//! on stderr.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
-fn main() {
-    println!("evidence-wire {}", env!("CARGO_PKG_VERSION"));
+mod provider;
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use evidence_wire::canonical::{self, Options, Profile};
+use evidence_wire::client::ClientConfig;
+use evidence_wire::evidence::{
+    self, EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, HashDigest, TriggerTime,
+    TrustPolicy,
+};
+use evidence_wire::frame::Framing;
+use evidence_wire::server::{Server, ServerConfig};
+use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+use serde_json::Value;
+
+use crate::provider::{BundledProvider, BundledSettings};
+
+#[derive(Parser)]
+#[command(
+    name = "evidence-wire",
+    version,
+    about = "Serve, query and verify Decision Gate evidence providers.",
+    after_help = "Example:\n  evidence-wire query --check time_now\n      ask the bundled provider (spawned over stdio) and print verified evidence"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the bundled provider on stdio (framing detected from the first byte).
+    #[command(after_help = "Example:\n  evidence-wire serve --root ./evidence")]
+    Serve(ServeArgs),
+    /// Query a provider and print the verified EvidenceResult.
+    #[command(
+        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe"
+    )]
+    Query(QueryArgs),
+    /// Hash a JSON value (canonical JSON, SHA-256) or raw bytes.
+    #[command(
+        after_help = "Examples:\n  echo '{\"b\":1,\"a\":2}' | evidence-wire hash\n  evidence-wire hash --canonical value.json\n  evidence-wire hash --bytes image.png"
+    )]
+    Hash(HashArgs),
+    /// Verify an EvidenceResult file: its hash and, with --key, its signature.
+    #[command(
+        after_help = "Example:\n  evidence-wire verify result.json --key 'my-key=ea4a6c63...d22c'"
+    )]
+    Verify(VerifyArgs),
+    /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path).
+    #[command(after_help = "Example:\n  evidence-wire contract > evidence-wire.contract.json")]
+    Contract(ContractArgs),
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Directory the file checks read from.
+    #[arg(long, default_value = ".")]
+    root: PathBuf,
+    /// Id of the root in evidence_ref URIs and anchors.
+    #[arg(long, default_value = "evidence-root")]
+    root_id: String,
+    /// Environment variable env_get may read (repeatable; none by default).
+    #[arg(long = "allow-env", value_name = "KEY")]
+    allow_env: Vec<String>,
+    /// Worker threads answering queries.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FramingArg {
+    ContentLength,
+    Ndjson,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    Rfc8785,
+    DecisionGate,
+}
+
+impl From<ProfileArg> for Profile {
+    fn from(profile: ProfileArg) -> Self {
+        match profile {
+            ProfileArg::Rfc8785 => Profile::Rfc8785,
+            ProfileArg::DecisionGate => Profile::DecisionGate,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct QueryArgs {
+    /// The check to run.
+    #[arg(long)]
+    check: String,
+    /// The check's params as JSON.
+    #[arg(long)]
+    params: Option<String>,
+    /// The full EvidenceContext as JSON (default: tenant 1, namespace 1, now).
+    #[arg(long)]
+    context: Option<String>,
+    /// Provider program and arguments (default: this binary's bundled provider).
+    #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true)]
+    command: Vec<String>,
+    /// The provider id put in the query.
+    #[arg(long, default_value = "evidence-wire")]
+    provider_id: String,
+    /// Request framing for --command providers.
+    #[arg(long, value_enum, default_value = "content-length")]
+    framing: FramingArg,
+    /// Run the MCP initialize handshake first.
+    #[arg(long)]
+    handshake: bool,
+    /// Request timeout in milliseconds.
+    #[arg(long, default_value_t = 10_000)]
+    timeout_ms: u64,
+    /// Canonicalization profile for the hash check.
+    #[arg(long, value_enum, default_value = "rfc8785")]
+    profile: ProfileArg,
+    /// Root for the bundled provider's file checks.
+    #[arg(long)]
+    root: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct HashArgs {
+    /// File to hash; `-` or nothing reads stdin.
+    file: Option<PathBuf>,
+    /// Print the canonical bytes instead of the hash.
+    #[arg(long, conflicts_with = "bytes")]
+    canonical: bool,
+    /// Hash the raw bytes instead of canonical JSON.
+    #[arg(long)]
+    bytes: bool,
+    /// Canonicalization profile.
+    #[arg(long, value_enum, default_value = "rfc8785")]
+    profile: ProfileArg,
+}
+
+#[derive(clap::Args)]
+struct VerifyArgs {
+    /// File holding an EvidenceResult (or a tools/call result); `-` reads stdin.
+    file: PathBuf,
+    /// Require a signature by this key: `KEY_ID=HEX` (32-byte ed25519 public key; repeatable).
+    #[arg(long, value_name = "KEY_ID=HEX")]
+    key: Vec<String>,
+    /// Canonicalization profile.
+    #[arg(long, value_enum, default_value = "rfc8785")]
+    profile: ProfileArg,
+}
+
+#[derive(clap::Args)]
+struct ContractArgs {
+    /// The provider id to put in the contract.
+    #[arg(long, default_value = "evidence-wire")]
+    provider_id: String,
+}
+
+/// A failure with its exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    fn evidence(message: impl Into<String>) -> Self {
+        Failure {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Serve(args) => serve(args),
+        Command::Query(args) => query(args),
+        Command::Hash(args) => hash(args),
+        Command::Verify(args) => verify(args),
+        Command::Contract(args) => contract(args),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("evidence-wire: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+fn serve(args: ServeArgs) -> Result<u8, Failure> {
+    let settings = BundledSettings {
+        root: args.root,
+        root_id: args.root_id,
+        env_allow: args.allow_env,
+        ..BundledSettings::default()
+    };
+    let server = Server::new(ServerConfig::default());
+    evidence_wire_blocking::serve_stdio(server, BundledProvider::new(settings), args.workers)
+        .map_err(|error| Failure::evidence(error.to_string()))?;
+    Ok(0)
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+fn query(args: QueryArgs) -> Result<u8, Failure> {
+    let params: Option<Value> = match &args.params {
+        Some(text) => Some(
+            serde_json::from_str(text)
+                .map_err(|error| Failure::usage(format!("--params is not JSON: {error}")))?,
+        ),
+        None => None,
+    };
+    let context: EvidenceContext = match &args.context {
+        Some(text) => serde_json::from_str(text).map_err(|error| {
+            Failure::usage(format!(
+                "--context is not an EvidenceContext (see spec/evidence.md): {error}"
+            ))
+        })?,
+        None => EvidenceContext::adhoc(TriggerTime::UnixMillis(now_millis())),
+    };
+    let mut query = EvidenceQuery::new(args.provider_id.clone(), args.check.clone());
+    if let Some(params) = params {
+        query = query.with_params(params);
+    }
+    let (command, framing) = if args.command.is_empty() {
+        let exe = std::env::current_exe()
+            .map_err(|error| Failure::usage(format!("cannot find this program: {error}")))?;
+        let mut command = vec![exe.to_string_lossy().into_owned(), "serve".to_owned()];
+        if let Some(root) = &args.root {
+            command.push("--root".to_owned());
+            command.push(root.to_string_lossy().into_owned());
+        }
+        (command, Framing::ContentLength)
+    } else {
+        let framing = match args.framing {
+            FramingArg::ContentLength => Framing::ContentLength,
+            FramingArg::Ndjson => Framing::NewlineDelimited,
+        };
+        (args.command.clone(), framing)
+    };
+    let mut client = ClientConfig::default();
+    client.framing = framing;
+    client.handshake = args.handshake;
+    client.request_timeout_ms = args.timeout_ms;
+    client.profile = args.profile.into();
+    let provider = ProcessProvider::spawn(ProcessConfig::new(command).with_client(client))
+        .map_err(|error| Failure::usage(error.to_string()))?;
+    let outcome = provider.query(query, context);
+    let (result, code) = match outcome {
+        Ok(verified) => {
+            let code = u8::from(verified.result().error.is_some());
+            (verified.into_result(), code)
+        }
+        Err(error) => {
+            eprintln!("evidence-wire: {error}");
+            (error.to_evidence_result(), 1)
+        }
+    };
+    print_json(&result)?;
+    Ok(code)
+}
+
+fn print_json(result: &EvidenceResult) -> Result<(), Failure> {
+    let value = serde_json::to_value(result)
+        .map_err(|error| Failure::evidence(format!("cannot print the result: {error}")))?;
+    let text = serde_json::to_string_pretty(&value)
+        .map_err(|error| Failure::evidence(format!("cannot print the result: {error}")))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))
+}
+
+fn read_input(path: Option<&PathBuf>) -> Result<Vec<u8>, Failure> {
+    const LIMIT: u64 = 64 * 1024 * 1024;
+    let mut bytes = Vec::new();
+    match path {
+        None => {
+            std::io::stdin()
+                .take(LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| Failure::usage(format!("cannot read stdin: {error}")))?;
+        }
+        Some(path) if path.as_os_str() == "-" => {
+            std::io::stdin()
+                .take(LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| Failure::usage(format!("cannot read stdin: {error}")))?;
+        }
+        Some(path) => {
+            let file = std::fs::File::open(path).map_err(|error| {
+                Failure::usage(format!("cannot open {}: {error}", path.display()))
+            })?;
+            file.take(LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| {
+                    Failure::usage(format!("cannot read {}: {error}", path.display()))
+                })?;
+        }
+    }
+    if bytes.len() as u64 > LIMIT {
+        return Err(Failure::usage(format!(
+            "input is larger than the {LIMIT}-byte limit"
+        )));
+    }
+    Ok(bytes)
+}
+
+fn hash(args: HashArgs) -> Result<u8, Failure> {
+    let input = read_input(args.file.as_ref())?;
+    let options = Options::with_profile(args.profile.into());
+    let mut stdout = std::io::stdout().lock();
+    if args.canonical {
+        let bytes = canonical::to_vec_with(&input, &options)
+            .map_err(|error| Failure::evidence(error.to_string()))?;
+        stdout
+            .write_all(&bytes)
+            .and_then(|()| stdout.write_all(b"\n"))
+            .map_err(|error| Failure::evidence(error.to_string()))?;
+        return Ok(0);
+    }
+    let value = if args.bytes {
+        EvidenceValue::Bytes(input)
+    } else {
+        let text = std::str::from_utf8(&input)
+            .map_err(|_| Failure::evidence("input is not UTF-8 JSON; use --bytes for raw bytes"))?;
+        EvidenceValue::json_text(text.trim())
+            .map_err(|error| Failure::evidence(format!("input is not JSON: {error}")))?
+    };
+    let digest: HashDigest = value
+        .digest(options.profile)
+        .map_err(|error| Failure::evidence(error.to_string()))?;
+    let text = serde_json::to_string(&digest).map_err(|error| Failure::evidence(error.to_string()))?;
+    writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))?;
+    Ok(0)
+}
+
+fn verify(args: VerifyArgs) -> Result<u8, Failure> {
+    let input = read_input(Some(&args.file))?;
+    let text = std::str::from_utf8(&input).map_err(|_| Failure::usage("input is not UTF-8"))?;
+    let result: EvidenceResult = match serde_json::from_str(text) {
+        Ok(result) => result,
+        Err(direct) => {
+            let raw: Box<serde_json::value::RawValue> = serde_json::from_str(text)
+                .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?;
+            evidence::from_tool_result(&raw)
+                .map(|(result, _)| result)
+                .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?
+        }
+    };
+    let policy = if args.key.is_empty() {
+        TrustPolicy::Audit
+    } else {
+        let mut keys = evidence::KeySet::new();
+        for spec in &args.key {
+            let (key_id, hex) = spec
+                .split_once('=')
+                .ok_or_else(|| Failure::usage(format!("--key {spec:?} must be KEY_ID=HEX")))?;
+            let bytes = decode_hex32(hex.trim()).ok_or_else(|| {
+                Failure::usage(format!("--key {key_id}: the key must be 64 hex digits"))
+            })?;
+            keys.insert_bytes(key_id, &bytes)
+                .map_err(|error| Failure::usage(format!("--key {key_id}: {error}")))?;
+        }
+        TrustPolicy::RequireSignature { keys }
+    };
+    match evidence::verify(result, &policy, args.profile.into()) {
+        Ok(verified) => {
+            print_json(verified.result())?;
+            Ok(0)
+        }
+        Err(error) => Err(Failure::evidence(format!(
+            "verification failed ({}): {error}",
+            error.kind()
+        ))),
+    }
+}
+
+fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (index, slot) in out.iter_mut().enumerate() {
+        let pair = hex.get(index * 2..index * 2 + 2)?;
+        *slot = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn contract(args: ContractArgs) -> Result<u8, Failure> {
+    let settings = BundledSettings {
+        provider_id: args.provider_id,
+        ..BundledSettings::default()
+    };
+    let contract = BundledProvider::new(settings).contract();
+    let text = serde_json::to_string_pretty(&contract)
+        .map_err(|error| Failure::evidence(error.to_string()))?;
+    println!("{text}");
+    Ok(0)
 }

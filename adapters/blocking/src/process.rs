@@ -1,0 +1,462 @@
+//! A child-process provider client on blocking I/O.
+//!
+//! One supervisor thread owns the [`Client`] state machine and the child.
+//! The child's stdout is read by a reader thread, its stderr by a log
+//! thread (each line goes to the [`LogSink`]), and its stdin is written by a
+//! writer thread, so a child that stops reading can never block the
+//! supervisor: the request times out and the child is restarted.
+//!
+//! When the child exits, closes its output, desynchronizes its stream or
+//! leaves a request unanswered past its timeout, the affected requests fail
+//! with a typed error and the child is restarted with bounded exponential
+//! backoff. No request is silently lost or answered twice: every call of
+//! [`ProcessProvider::query`] gets exactly one outcome.
+
+use std::collections::HashMap;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::Arc;
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+
+/// Where the child's stderr lines and the supervisor's notes go.
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How to run a provider process.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ProcessConfig {
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    /// The protocol settings (framing, timeouts, trust, handshake).
+    pub client: ClientConfig,
+    /// First restart delay; doubles after each consecutive failure.
+    pub restart_backoff_initial: Duration,
+    /// Largest restart delay.
+    pub restart_backoff_max: Duration,
+    /// Where stderr lines of the child go (default: this process's stderr,
+    /// prefixed with the program name).
+    pub log: LogSink,
+}
+
+impl ProcessConfig {
+    /// Run `command` with default settings.
+    pub fn new(command: Vec<String>) -> Self {
+        let name = command.first().cloned().unwrap_or_default();
+        ProcessConfig {
+            command,
+            client: ClientConfig::default(),
+            restart_backoff_initial: Duration::from_millis(50),
+            restart_backoff_max: Duration::from_secs(5),
+            log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
+        }
+    }
+
+    /// The same settings with `client`.
+    pub fn with_client(mut self, client: ClientConfig) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The same settings with `log`.
+    pub fn with_log(mut self, log: LogSink) -> Self {
+        self.log = log;
+        self
+    }
+}
+
+impl std::fmt::Debug for ProcessConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessConfig")
+            .field("command", &self.command)
+            .field("client", &self.client)
+            .field("restart_backoff_initial", &self.restart_backoff_initial)
+            .field("restart_backoff_max", &self.restart_backoff_max)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a query through a [`ProcessProvider`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The query failed (provider error, bad answer, verification, timeout,
+    /// lost connection).
+    #[error(transparent)]
+    Query(QueryError),
+    /// The child could not be started.
+    #[error("cannot start provider {command:?}: {source}")]
+    Spawn {
+        /// The command.
+        command: Vec<String>,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The provider client was shut down.
+    #[error("the provider client has shut down")]
+    ShutDown,
+}
+
+impl ProviderError {
+    /// The failure as an EvidenceResult carrying an error.
+    pub fn to_evidence_result(&self) -> evidence_wire::evidence::EvidenceResult {
+        match self {
+            ProviderError::Query(error) => error.to_evidence_result(),
+            other => evidence_wire::evidence::EvidenceResult::with_error(
+                evidence_wire::evidence::EvidenceError::new(
+                    "provider_unavailable",
+                    other.to_string(),
+                ),
+            ),
+        }
+    }
+}
+
+type Reply = Sender<Result<VerifiedEvidence, ProviderError>>;
+
+enum Command_ {
+    Query(Box<(EvidenceQuery, EvidenceContext)>, Reply),
+    Output(u64, Vec<u8>),
+    OutputEnd(u64),
+    Shutdown,
+}
+
+/// A provider running as a child process. Cheap to clone; every clone
+/// talks to the same child. Dropping the last clone stops the child.
+#[derive(Clone)]
+pub struct ProcessProvider {
+    commands: Sender<Command_>,
+    _guard: Arc<ShutdownGuard>,
+}
+
+struct ShutdownGuard(Sender<Command_>);
+
+impl Drop for ShutdownGuard {
+    fn drop(&mut self) {
+        let _ = self.0.send(Command_::Shutdown);
+    }
+}
+
+impl ProcessProvider {
+    /// Start the supervisor and the child. Fails when the child cannot be
+    /// started the first time.
+    pub fn spawn(config: ProcessConfig) -> Result<Self, ProviderError> {
+        let (commands, receiver) = mpsc::channel();
+        let mut supervisor = Supervisor::new(config, commands.clone());
+        supervisor.start_child()?;
+        thread::Builder::new()
+            .name("evidence-wire-provider".into())
+            .spawn(move || supervisor.run(receiver))
+            .map_err(|source| ProviderError::Spawn {
+                command: Vec::new(),
+                source,
+            })?;
+        Ok(ProcessProvider {
+            _guard: Arc::new(ShutdownGuard(commands.clone())),
+            commands,
+        })
+    }
+
+    /// Ask one query and wait for its verified answer (or its typed failure).
+    pub fn query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> Result<VerifiedEvidence, ProviderError> {
+        let (reply, answer) = mpsc::channel();
+        self.commands
+            .send(Command_::Query(Box::new((query, context)), reply))
+            .map_err(|_| ProviderError::ShutDown)?;
+        answer.recv().unwrap_or(Err(ProviderError::ShutDown))
+    }
+}
+
+struct Running {
+    child: Child,
+    generation: u64,
+    stdin: Sender<Vec<u8>>,
+}
+
+struct Supervisor {
+    config: ProcessConfig,
+    client: Client,
+    commands: Sender<Command_>,
+    running: Option<Running>,
+    generation: u64,
+    waiting: HashMap<RequestId, Reply>,
+    deferred: Vec<(Box<(EvidenceQuery, EvidenceContext)>, Reply)>,
+    epoch: Instant,
+    failures: u32,
+    restart_at: Option<Instant>,
+}
+
+impl Supervisor {
+    fn new(config: ProcessConfig, commands: Sender<Command_>) -> Self {
+        Supervisor {
+            client: Client::new(config.client.clone()),
+            config,
+            commands,
+            running: None,
+            generation: 0,
+            waiting: HashMap::new(),
+            deferred: Vec::new(),
+            epoch: Instant::now(),
+            failures: 0,
+            restart_at: None,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn start_child(&mut self) -> Result<(), ProviderError> {
+        let Some((program, args)) = self.config.command.split_first() else {
+            return Err(ProviderError::Spawn {
+                command: self.config.command.clone(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "empty command"),
+            });
+        };
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| ProviderError::Spawn {
+                command: self.config.command.clone(),
+                source,
+            })?;
+        self.generation += 1;
+        let generation = self.generation;
+        let stdout = child.stdout.take();
+        let stderr = child.stderr.take();
+        let stdin = child.stdin.take();
+        if let Some(mut stdout) = stdout {
+            let commands = self.commands.clone();
+            let _ = thread::Builder::new()
+                .name("evidence-wire-provider-stdout".into())
+                .spawn(move || {
+                    let mut buffer = vec![0u8; 64 * 1024];
+                    loop {
+                        match stdout.read(&mut buffer) {
+                            Ok(0) | Err(_) => {
+                                let _ = commands.send(Command_::OutputEnd(generation));
+                                return;
+                            }
+                            Ok(read) => {
+                                let bytes = buffer.get(..read).unwrap_or_default().to_vec();
+                                if commands.send(Command_::Output(generation, bytes)).is_err() {
+                                    return;
+                                }
+                            }
+                        }
+                    }
+                });
+        }
+        if let Some(stderr) = stderr {
+            let log = Arc::clone(&self.config.log);
+            let _ = thread::Builder::new()
+                .name("evidence-wire-provider-stderr".into())
+                .spawn(move || {
+                    let mut reader = BufReader::new(stderr.take(u64::MAX));
+                    let mut line = Vec::new();
+                    loop {
+                        line.clear();
+                        // Lines are capped so a child cannot exhaust memory.
+                        match (&mut reader).take(64 * 1024).read_until(b'\n', &mut line) {
+                            Ok(0) | Err(_) => return,
+                            Ok(_) => {
+                                let text = String::from_utf8_lossy(&line);
+                                log(text.trim_end());
+                            }
+                        }
+                    }
+                });
+        }
+        let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
+        if let Some(stdin) = stdin {
+            let _ = thread::Builder::new()
+                .name("evidence-wire-provider-stdin".into())
+                .spawn(move || write_loop(stdin, stdin_rx));
+        }
+        self.running = Some(Running {
+            child,
+            generation,
+            stdin: stdin_tx,
+        });
+        Ok(())
+    }
+
+    fn stop_child(&mut self) {
+        if let Some(mut running) = self.running.take() {
+            let _ = running.child.kill();
+            let _ = running.child.wait();
+        }
+    }
+
+    fn run(mut self, commands: Receiver<Command_>) {
+        loop {
+            self.flush();
+            let now = self.now();
+            let mut wait = self
+                .client
+                .poll_timeout()
+                .map(|deadline| Duration::from_millis(deadline.saturating_sub(now)));
+            if let Some(restart_at) = self.restart_at {
+                let until = restart_at.saturating_duration_since(Instant::now());
+                wait = Some(wait.map_or(until, |wait| wait.min(until)));
+            }
+            let command = match wait {
+                Some(wait) => commands.recv_timeout(wait),
+                None => commands.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            };
+            match command {
+                Ok(Command_::Query(request, reply)) => {
+                    // While the child is down (backoff), queries wait here and
+                    // go to the fresh child: a restart never fails them.
+                    self.deferred.push((request, reply));
+                    if self.running.is_none() && self.restart_at.is_none() {
+                        self.restart_now();
+                    }
+                    self.submit_deferred();
+                }
+                Ok(Command_::Output(generation, bytes)) => {
+                    if self.is_current(generation) {
+                        self.client.handle_input(&bytes);
+                    }
+                }
+                Ok(Command_::OutputEnd(generation)) => {
+                    if self.is_current(generation) {
+                        self.client.handle_input(&[]);
+                    }
+                }
+                Ok(Command_::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                    self.client.connection_lost("the provider client was shut down");
+                    self.dispatch();
+                    for (_, reply) in std::mem::take(&mut self.deferred) {
+                        let _ = reply.send(Err(ProviderError::ShutDown));
+                    }
+                    self.stop_child();
+                    return;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+            let now = self.now();
+            let before = self.client.in_flight();
+            self.client.handle_timeout(now);
+            let timed_out = before > self.client.in_flight();
+            self.dispatch();
+            if timed_out {
+                // A hung child may be wedged: restart it so later queries
+                // get a fresh process.
+                (self.config.log)("provider did not answer in time; restarting it");
+                self.schedule_restart();
+            }
+            if self.client.needs_restart() {
+                self.schedule_restart();
+            }
+            if let Some(restart_at) = self.restart_at {
+                if Instant::now() >= restart_at {
+                    self.restart_now();
+                    self.submit_deferred();
+                }
+            }
+        }
+    }
+
+    fn submit_deferred(&mut self) {
+        if self.running.is_none() {
+            return;
+        }
+        for (request, reply) in std::mem::take(&mut self.deferred) {
+            let (query, context) = *request;
+            let id = self.client.query(&query, &context, self.now());
+            self.waiting.insert(id, reply);
+        }
+    }
+
+    fn is_current(&self, generation: u64) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|running| running.generation == generation)
+    }
+
+    fn schedule_restart(&mut self) {
+        if self.restart_at.is_some() {
+            return;
+        }
+        self.stop_child();
+        let exponent = self.failures.min(16);
+        let delay = self
+            .config
+            .restart_backoff_initial
+            .saturating_mul(1u32 << exponent)
+            .min(self.config.restart_backoff_max);
+        self.failures = self.failures.saturating_add(1);
+        self.restart_at = Some(Instant::now() + delay);
+    }
+
+    fn restart_now(&mut self) {
+        self.restart_at = None;
+        self.stop_child();
+        let now = self.now();
+        self.client.restart(now);
+        self.dispatch();
+        if let Err(error) = self.start_child() {
+            (self.config.log)(&format!("{error}"));
+            self.client.connection_lost(&error.to_string());
+            self.dispatch();
+            self.schedule_restart();
+        }
+    }
+
+    fn dispatch(&mut self) {
+        while let Some(event) = self.client.poll_event() {
+            match event {
+                ClientEvent::Answer { id, outcome } => {
+                    if outcome.is_ok() {
+                        self.failures = 0;
+                    }
+                    if let Some(reply) = self.waiting.remove(&id) {
+                        let _ = reply.send(outcome.map_err(ProviderError::Query));
+                    }
+                }
+                ClientEvent::Skipped(skipped) => {
+                    (self.config.log)(&format!("ignored a provider message: {skipped:?}"));
+                }
+                ClientEvent::Fatal(reason) => {
+                    (self.config.log)(&format!("provider connection broken: {reason}"));
+                }
+                ClientEvent::Initialized { .. } => {}
+                _ => {}
+            }
+        }
+    }
+
+    fn flush(&mut self) {
+        let Some(running) = &self.running else {
+            // Nothing to write to: bytes wait in the client until restart
+            // (restart clears them; the queries fail and are retried by the caller).
+            return;
+        };
+        while let Some(bytes) = self.client.poll_transmit() {
+            if running.stdin.send(bytes).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {
+    while let Ok(chunk) = bytes.recv() {
+        if stdin.write_all(&chunk).is_err() || stdin.flush().is_err() {
+            return;
+        }
+    }
+}

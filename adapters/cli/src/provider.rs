@@ -1,0 +1,535 @@
+//! The bundled provider: checks equivalent to Decision Gate's built-ins.
+//!
+//! `time_now`, `time_after`, `time_before` read the query's `trigger_time`
+//! (never the wall clock); `env_get` reads an allow-listed environment
+//! variable; `json_path` and `file_size` read a file under the configured
+//! root. Expected failures (a missing file, a denied key, bad params) come
+//! back as an `EvidenceResult` carrying an error, never as a JSON-RPC error.
+//!
+//! Limits: files larger than `max_file_bytes` are refused before reading;
+//! environment values larger than `max_value_bytes` are refused; paths that
+//! leave the root (`..`, absolute paths, symlinks pointing outside) are
+//! refused with `path_outside_root`.
+
+use std::fs;
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
+
+use evidence_wire::contract::{
+    CheckContract, CheckExample, Comparator, ContractTransport, Determinism, ProviderContract,
+};
+use evidence_wire::evidence::{
+    EvidenceAnchor, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceRef, EvidenceResult,
+    EvidenceValue, TriggerTime,
+};
+use evidence_wire_blocking::Handler;
+use serde_json::{Value, json};
+
+/// Settings of the bundled provider.
+#[derive(Clone, Debug)]
+pub struct BundledSettings {
+    /// The provider id reported in the contract.
+    pub provider_id: String,
+    /// The directory file checks read from.
+    pub root: PathBuf,
+    /// The root's id, used in `evidence_ref` and anchors.
+    pub root_id: String,
+    /// Environment variables `env_get` may read (deny by default).
+    pub env_allow: Vec<String>,
+    /// Largest environment value returned, in bytes.
+    pub env_max_value_bytes: usize,
+    /// Largest file read, in bytes.
+    pub max_file_bytes: u64,
+}
+
+impl Default for BundledSettings {
+    fn default() -> Self {
+        BundledSettings {
+            provider_id: "evidence-wire".to_owned(),
+            root: PathBuf::from("."),
+            root_id: "evidence-root".to_owned(),
+            env_allow: Vec::new(),
+            env_max_value_bytes: 4096,
+            max_file_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// The bundled provider.
+#[derive(Clone, Debug)]
+pub struct BundledProvider {
+    settings: BundledSettings,
+}
+
+impl BundledProvider {
+    /// A provider with `settings`.
+    pub fn new(settings: BundledSettings) -> Self {
+        BundledProvider { settings }
+    }
+
+    /// Answer one query.
+    pub fn answer(&self, query: &EvidenceQuery, context: &EvidenceContext) -> EvidenceResult {
+        let params = query.params.clone().unwrap_or(Value::Null);
+        let outcome = match query.check_id.as_str() {
+            "time_now" => Ok(time_now(context)),
+            "time_after" => compare_time(context, &params, true),
+            "time_before" => compare_time(context, &params, false),
+            "env_get" => self.env_get(&params),
+            "json_path" => self.json_path(&params),
+            "file_size" => self.file_size(&params),
+            other => Err(EvidenceError::new(
+                "unknown_check",
+                format!(
+                    "this provider has no check {other:?}; its checks are {}",
+                    CHECKS.join(", ")
+                ),
+            )),
+        };
+        match outcome {
+            Ok(result) => result,
+            Err(error) => EvidenceResult::with_error(error),
+        }
+    }
+
+    fn env_get(&self, params: &Value) -> Result<EvidenceResult, EvidenceError> {
+        let key = string_param(params, "key")?;
+        if !self.settings.env_allow.iter().any(|allowed| allowed == key) {
+            return Err(EvidenceError::new(
+                "env_key_denied",
+                format!(
+                    "reading {key:?} is not allowed; add it to [bundled.env] allow in the configuration"
+                ),
+            ));
+        }
+        let value = match std::env::var(key) {
+            Ok(value) => value,
+            Err(std::env::VarError::NotPresent) => {
+                return Err(EvidenceError::new(
+                    "env_not_set",
+                    format!("environment variable {key:?} is not set"),
+                ));
+            }
+            Err(std::env::VarError::NotUnicode(_)) => {
+                return Err(EvidenceError::new(
+                    "env_not_unicode",
+                    format!("environment variable {key:?} is not valid UTF-8"),
+                ));
+            }
+        };
+        if value.len() > self.settings.env_max_value_bytes {
+            return Err(EvidenceError::new(
+                "env_value_too_large",
+                format!(
+                    "environment variable {key:?} holds {} bytes, more than the {}-byte limit",
+                    value.len(),
+                    self.settings.env_max_value_bytes
+                ),
+            ));
+        }
+        json_result(&Value::from(value))
+    }
+
+    fn resolve(&self, relative: &str) -> Result<(PathBuf, String), EvidenceError> {
+        let outside = || {
+            EvidenceError::new(
+                "path_outside_root",
+                format!(
+                    "{relative:?} is not inside the evidence root {:?}; give a relative path without `..`",
+                    self.settings.root_id
+                ),
+            )
+        };
+        let path = Path::new(relative);
+        if relative.is_empty()
+            || path
+                .components()
+                .any(|component| !matches!(component, Component::Normal(_) | Component::CurDir))
+        {
+            return Err(outside());
+        }
+        let root = fs::canonicalize(&self.settings.root).map_err(|error| {
+            EvidenceError::new(
+                "root_unavailable",
+                format!(
+                    "the evidence root {} cannot be opened: {error}",
+                    self.settings.root.display()
+                ),
+            )
+        })?;
+        let joined = root.join(path);
+        let resolved = match fs::canonicalize(&joined) {
+            Ok(resolved) => resolved,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                return Err(EvidenceError::new(
+                    "file_not_found",
+                    format!("no file {relative:?} under the evidence root"),
+                ));
+            }
+            Err(error) => {
+                return Err(EvidenceError::new(
+                    "file_unreadable",
+                    format!("cannot open {relative:?}: {error}"),
+                ));
+            }
+        };
+        if !resolved.starts_with(&root) {
+            return Err(outside());
+        }
+        let display = path
+            .components()
+            .filter_map(|component| match component {
+                Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("/");
+        Ok((resolved, display))
+    }
+
+    fn read_file(&self, relative: &str) -> Result<(Vec<u8>, String), EvidenceError> {
+        let (path, display) = self.resolve(relative)?;
+        let metadata = fs::metadata(&path).map_err(|error| {
+            EvidenceError::new("file_unreadable", format!("cannot stat {relative:?}: {error}"))
+        })?;
+        if !metadata.is_file() {
+            return Err(EvidenceError::new(
+                "not_a_file",
+                format!("{relative:?} is not a regular file"),
+            ));
+        }
+        if metadata.len() > self.settings.max_file_bytes {
+            return Err(file_too_large(relative, self.settings.max_file_bytes));
+        }
+        let file = fs::File::open(&path).map_err(|error| {
+            EvidenceError::new("file_unreadable", format!("cannot open {relative:?}: {error}"))
+        })?;
+        let mut bytes = Vec::new();
+        // Read at most one byte past the limit, in case the file grew.
+        file.take(self.settings.max_file_bytes.saturating_add(1))
+            .read_to_end(&mut bytes)
+            .map_err(|error| {
+                EvidenceError::new("file_unreadable", format!("cannot read {relative:?}: {error}"))
+            })?;
+        if bytes.len() as u64 > self.settings.max_file_bytes {
+            return Err(file_too_large(relative, self.settings.max_file_bytes));
+        }
+        Ok((bytes, display))
+    }
+
+    fn file_size(&self, params: &Value) -> Result<EvidenceResult, EvidenceError> {
+        let relative = string_param(params, "path")?;
+        let (path, display) = self.resolve(relative)?;
+        let metadata = fs::metadata(&path).map_err(|error| {
+            EvidenceError::new("file_unreadable", format!("cannot stat {relative:?}: {error}"))
+        })?;
+        if !metadata.is_file() {
+            return Err(EvidenceError::new(
+                "not_a_file",
+                format!("{relative:?} is not a regular file"),
+            ));
+        }
+        let size = metadata.len();
+        let mut result = json_result(&Value::from(size))?;
+        result.evidence_ref = Some(self.file_ref(&display));
+        result.evidence_anchor = Some(EvidenceAnchor::file_path_rooted(
+            &self.settings.root_id,
+            &display,
+            Some(size),
+        ));
+        Ok(result)
+    }
+
+    fn json_path(&self, params: &Value) -> Result<EvidenceResult, EvidenceError> {
+        let relative = string_param(params, "file")?;
+        let (bytes, display) = self.read_file(relative)?;
+        let document: Value = serde_json::from_slice(&bytes).map_err(|error| {
+            EvidenceError::new("invalid_json", format!("{relative:?} is not JSON: {error}"))
+        })?;
+        let value = match params.get("jsonpath").and_then(Value::as_str) {
+            None => document,
+            Some(expression) => {
+                let path = serde_json_path::JsonPath::parse(expression).map_err(|error| {
+                    EvidenceError::new(
+                        "invalid_jsonpath",
+                        format!("{expression:?} is not an RFC 9535 JSONPath: {error}"),
+                    )
+                })?;
+                let nodes = path.query(&document).all();
+                match nodes.as_slice() {
+                    [] => {
+                        return Err(EvidenceError::new(
+                            "jsonpath_not_found",
+                            format!("{expression:?} selects nothing in {relative:?}"),
+                        ));
+                    }
+                    [single] => (*single).clone(),
+                    many => Value::Array(many.iter().map(|node| (*node).clone()).collect()),
+                }
+            }
+        };
+        let mut result = json_result(&value)?;
+        result.evidence_ref = Some(self.file_ref(&display));
+        result.evidence_anchor = Some(EvidenceAnchor::file_path_rooted(
+            &self.settings.root_id,
+            &display,
+            None,
+        ));
+        Ok(result)
+    }
+
+    fn file_ref(&self, display: &str) -> EvidenceRef {
+        EvidenceRef {
+            uri: format!("dg+file://{}/{}", self.settings.root_id, display),
+        }
+    }
+
+    /// The capabilities contract of this provider (Decision Gate's
+    /// `capabilities_path` format), generated from the same check list the
+    /// provider answers.
+    pub fn contract(&self) -> ProviderContract {
+        ProviderContract {
+            provider_id: self.settings.provider_id.clone(),
+            name: "evidence-wire bundled provider".to_owned(),
+            description: "Time, environment and file checks equivalent to Decision Gate's built-in providers.".to_owned(),
+            transport: ContractTransport::Mcp,
+            config_schema: json!({"type": "object"}),
+            checks: check_contracts(),
+            notes: vec![
+                "Time checks read trigger_time from the query context, never the wall clock.".to_owned(),
+                "File checks read only under the configured root; env_get reads only allow-listed keys.".to_owned(),
+            ],
+        }
+    }
+}
+
+impl Handler for BundledProvider {
+    fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
+        self.answer(&query, &context)
+    }
+}
+
+/// The check ids this provider answers.
+pub const CHECKS: [&str; 6] = [
+    "time_now",
+    "time_after",
+    "time_before",
+    "env_get",
+    "json_path",
+    "file_size",
+];
+
+fn file_too_large(relative: &str, limit: u64) -> EvidenceError {
+    EvidenceError::new(
+        "file_too_large",
+        format!("{relative:?} is larger than the {limit}-byte limit"),
+    )
+}
+
+fn json_result(value: &Value) -> Result<EvidenceResult, EvidenceError> {
+    let value = EvidenceValue::json(value).map_err(|error| {
+        EvidenceError::new("internal_error", format!("cannot encode the value: {error}"))
+    })?;
+    Ok(EvidenceResult::with_value(value))
+}
+
+fn string_param<'a>(params: &'a Value, name: &str) -> Result<&'a str, EvidenceError> {
+    params.get(name).and_then(Value::as_str).ok_or_else(|| {
+        EvidenceError::new(
+            "invalid_params",
+            format!("params.{name} is required and must be a string"),
+        )
+    })
+}
+
+fn time_now(context: &EvidenceContext) -> EvidenceResult {
+    let value = match context.trigger_time {
+        TriggerTime::UnixMillis(millis) => Value::from(millis),
+        TriggerTime::Logical(tick) => Value::from(tick),
+    };
+    json_result(&value).unwrap_or_else(EvidenceResult::with_error)
+}
+
+fn compare_time(
+    context: &EvidenceContext,
+    params: &Value,
+    after: bool,
+) -> Result<EvidenceResult, EvidenceError> {
+    let threshold = match params.get("timestamp") {
+        Some(Value::Number(number)) => number.as_i64().ok_or_else(|| {
+            EvidenceError::new(
+                "invalid_params",
+                "params.timestamp must be an integer (unix milliseconds) or an RFC 3339 string",
+            )
+        })?,
+        Some(Value::String(text)) => {
+            let timestamp: jiff::Timestamp = text.parse().map_err(|error| {
+                EvidenceError::new(
+                    "invalid_params",
+                    format!("params.timestamp {text:?} is not RFC 3339: {error}"),
+                )
+            })?;
+            timestamp.as_millisecond()
+        }
+        _ => {
+            return Err(EvidenceError::new(
+                "invalid_params",
+                "params.timestamp is required: unix milliseconds or an RFC 3339 string",
+            ));
+        }
+    };
+    let now = match context.trigger_time {
+        TriggerTime::UnixMillis(millis) => millis,
+        TriggerTime::Logical(_) => {
+            return Err(EvidenceError::new(
+                "unsupported_trigger_time",
+                "time comparisons need a unix_millis trigger_time, not a logical one",
+            ));
+        }
+    };
+    let holds = if after {
+        now > threshold
+    } else {
+        now < threshold
+    };
+    json_result(&Value::Bool(holds))
+}
+
+fn check_contracts() -> Vec<CheckContract> {
+    use Comparator::*;
+    let ordering = vec![
+        Equals,
+        NotEquals,
+        GreaterThan,
+        GreaterThanOrEqual,
+        LessThan,
+        LessThanOrEqual,
+    ];
+    let boolean = vec![Equals, NotEquals];
+    let timestamp_schema = json!({
+        "type": "object",
+        "properties": {"timestamp": {"type": ["integer", "string"], "description": "unix milliseconds or RFC 3339"}},
+        "required": ["timestamp"],
+        "additionalProperties": false
+    });
+    let anchor = vec!["file_path_rooted".to_owned()];
+    let json_type = vec!["application/json".to_owned()];
+    vec![
+        CheckContract {
+            check_id: "time_now".to_owned(),
+            description: "The trigger time of the query, in unix milliseconds.".to_owned(),
+            determinism: Determinism::TimeDependent,
+            params_required: false,
+            params_schema: json!({"type": "object", "additionalProperties": false}),
+            result_schema: json!({"type": "integer"}),
+            allowed_comparators: ordering.clone(),
+            anchor_types: vec![],
+            content_types: json_type.clone(),
+            examples: vec![CheckExample {
+                description: "trigger time 1710000000000".to_owned(),
+                params: json!({}),
+                result: json!(1_710_000_000_000_i64),
+            }],
+        },
+        CheckContract {
+            check_id: "time_after".to_owned(),
+            description: "Whether the trigger time is after params.timestamp.".to_owned(),
+            determinism: Determinism::TimeDependent,
+            params_required: true,
+            params_schema: timestamp_schema.clone(),
+            result_schema: json!({"type": "boolean"}),
+            allowed_comparators: boolean.clone(),
+            anchor_types: vec![],
+            content_types: json_type.clone(),
+            examples: vec![CheckExample {
+                description: "after 2024-01-01".to_owned(),
+                params: json!({"timestamp": "2024-01-01T00:00:00Z"}),
+                result: json!(true),
+            }],
+        },
+        CheckContract {
+            check_id: "time_before".to_owned(),
+            description: "Whether the trigger time is before params.timestamp.".to_owned(),
+            determinism: Determinism::TimeDependent,
+            params_required: true,
+            params_schema: timestamp_schema,
+            result_schema: json!({"type": "boolean"}),
+            allowed_comparators: boolean.clone(),
+            anchor_types: vec![],
+            content_types: json_type.clone(),
+            examples: vec![CheckExample {
+                description: "before 2030-01-01".to_owned(),
+                params: json!({"timestamp": 1_893_456_000_000_i64}),
+                result: json!(true),
+            }],
+        },
+        CheckContract {
+            check_id: "env_get".to_owned(),
+            description: "The value of an allow-listed environment variable.".to_owned(),
+            determinism: Determinism::External,
+            params_required: true,
+            params_schema: json!({
+                "type": "object",
+                "properties": {"key": {"type": "string", "minLength": 1}},
+                "required": ["key"],
+                "additionalProperties": false
+            }),
+            result_schema: json!({"type": "string"}),
+            allowed_comparators: vec![Equals, NotEquals, Contains, InSet, Exists, NotExists],
+            anchor_types: vec![],
+            content_types: json_type.clone(),
+            examples: vec![CheckExample {
+                description: "DEPLOY_ENV".to_owned(),
+                params: json!({"key": "DEPLOY_ENV"}),
+                result: json!("production"),
+            }],
+        },
+        CheckContract {
+            check_id: "json_path".to_owned(),
+            description: "A JSON file under the evidence root, or the nodes an RFC 9535 JSONPath selects in it.".to_owned(),
+            determinism: Determinism::External,
+            params_required: true,
+            params_schema: json!({
+                "type": "object",
+                "properties": {
+                    "file": {"type": "string", "minLength": 1},
+                    "jsonpath": {"type": "string"}
+                },
+                "required": ["file"],
+                "additionalProperties": false
+            }),
+            result_schema: json!({}),
+            allowed_comparators: vec![
+                Equals, NotEquals, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual,
+                Contains, InSet, DeepEquals, DeepNotEquals, Exists, NotExists,
+            ],
+            anchor_types: anchor.clone(),
+            content_types: json_type.clone(),
+            examples: vec![CheckExample {
+                description: "status field of report.json".to_owned(),
+                params: json!({"file": "report.json", "jsonpath": "$.status"}),
+                result: json!("approved"),
+            }],
+        },
+        CheckContract {
+            check_id: "file_size".to_owned(),
+            description: "The size in bytes of a file under the evidence root.".to_owned(),
+            determinism: Determinism::External,
+            params_required: true,
+            params_schema: json!({
+                "type": "object",
+                "properties": {"path": {"type": "string", "minLength": 1}},
+                "required": ["path"],
+                "additionalProperties": false
+            }),
+            result_schema: json!({"type": "integer", "minimum": 0}),
+            allowed_comparators: ordering,
+            anchor_types: anchor,
+            content_types: json_type,
+            examples: vec![CheckExample {
+                description: "size of report.json".to_owned(),
+                params: json!({"path": "report.json"}),
+                result: json!(1024),
+            }],
+        },
+    ]
+}

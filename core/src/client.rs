@@ -1,0 +1,642 @@
+//! The caller-side connection state machine (sans-IO).
+//!
+//! A [`Client`] talks to one provider. [`Client::query`] queues a framed
+//! `tools/call` of `evidence_query` and returns its [`RequestId`]; the
+//! adapter writes what [`Client::poll_transmit`] gives, feeds what the
+//! provider writes back into [`Client::handle_input`], and reads
+//! [`ClientEvent`]s. Any number of queries may be in flight; answers are
+//! matched by id, never by order.
+//!
+//! Every answer is verified before it is reported: the EvidenceResult is
+//! read from any of the three result shapes (json item, `structuredContent`,
+//! JSON text), its hash checked (and its signature under
+//! [`TrustPolicy::RequireSignature`](crate::evidence::TrustPolicy)). A
+//! JSON-RPC error from the provider becomes [`QueryError::Provider`].
+//!
+//! Time is injected: [`Client::poll_timeout`] says when the next deadline
+//! is, [`Client::handle_timeout`] expires queries; a late answer for an
+//! expired query is discarded. After a fatal framing error the stream cannot
+//! be trusted: every query in flight fails and [`Client::needs_restart`]
+//! tells the adapter to restart the provider and call [`Client::restart`].
+//!
+//! Limits: frame limits from [`frame::Limits`]; the memory of expired ids
+//! (to drop late answers) is bounded by [`ClientConfig::late_answer_memory`].
+
+use alloc::borrow::ToOwned;
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::canonical::Profile;
+use crate::envelope::{self, Id, Incoming, Message, Policy};
+use crate::error::CanonicalError;
+use crate::evidence::{
+    self, EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult,
+    ToolResultError, TrustPolicy, VerifiedEvidence, VerifyError,
+};
+use crate::frame::{self, Decoder, Framing, Limits};
+use crate::server::SUPPORTED_PROTOCOL_VERSIONS;
+
+/// Everything that shapes a client connection.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ClientConfig {
+    /// Frame limits for the provider's answers.
+    pub limits: Limits,
+    /// Framing of requests (Decision Gate providers: Content-Length; MCP
+    /// stdio servers: newline-delimited). Answers are read in either.
+    pub framing: Framing,
+    /// Run the MCP `initialize` handshake before the first query.
+    pub handshake: bool,
+    /// How long a query may wait for its answer, in milliseconds.
+    pub request_timeout_ms: u64,
+    /// What a result must satisfy to be trusted.
+    pub trust: TrustPolicy,
+    /// The canonicalization profile used to check hashes.
+    pub profile: Profile,
+    /// How many expired request ids are remembered to drop late answers.
+    pub late_answer_memory: usize,
+    /// `clientInfo` sent in `initialize`.
+    pub client_name: String,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig {
+            limits: Limits::default(),
+            framing: Framing::ContentLength,
+            handshake: false,
+            request_timeout_ms: 10_000,
+            trust: TrustPolicy::Audit,
+            profile: Profile::Rfc8785,
+            late_answer_memory: 1024,
+            client_name: "evidence-wire".to_owned(),
+        }
+    }
+}
+
+/// The JSON-RPC id of one query (unique per client, across restarts).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RequestId(i64);
+
+impl RequestId {
+    /// The id as sent on the wire.
+    pub fn get(self) -> i64 {
+        self.0
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "request {}", self.0)
+    }
+}
+
+/// Why a query produced no trusted evidence.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QueryError {
+    /// The provider answered with a JSON-RPC error.
+    #[error("provider error {code}: {message}")]
+    Provider {
+        /// The JSON-RPC error code.
+        code: i64,
+        /// The provider's message.
+        message: String,
+        /// The error's `data`, if any.
+        data: Option<Value>,
+    },
+    /// The answer holds no readable EvidenceResult.
+    #[error("provider answer unreadable: {0}")]
+    BadResult(ToolResultError),
+    /// The evidence failed verification.
+    #[error("evidence rejected: {0}")]
+    Verification(VerifyError),
+    /// No answer came before the deadline.
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+    /// The provider's stream broke (fatal framing error, exit, restart).
+    #[error("connection to the provider lost: {0}")]
+    ConnectionLost(String),
+    /// The query was cancelled by the caller.
+    #[error("query cancelled")]
+    Cancelled,
+}
+
+impl QueryError {
+    /// A stable machine-readable name of the failure.
+    pub fn code(&self) -> &'static str {
+        match self {
+            QueryError::Provider { .. } => "provider_error",
+            QueryError::BadResult(_) => "invalid_provider_result",
+            QueryError::Verification(error) => error.kind(),
+            QueryError::Timeout(_) => "provider_timeout",
+            QueryError::ConnectionLost(_) => "provider_unavailable",
+            QueryError::Cancelled => "cancelled",
+        }
+    }
+
+    /// This failure as an EvidenceResult carrying an error (what Decision
+    /// Gate records): a JSON-RPC error becomes code `provider_error` with
+    /// the provider's code and message in `details`.
+    pub fn to_evidence_result(&self) -> EvidenceResult {
+        let details = match self {
+            QueryError::Provider {
+                code,
+                message,
+                data,
+            } => json!({"code": code, "message": message, "data": data}),
+            QueryError::Verification(error) => json!({"kind": error.kind()}),
+            QueryError::Timeout(ms) => json!({"timeout_ms": ms}),
+            _ => Value::Null,
+        };
+        let mut error = EvidenceError::new(self.code(), self.to_string());
+        if !details.is_null() {
+            error = error.with_details(details);
+        }
+        EvidenceResult::with_error(error)
+    }
+}
+
+/// Why an incoming message was not taken as an answer.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Skipped {
+    /// A notification from the provider (logs, progress).
+    Notification {
+        /// Its method.
+        method: String,
+    },
+    /// A response whose id matches no query in flight.
+    UnknownId(Value),
+    /// A response for a query that already timed out or was cancelled.
+    LateAnswer(RequestId),
+    /// A request from the provider; it was answered "method not found"
+    /// (or `{}` for `ping`).
+    ProviderRequest {
+        /// Its method.
+        method: String,
+    },
+    /// A message that is not valid JSON-RPC, or a recoverable framing error.
+    Invalid(String),
+}
+
+/// What the client tells the adapter.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum ClientEvent {
+    /// The outcome of one query.
+    Answer {
+        /// The query.
+        id: RequestId,
+        /// Verified evidence, or why there is none.
+        outcome: Result<VerifiedEvidence, QueryError>,
+    },
+    /// A message that answered nothing (reported, never taken as an answer).
+    Skipped(Skipped),
+    /// The MCP handshake finished.
+    Initialized {
+        /// The protocol version the provider chose.
+        protocol_version: String,
+    },
+    /// The stream is broken: restart the provider, then call [`Client::restart`].
+    Fatal(String),
+}
+
+#[derive(Debug)]
+struct Pending {
+    deadline: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handshake {
+    NotNeeded,
+    Waiting(i64),
+    Done,
+}
+
+/// The caller side of one provider connection. See the module docs.
+#[derive(Debug)]
+pub struct Client {
+    config: ClientConfig,
+    decoder: Decoder,
+    next_id: i64,
+    pending: BTreeMap<i64, Pending>,
+    expired: BTreeSet<i64>,
+    expired_order: VecDeque<i64>,
+    handshake: Handshake,
+    handshake_deadline: Option<u64>,
+    held: VecDeque<Vec<u8>>,
+    events: VecDeque<ClientEvent>,
+    transmits: VecDeque<Vec<u8>>,
+    needs_restart: bool,
+    policy: Policy,
+}
+
+impl Client {
+    /// A client; with `config.handshake` it queues `initialize` at once.
+    pub fn new(config: ClientConfig) -> Self {
+        let mut client = Client {
+            decoder: Decoder::new(config.limits),
+            config,
+            next_id: 1,
+            pending: BTreeMap::new(),
+            expired: BTreeSet::new(),
+            expired_order: VecDeque::new(),
+            handshake: Handshake::NotNeeded,
+            handshake_deadline: None,
+            held: VecDeque::new(),
+            events: VecDeque::new(),
+            transmits: VecDeque::new(),
+            needs_restart: false,
+            policy: Policy::jsonrpc(),
+        };
+        client.start_handshake(0);
+        client
+    }
+
+    fn start_handshake(&mut self, now: u64) {
+        if !self.config.handshake {
+            self.handshake = Handshake::NotNeeded;
+            return;
+        }
+        let id = self.take_id();
+        let params = json!({
+            "protocolVersion": SUPPORTED_PROTOCOL_VERSIONS[0],
+            "capabilities": {},
+            "clientInfo": {"name": self.config.client_name, "version": env!("CARGO_PKG_VERSION")},
+        });
+        let body = envelope_request(id, "initialize", &params);
+        self.handshake = Handshake::Waiting(id);
+        self.handshake_deadline = Some(now.saturating_add(self.config.request_timeout_ms));
+        self.transmit(&body);
+    }
+
+    fn take_id(&mut self) -> i64 {
+        let id = self.next_id;
+        self.next_id = self.next_id.checked_add(1).unwrap_or(1);
+        id
+    }
+
+    /// Queue a query; `now` is the current time in milliseconds (any
+    /// monotonic clock, the same one passed to [`Client::handle_timeout`]).
+    pub fn query(&mut self, query: &EvidenceQuery, context: &EvidenceContext, now: u64) -> RequestId {
+        let id = self.take_id();
+        #[derive(Serialize)]
+        struct Params<'a> {
+            name: &'static str,
+            arguments: Arguments<'a>,
+        }
+        #[derive(Serialize)]
+        struct Arguments<'a> {
+            query: &'a EvidenceQuery,
+            context: &'a EvidenceContext,
+        }
+        let params = Params {
+            name: EVIDENCE_QUERY_TOOL,
+            arguments: Arguments { query, context },
+        };
+        let body = envelope_request(id, "tools/call", &params);
+        self.pending.insert(
+            id,
+            Pending {
+                deadline: now.saturating_add(self.config.request_timeout_ms),
+            },
+        );
+        match self.handshake {
+            Handshake::Waiting(_) => self.held.push_back(body),
+            Handshake::NotNeeded | Handshake::Done => self.transmit(&body),
+        }
+        RequestId(id)
+    }
+
+    /// Cancel a query: it fails with [`QueryError::Cancelled`], the
+    /// provider is told (`notifications/cancelled`), a late answer is dropped.
+    pub fn cancel(&mut self, id: RequestId) -> bool {
+        if self.pending.remove(&id.0).is_none() {
+            return false;
+        }
+        self.remember_expired(id.0);
+        let body = envelope_notification(
+            "notifications/cancelled",
+            &json!({"requestId": id.0, "reason": "cancelled by the caller"}),
+        );
+        self.transmit(&body);
+        self.events.push_back(ClientEvent::Answer {
+            id,
+            outcome: Err(QueryError::Cancelled),
+        });
+        true
+    }
+
+    /// How many queries wait for an answer.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True after a fatal stream error: restart the provider and call
+    /// [`Client::restart`].
+    pub fn needs_restart(&self) -> bool {
+        self.needs_restart
+    }
+
+    /// The earliest deadline (milliseconds), if any query waits.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let earliest = self.pending.values().map(|pending| pending.deadline).min();
+        match (earliest, self.handshake_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Expire every query whose deadline is at or before `now`.
+    pub fn handle_timeout(&mut self, now: u64) {
+        if let (Handshake::Waiting(_), Some(deadline)) = (self.handshake, self.handshake_deadline) {
+            if deadline <= now {
+                self.fail_all(&QueryError::Timeout(self.config.request_timeout_ms));
+                self.needs_restart = true;
+                self.events.push_back(ClientEvent::Fatal(format!(
+                    "the provider did not answer initialize within {} ms",
+                    self.config.request_timeout_ms
+                )));
+                self.handshake_deadline = None;
+                return;
+            }
+        }
+        let expired: Vec<i64> = self
+            .pending
+            .iter()
+            .filter(|(_, pending)| pending.deadline <= now)
+            .map(|(id, _)| *id)
+            .collect();
+        for id in expired {
+            self.pending.remove(&id);
+            self.remember_expired(id);
+            self.events.push_back(ClientEvent::Answer {
+                id: RequestId(id),
+                outcome: Err(QueryError::Timeout(self.config.request_timeout_ms)),
+            });
+        }
+    }
+
+    /// The provider is gone (exited, closed its output, or must be
+    /// restarted): fail every query in flight with `reason`.
+    pub fn connection_lost(&mut self, reason: &str) {
+        self.fail_all(&QueryError::ConnectionLost(reason.to_owned()));
+    }
+
+    /// Start over with a fresh provider: queries in flight fail, the stream
+    /// state is reset, ids keep counting (a late answer can never alias a
+    /// new query), the handshake runs again when configured.
+    pub fn restart(&mut self, now: u64) {
+        self.fail_all(&QueryError::ConnectionLost(
+            "the provider was restarted".to_owned(),
+        ));
+        self.decoder = Decoder::new(self.config.limits);
+        self.transmits.clear();
+        self.held.clear();
+        self.needs_restart = false;
+        self.handshake_deadline = None;
+        self.start_handshake(now);
+    }
+
+    fn fail_all(&mut self, error: &QueryError) {
+        let ids: Vec<i64> = self.pending.keys().copied().collect();
+        for id in ids {
+            self.pending.remove(&id);
+            self.remember_expired(id);
+            self.events.push_back(ClientEvent::Answer {
+                id: RequestId(id),
+                outcome: Err(error.clone()),
+            });
+        }
+        self.held.clear();
+    }
+
+    fn remember_expired(&mut self, id: i64) {
+        if self.config.late_answer_memory == 0 {
+            return;
+        }
+        if self.expired.insert(id) {
+            self.expired_order.push_back(id);
+        }
+        while self.expired_order.len() > self.config.late_answer_memory {
+            if let Some(oldest) = self.expired_order.pop_front() {
+                self.expired.remove(&oldest);
+            }
+        }
+    }
+
+    /// Feed bytes the provider wrote. Empty input means it closed its output.
+    pub fn handle_input(&mut self, input: &[u8]) {
+        if self.needs_restart {
+            return;
+        }
+        if input.is_empty() {
+            let reason = match self.decoder.finish() {
+                Ok(()) => "the provider closed its output".to_owned(),
+                Err(error) => format!("the provider closed its output mid-message: {error}"),
+            };
+            self.fail_all(&QueryError::ConnectionLost(reason.clone()));
+            self.needs_restart = true;
+            self.events.push_back(ClientEvent::Fatal(reason));
+            return;
+        }
+        self.decoder.push(input);
+        while let Some(next) = self.decoder.poll_frame() {
+            match next {
+                Ok(frame) => self.handle_body(&frame.body),
+                Err(error) if error.is_fatal() => {
+                    let reason = format!("provider stream desynchronized: {error}");
+                    self.fail_all(&QueryError::ConnectionLost(reason.clone()));
+                    self.needs_restart = true;
+                    self.events.push_back(ClientEvent::Fatal(reason));
+                    return;
+                }
+                Err(error) => self
+                    .events
+                    .push_back(ClientEvent::Skipped(Skipped::Invalid(error.to_string()))),
+            }
+        }
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next framed bytes to write to the provider.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.transmits.pop_front()
+    }
+
+    fn handle_body(&mut self, body: &[u8]) {
+        let incoming = match envelope::validate(body, &self.policy) {
+            Ok(incoming) => incoming,
+            Err(rejection) => {
+                self.events.push_back(ClientEvent::Skipped(Skipped::Invalid(format!(
+                    "{}: {}",
+                    rejection.error.name(),
+                    rejection.detail
+                ))));
+                return;
+            }
+        };
+        let messages = match incoming {
+            Incoming::Single(message) => alloc::vec![Ok(message)],
+            Incoming::Batch(entries) => entries,
+        };
+        for message in messages {
+            match message {
+                Ok(message) => self.handle_message(message),
+                Err(rejection) => self
+                    .events
+                    .push_back(ClientEvent::Skipped(Skipped::Invalid(rejection.detail))),
+            }
+        }
+    }
+
+    fn handle_message(&mut self, message: Message<'_>) {
+        match message {
+            Message::Notification(notification) => {
+                self.events
+                    .push_back(ClientEvent::Skipped(Skipped::Notification {
+                        method: notification.method.to_string(),
+                    }));
+            }
+            Message::Request(request) => {
+                let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
+                let body = if request.method == "ping" {
+                    crate::server::encode_result(&id, &json!({}))
+                } else {
+                    crate::server::encode_error(
+                        Some(&id),
+                        CanonicalError::MethodNotFound,
+                        Some("this client serves no requests"),
+                    )
+                };
+                self.transmit(&body);
+                self.events
+                    .push_back(ClientEvent::Skipped(Skipped::ProviderRequest {
+                        method: request.method.to_string(),
+                    }));
+            }
+            Message::Response(response) => {
+                let Id::Number(id) = response.id else {
+                    let id = serde_json::to_value(&response.id).unwrap_or(Value::Null);
+                    self.events
+                        .push_back(ClientEvent::Skipped(Skipped::UnknownId(id)));
+                    return;
+                };
+                if self.handshake == Handshake::Waiting(id) {
+                    self.finish_handshake(response.outcome.ok().map(|raw| raw.get()));
+                    return;
+                }
+                if self.pending.remove(&id).is_none() {
+                    let skipped = if self.expired.contains(&id) {
+                        Skipped::LateAnswer(RequestId(id))
+                    } else {
+                        Skipped::UnknownId(Value::from(id))
+                    };
+                    self.events.push_back(ClientEvent::Skipped(skipped));
+                    return;
+                }
+                let outcome = match response.outcome {
+                    Ok(result) => match evidence::from_tool_result(result) {
+                        Ok((result, _shape)) => {
+                            evidence::verify(result, &self.config.trust, self.config.profile)
+                                .map_err(QueryError::Verification)
+                        }
+                        Err(error) => Err(QueryError::BadResult(error)),
+                    },
+                    Err(error) => Err(QueryError::Provider {
+                        code: error.code,
+                        message: error.message.to_string(),
+                        data: error
+                            .data
+                            .and_then(|raw| serde_json::from_str(raw.get()).ok()),
+                    }),
+                };
+                self.events.push_back(ClientEvent::Answer {
+                    id: RequestId(id),
+                    outcome,
+                });
+            }
+        }
+    }
+
+    fn finish_handshake(&mut self, result: Option<&str>) {
+        self.handshake_deadline = None;
+        let version = result
+            .and_then(|text| serde_json::from_str::<Value>(text).ok())
+            .and_then(|value| {
+                value
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            });
+        let Some(version) = version else {
+            self.fail_all(&QueryError::ConnectionLost(
+                "the provider refused initialize".to_owned(),
+            ));
+            self.needs_restart = true;
+            self.events.push_back(ClientEvent::Fatal(
+                "the provider answered initialize without a protocolVersion".to_owned(),
+            ));
+            return;
+        };
+        self.handshake = Handshake::Done;
+        let body = envelope_notification("notifications/initialized", &json!({}));
+        self.transmit(&body);
+        while let Some(held) = self.held.pop_front() {
+            self.transmit(&held);
+        }
+        self.events.push_back(ClientEvent::Initialized {
+            protocol_version: version,
+        });
+    }
+
+    fn transmit(&mut self, body: &[u8]) {
+        let mut out = Vec::with_capacity(body.len().saturating_add(32));
+        if frame::encode(self.config.framing, body, &mut out).is_ok() {
+            self.transmits.push_back(out);
+        }
+    }
+}
+
+fn envelope_request<T: Serialize + ?Sized>(id: i64, method: &str, params: &T) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Request<'a, T: ?Sized> {
+        jsonrpc: &'static str,
+        id: i64,
+        method: &'a str,
+        params: &'a T,
+    }
+    serde_json::to_vec(&Request {
+        jsonrpc: "2.0",
+        id,
+        method,
+        params,
+    })
+    .unwrap_or_default()
+}
+
+fn envelope_notification<T: Serialize + ?Sized>(method: &str, params: &T) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Notification<'a, T: ?Sized> {
+        jsonrpc: &'static str,
+        method: &'a str,
+        params: &'a T,
+    }
+    serde_json::to_vec(&Notification {
+        jsonrpc: "2.0",
+        method,
+        params,
+    })
+    .unwrap_or_default()
+}

@@ -1,0 +1,1260 @@
+//! The `evidence-wire.toml` configuration: model, defaults and validation.
+//!
+//! [`Config::from_toml_str`] parses TOML into the sections `[[providers]]`,
+//! `[server]` (with `[server.limits]`, `[server.auth]`, `[server.tools]`),
+//! `[docs]`, `[logging]` and `[bundled]`, then validates and resolves them:
+//! relative paths are joined to the config file's directory, each mcp
+//! provider's capabilities contract is read and checked
+//! ([`crate::contract`]), and trust keys are read. [`Config::default`] is the
+//! embedded default and works with no file at all.
+//!
+//! Every struct refuses unknown keys; a syntax error or an unknown key is a
+//! [`ConfigError::Syntax`] with the line and column of the offending key.
+//! Every other problem is one [`ConfigError::Invalid`] naming the field
+//! (`providers[2].timeouts.request_timeout_ms`), what is wrong and what to do.
+//! Files read here are capped before they are read: the config file at
+//! [`MAX_CONFIG_BYTES`], contracts at [`MAX_CONTRACT_BYTES`], key files at
+//! [`MAX_KEY_FILE_BYTES`]. The full reference is `spec/configuration.md`.
+
+use std::borrow::ToOwned;
+use std::fmt;
+use std::format;
+use std::io::Read;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::string::{String, ToString};
+use std::vec::Vec;
+
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+
+use crate::contract::{MAX_CONTRACT_BYTES, ProviderContract};
+
+/// The largest configuration file [`Config::load`] reads (1 MiB).
+pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
+
+/// The largest trust key file read (4 KiB; a key is 32 bytes or 64 hex digits).
+pub const MAX_KEY_FILE_BYTES: u64 = 4096;
+
+/// Provider names reserved for Decision Gate's built-in providers.
+pub const RESERVED_PROVIDER_NAMES: [&str; 4] = ["time", "env", "json", "http"];
+
+/// Why a configuration was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// A file could not be read.
+    #[error("{field}: cannot read `{}`: {detail}", path.display())]
+    Io {
+        /// The field that names the file (`config` for the config file itself).
+        field: String,
+        /// The path as resolved.
+        path: PathBuf,
+        /// What the OS or the size check said, and what to do.
+        detail: String,
+    },
+    /// The TOML is malformed, has an unknown key, or a value of the wrong type.
+    #[error("{}line {line}, column {column}: {message}", file_prefix(file.as_deref()))]
+    Syntax {
+        /// The config file, when loaded from one.
+        file: Option<PathBuf>,
+        /// 1-based line of the offending key or value (0 when unknown).
+        line: usize,
+        /// 1-based column (0 when unknown).
+        column: usize,
+        /// What the parser said (it names the key).
+        message: String,
+    },
+    /// A value is out of range or inconsistent with another.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field, e.g. `providers[2].timeouts.request_timeout_ms`.
+        field: String,
+        /// What is wrong and what to do.
+        message: String,
+    },
+}
+
+fn file_prefix(file: Option<&Path>) -> String {
+    match file {
+        Some(file) => format!("{}: ", file.display()),
+        None => String::new(),
+    }
+}
+
+fn invalid(field: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        field: field.into(),
+        message: message.into(),
+    }
+}
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct Config {
+    /// Evidence providers a query can be sent to, by name.
+    pub providers: Vec<ProviderConfig>,
+    /// The server side of `evidence-wire serve`.
+    pub server: ServerConfig,
+    /// The embedded docs search and resources.
+    pub docs: DocsConfig,
+    /// Envelope validation logs.
+    pub logging: LoggingConfig,
+    /// The bundled provider served by `evidence-wire serve`.
+    pub bundled: BundledConfig,
+}
+
+/// Whether a provider is a built-in or an external MCP server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProviderType {
+    /// One of Decision Gate's built-ins (`time`, `env`, `json`, `http`).
+    Builtin,
+    /// An external provider answering `evidence_query` over stdio or HTTP.
+    Mcp,
+}
+
+/// `[[providers]]`: one evidence provider.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ProviderConfig {
+    /// Unique name; the `provider_id` of queries and of its contract.
+    pub name: String,
+    /// `builtin` or `mcp`.
+    #[serde(rename = "type")]
+    pub provider_type: ProviderType,
+    /// argv of a stdio provider (no shell); exclusive with `url`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    /// URL of an HTTP provider; exclusive with `command`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Allow an `http://` url (plain text on the network).
+    #[serde(default)]
+    pub allow_insecure_http: bool,
+    /// The capabilities contract (required for mcp); resolved against the
+    /// config file's directory when loaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capabilities_path: Option<PathBuf>,
+    /// Credentials sent to an HTTP provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<ProviderAuth>,
+    /// What the caller requires of this provider's evidence.
+    #[serde(default)]
+    pub trust: TrustConfig,
+    /// Allow raw (bytes) evidence values from this provider.
+    #[serde(default)]
+    pub allow_raw: bool,
+    /// Connect and request timeouts.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Configuration of a builtin provider (builtin only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// The contract read from `capabilities_path` (filled by loading).
+    #[serde(skip)]
+    pub contract: Option<ProviderContract>,
+    /// The keys read from `trust.require_signature.keys` (filled by loading).
+    #[serde(skip)]
+    pub trusted_keys: Vec<TrustedKey>,
+}
+
+impl ProviderConfig {
+    /// A provider of `provider_type` named `name` with every other field at its default.
+    pub fn new(name: impl Into<String>, provider_type: ProviderType) -> Self {
+        ProviderConfig {
+            name: name.into(),
+            provider_type,
+            command: None,
+            url: None,
+            allow_insecure_http: false,
+            capabilities_path: None,
+            auth: None,
+            trust: TrustConfig::default(),
+            allow_raw: false,
+            timeouts: Timeouts::default(),
+            config: None,
+            contract: None,
+            trusted_keys: Vec::new(),
+        }
+    }
+
+    /// The trust policy for [`crate::evidence::verify`], built from the loaded keys.
+    #[cfg(feature = "signatures")]
+    pub fn trust_policy(&self) -> Result<crate::evidence::TrustPolicy, ConfigError> {
+        match self.trust {
+            TrustConfig::Audit => Ok(crate::evidence::TrustPolicy::Audit),
+            TrustConfig::RequireSignature { .. } => {
+                let mut keys = crate::evidence::KeySet::new();
+                for key in &self.trusted_keys {
+                    keys.insert_bytes(key.key_id.clone(), &key.public_key)
+                        .map_err(|_| {
+                            invalid(
+                                format!("provider `{}`: trust", self.name),
+                                format!(
+                                    "key `{}` ({}) is not a valid ed25519 public key",
+                                    key.key_id,
+                                    key.path.display()
+                                ),
+                            )
+                        })?;
+                }
+                Ok(crate::evidence::TrustPolicy::RequireSignature { keys })
+            }
+        }
+    }
+}
+
+/// `providers[].auth`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderAuth {
+    /// Sent as `Authorization: Bearer <token>`.
+    pub bearer_token: String,
+}
+
+impl fmt::Debug for ProviderAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ProviderAuth")
+            .field("bearer_token", &"<redacted>")
+            .finish()
+    }
+}
+
+/// `providers[].trust`: `"audit"` or `{ require_signature = { keys = [...] } }`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum TrustConfig {
+    /// Check hashes only (the default).
+    #[default]
+    Audit,
+    /// Require an ed25519 signature by one of the listed keys.
+    RequireSignature {
+        /// Public key files; each key's `key_id` is its file stem.
+        keys: Vec<PathBuf>,
+    },
+}
+
+/// A public key read from a trust key file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TrustedKey {
+    /// The file stem: `keys/ci-signer.pub` is `ci-signer`.
+    pub key_id: String,
+    /// The 32 key bytes.
+    pub public_key: [u8; 32],
+    /// The file it was read from.
+    pub path: PathBuf,
+}
+
+/// `providers[].timeouts`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Timeouts {
+    /// Connect (HTTP) or spawn-to-first-answer budget, 100..=10000 ms (default 2000).
+    pub connect_timeout_ms: u64,
+    /// Whole-request budget, 500..=30000 ms, at least the connect timeout (default 10000).
+    pub request_timeout_ms: u64,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect_timeout_ms: 2000,
+            request_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// `[server]`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// `stdio` (default) or `http`.
+    pub transport: ServerTransport,
+    /// Address of the HTTP listener (default `127.0.0.1:8080`).
+    #[serde(deserialize_with = "deserialize_socket_addr")]
+    pub bind: SocketAddr,
+    /// Message size and concurrency limits.
+    pub limits: ServerLimits,
+    /// JSON-RPC envelope rules: `mcp` (default), `jsonrpc` or `strict`.
+    pub envelope_policy: EnvelopePolicyName,
+    /// Answer shape: `auto` (default), `decision_gate` or `mcp`.
+    pub dialect: DialectMode,
+    /// Who may call.
+    pub auth: ServerAuth,
+    /// Which tools are visible.
+    pub tools: ToolsConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            transport: ServerTransport::Stdio,
+            bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            limits: ServerLimits::default(),
+            envelope_policy: EnvelopePolicyName::Mcp,
+            dialect: DialectMode::Auto,
+            auth: ServerAuth::default(),
+            tools: ToolsConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Refuses to serve HTTP on `bind` when it is not a loopback address and
+    /// no authentication is configured. The CLI calls this again for an
+    /// address given with `--http`.
+    pub fn check_exposure(&self, bind: SocketAddr) -> Result<(), ConfigError> {
+        if !bind.ip().is_loopback() && self.auth.mode == ServerAuthMode::None {
+            return Err(invalid(
+                "server.bind",
+                format!(
+                    "{bind} is reachable from other machines but server.auth.mode is \"none\"; set server.auth.mode = \"bearer_token\" with bearer_tokens, or bind to 127.0.0.1"
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn deserialize_socket_addr<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<SocketAddr, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    text.parse().map_err(|_| {
+        serde::de::Error::custom(format!(
+            "`{text}` is not an IP address and port such as 127.0.0.1:8080 or [::1]:8080"
+        ))
+    })
+}
+
+/// `server.transport`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerTransport {
+    /// stdin/stdout, framing auto-detected.
+    Stdio,
+    /// HTTP on `server.bind`.
+    Http,
+}
+
+/// `server.envelope_policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EnvelopePolicyName {
+    /// MCP rules: string or integer ids, object params, no batches.
+    Mcp,
+    /// Full JSON-RPC 2.0 including batches and null ids.
+    Jsonrpc,
+    /// The seed's executable contract: string ids, params required.
+    Strict,
+}
+
+/// `server.dialect`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DialectMode {
+    /// MCP after `initialize`, Decision Gate otherwise.
+    Auto,
+    /// Always answer `{"type":"json"}` content items.
+    DecisionGate,
+    /// Always answer text content plus `structuredContent`.
+    Mcp,
+}
+
+/// `[server.limits]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerLimits {
+    /// Largest message body, 1 KiB..=64 MiB (default 1 MiB).
+    pub max_body_bytes: usize,
+    /// Largest Content-Length header block, 256 B..=64 KiB (default 8 KiB).
+    pub max_header_bytes: usize,
+    /// Requests handled at once, 1..=4096 (default 64).
+    pub max_in_flight: usize,
+}
+
+impl Default for ServerLimits {
+    fn default() -> Self {
+        ServerLimits {
+            max_body_bytes: 1024 * 1024,
+            max_header_bytes: 8 * 1024,
+            max_in_flight: 64,
+        }
+    }
+}
+
+/// `server.auth.mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerAuthMode {
+    /// No authentication (loopback binds only).
+    #[default]
+    None,
+    /// `Authorization: Bearer <token>` with one of `bearer_tokens`.
+    BearerToken,
+}
+
+/// `[server.auth]`.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerAuth {
+    /// `none` (default) or `bearer_token`.
+    pub mode: ServerAuthMode,
+    /// Accepted tokens (bearer_token mode).
+    pub bearer_tokens: Vec<String>,
+    /// Tools an authenticated caller may call; absent = all visible tools.
+    /// Does not change `tools/list`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Vec<String>>,
+}
+
+impl fmt::Debug for ServerAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerAuth")
+            .field("mode", &self.mode)
+            .field("bearer_tokens", &self.bearer_tokens.len())
+            .field("allowed_tools", &self.allowed_tools)
+            .finish()
+    }
+}
+
+/// `server.tools.mode`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolsMode {
+    /// Hidden tools are absent from `tools/list` and uncallable (default).
+    #[default]
+    Filter,
+    /// `tools/list` shows the full registry (legacy clients).
+    Passthrough,
+}
+
+/// `[server.tools]`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ToolsConfig {
+    /// `filter` (default) or `passthrough`.
+    pub mode: ToolsMode,
+    /// When non-empty, the only visible tools.
+    pub allowlist: Vec<String>,
+    /// Always hidden, even when allowlisted.
+    pub denylist: Vec<String>,
+}
+
+/// `[docs]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct DocsConfig {
+    /// Master switch for search and resources.
+    pub enabled: bool,
+    /// The docs search tool.
+    pub enable_search: bool,
+    /// `resources/list` and `resources/read`.
+    pub enable_resources: bool,
+    /// Include the embedded `spec/` documents.
+    pub include_default_docs: bool,
+    /// Extra `.md` files or directories; resolved against the config directory; must exist.
+    pub extra_paths: Vec<PathBuf>,
+    /// Largest single document, at least 1 (default 262144).
+    pub max_doc_bytes: u64,
+    /// Largest corpus, at least `max_doc_bytes` (default 1048576).
+    pub max_total_bytes: u64,
+    /// Most documents, at least 1 (default 32).
+    pub max_docs: usize,
+    /// Most sections a search answers, 1..=10 (default 10).
+    pub max_sections: usize,
+}
+
+impl Default for DocsConfig {
+    fn default() -> Self {
+        DocsConfig {
+            enabled: true,
+            enable_search: true,
+            enable_resources: true,
+            include_default_docs: true,
+            extra_paths: Vec::new(),
+            max_doc_bytes: 262_144,
+            max_total_bytes: 1_048_576,
+            max_docs: 32,
+            max_sections: 10,
+        }
+    }
+}
+
+/// `[logging]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct LoggingConfig {
+    /// Write envelope validation logs.
+    pub enabled: bool,
+    /// Log directory; resolved against the config directory.
+    pub dir: PathBuf,
+    /// Deterministic ids and timestamps in logs (for tests and diffs).
+    pub deterministic: bool,
+}
+
+impl Default for LoggingConfig {
+    fn default() -> Self {
+        LoggingConfig {
+            enabled: true,
+            dir: PathBuf::from("runs/mcp_server/envelope_validation"),
+            deterministic: false,
+        }
+    }
+}
+
+/// `[bundled]`: the provider `evidence-wire serve` answers as.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BundledConfig {
+    /// The provider id it answers to (default `evidence-wire`).
+    pub provider_id: String,
+    /// Directory `json_path` and `file_size` read under; resolved against the
+    /// config directory (the current directory when there is no file).
+    pub root: PathBuf,
+    /// Name of the root in `dg+file://<root_id>/<path>` (default `evidence-root`).
+    pub root_id: String,
+    /// `env_get` settings.
+    pub env: BundledEnvConfig,
+    /// `json_path` / `file_size` settings.
+    pub json: BundledJsonConfig,
+    /// `http_status` / `http_body_hash` settings.
+    pub http: BundledHttpConfig,
+}
+
+impl Default for BundledConfig {
+    fn default() -> Self {
+        BundledConfig {
+            provider_id: "evidence-wire".to_owned(),
+            root: PathBuf::from("."),
+            root_id: "evidence-root".to_owned(),
+            env: BundledEnvConfig::default(),
+            json: BundledJsonConfig::default(),
+            http: BundledHttpConfig::default(),
+        }
+    }
+}
+
+/// `[bundled.env]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BundledEnvConfig {
+    /// Variables `env_get` may read; empty = none (deny by default).
+    pub allow: Vec<String>,
+    /// Largest value returned, 1..=65536 bytes (default 4096).
+    pub max_value_bytes: usize,
+}
+
+impl Default for BundledEnvConfig {
+    fn default() -> Self {
+        BundledEnvConfig {
+            allow: Vec::new(),
+            max_value_bytes: 4096,
+        }
+    }
+}
+
+/// `[bundled.json]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BundledJsonConfig {
+    /// Largest file read, 1..=64 MiB (default 1 MiB).
+    pub max_file_bytes: u64,
+}
+
+impl Default for BundledJsonConfig {
+    fn default() -> Self {
+        BundledJsonConfig {
+            max_file_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// `[bundled.http]`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BundledHttpConfig {
+    /// Hosts the http checks may fetch; empty = none.
+    pub allow_hosts: Vec<String>,
+    /// Allow `http://` URLs.
+    pub allow_insecure_http: bool,
+    /// Whole-request budget, 100..=60000 ms (default 5000).
+    pub timeout_ms: u64,
+    /// Largest response body read, 1..=64 MiB (default 1 MiB).
+    pub max_body_bytes: u64,
+}
+
+impl Default for BundledHttpConfig {
+    fn default() -> Self {
+        BundledHttpConfig {
+            allow_hosts: Vec::new(),
+            allow_insecure_http: false,
+            timeout_ms: 5000,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+const MIB: u64 = 1024 * 1024;
+
+fn check_range(field: &str, value: u64, min: u64, max: u64, default: u64) -> Result<(), ConfigError> {
+    if value < min || value > max {
+        return Err(invalid(
+            field,
+            format!("{value} is out of range; use a value in {min}..={max} (default {default})"),
+        ));
+    }
+    Ok(())
+}
+
+fn usize_to_u64(value: usize) -> u64 {
+    u64::try_from(value).unwrap_or(u64::MAX)
+}
+
+fn check_name_list(field: &str, names: &[String], what: &str) -> Result<(), ConfigError> {
+    for (index, name) in names.iter().enumerate() {
+        if name.trim().is_empty() || name.trim() != name {
+            return Err(invalid(
+                format!("{field}[{index}]"),
+                format!("{what} {name:?} must be non-empty with no leading or trailing whitespace"),
+            ));
+        }
+        if names.iter().take(index).any(|earlier| earlier == name) {
+            return Err(invalid(
+                format!("{field}[{index}]"),
+                format!("{what} `{name}` is listed twice; remove the repeat"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn resolve(base_dir: &Path, path: &Path) -> PathBuf {
+    if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        base_dir.join(path)
+    }
+}
+
+/// Reads at most `limit` bytes of `path`, refusing larger files before reading them.
+fn read_capped(field: &str, path: &Path, limit: u64) -> Result<Vec<u8>, ConfigError> {
+    let io_error = |detail: String| ConfigError::Io {
+        field: field.to_owned(),
+        path: path.to_path_buf(),
+        detail,
+    };
+    let file = std::fs::File::open(path).map_err(|error| {
+        io_error(format!(
+            "{error}; check the path (relative paths are resolved against the config file's directory)"
+        ))
+    })?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .map_err(|error| io_error(error.to_string()))?;
+    if usize_to_u64(bytes.len()) > limit {
+        return Err(io_error(format!(
+            "the file is larger than the limit of {limit} bytes"
+        )));
+    }
+    Ok(bytes)
+}
+
+/// 1-based line and column of byte `offset` in `text`.
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset = offset.saturating_sub(1);
+    }
+    let before = text.get(..offset).unwrap_or_default();
+    let line = before.matches('\n').count().saturating_add(1);
+    let line_start = before.rfind('\n').map_or(0, |newline| newline.saturating_add(1));
+    let column = before
+        .get(line_start..)
+        .unwrap_or_default()
+        .chars()
+        .count()
+        .saturating_add(1);
+    (line, column)
+}
+
+impl Config {
+    /// Reads, parses, validates and resolves the configuration file at `path`.
+    /// Relative paths inside it are resolved against its directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let bytes = read_capped("config", path, MAX_CONFIG_BYTES)?;
+        let text = String::from_utf8(bytes).map_err(|error| ConfigError::Io {
+            field: "config".to_owned(),
+            path: path.to_path_buf(),
+            detail: format!(
+                "not UTF-8 text (invalid byte at offset {}); TOML files must be UTF-8",
+                error.utf8_error().valid_up_to()
+            ),
+        })?;
+        let base_dir = match path.parent() {
+            Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        Config::from_toml_str(&text, &base_dir).map_err(|error| match error {
+            ConfigError::Syntax {
+                line,
+                column,
+                message,
+                ..
+            } => ConfigError::Syntax {
+                file: Some(path.to_path_buf()),
+                line,
+                column,
+                message,
+            },
+            other => other,
+        })
+    }
+
+    /// Parses, validates and resolves configuration text; relative paths are
+    /// resolved against `base_dir` (the config file's directory).
+    pub fn from_toml_str(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = toml::from_str(text).map_err(|error| {
+            let (line, column) = error
+                .span()
+                .map_or((0, 0), |span| line_column(text, span.start));
+            ConfigError::Syntax {
+                file: None,
+                line,
+                column,
+                message: error.message().trim_end().to_owned(),
+            }
+        })?;
+        config.validate()?;
+        config.resolve(base_dir)?;
+        Ok(config)
+    }
+
+    /// Checks every rule that needs no file: ranges, names, exclusivity,
+    /// URL schemes, auth exposure. [`Config::from_toml_str`] calls it; call
+    /// it again after changing a `Config` in code.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        for (index, provider) in self.providers.iter().enumerate() {
+            if let Some(first) = self
+                .providers
+                .iter()
+                .take(index)
+                .position(|earlier| earlier.name == provider.name)
+            {
+                return Err(invalid(
+                    format!("providers[{index}].name"),
+                    format!(
+                        "`{}` is already the name of providers[{first}]; provider names must be unique",
+                        provider.name
+                    ),
+                ));
+            }
+            provider.validate(index)?;
+        }
+        self.server.validate()?;
+        self.docs.validate()?;
+        self.bundled.validate()?;
+        Ok(())
+    }
+
+    /// Joins relative paths to `base_dir`, reads contracts and keys, and
+    /// checks that referenced files and directories exist.
+    fn resolve(&mut self, base_dir: &Path) -> Result<(), ConfigError> {
+        for (index, provider) in self.providers.iter_mut().enumerate() {
+            provider.resolve(index, base_dir)?;
+        }
+        for (index, path) in self.docs.extra_paths.iter_mut().enumerate() {
+            *path = resolve(base_dir, path);
+            if !path.exists() {
+                return Err(invalid(
+                    format!("docs.extra_paths[{index}]"),
+                    format!(
+                        "`{}` does not exist; list existing .md files or directories (relative to the config file's directory)",
+                        path.display()
+                    ),
+                ));
+            }
+        }
+        self.logging.dir = resolve(base_dir, &self.logging.dir);
+        self.bundled.root = resolve(base_dir, &self.bundled.root);
+        if !self.bundled.root.is_dir() {
+            return Err(invalid(
+                "bundled.root",
+                format!(
+                    "`{}` is not a directory; point root at the directory whose files the bundled provider may read",
+                    self.bundled.root.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The provider named `name`, if configured.
+    pub fn provider(&self, name: &str) -> Option<&ProviderConfig> {
+        self.providers.iter().find(|provider| provider.name == name)
+    }
+}
+
+impl ProviderConfig {
+    fn validate(&self, index: usize) -> Result<(), ConfigError> {
+        let field = |name: &str| format!("providers[{index}].{name}");
+        if self.name.trim().is_empty() {
+            return Err(invalid(field("name"), "is empty; give the provider a name"));
+        }
+        if self.name.trim() != self.name {
+            return Err(invalid(
+                field("name"),
+                format!(
+                    "{:?} has leading or trailing whitespace; remove it",
+                    self.name
+                ),
+            ));
+        }
+        let reserved = RESERVED_PROVIDER_NAMES.contains(&self.name.as_str());
+        match self.provider_type {
+            ProviderType::Builtin => {
+                if !reserved {
+                    return Err(invalid(
+                        field("name"),
+                        format!(
+                            "`{}` is not a builtin provider; builtin names are time, env, json and http (use type = \"mcp\" for an external provider)",
+                            self.name
+                        ),
+                    ));
+                }
+                for (key, present) in [
+                    ("command", self.command.is_some()),
+                    ("url", self.url.is_some()),
+                    ("capabilities_path", self.capabilities_path.is_some()),
+                    ("auth", self.auth.is_some()),
+                ] {
+                    if present {
+                        return Err(invalid(
+                            field(key),
+                            "applies only to type = \"mcp\" providers; remove it from this builtin provider",
+                        ));
+                    }
+                }
+            }
+            ProviderType::Mcp => {
+                if reserved {
+                    return Err(invalid(
+                        field("name"),
+                        format!(
+                            "`{}` is reserved for the builtin provider; choose another name for an mcp provider",
+                            self.name
+                        ),
+                    ));
+                }
+                if self.config.is_some() {
+                    return Err(invalid(
+                        field("config"),
+                        "applies only to type = \"builtin\" providers; an mcp provider is configured by its own command or service",
+                    ));
+                }
+                self.validate_endpoint(index)?;
+                if self.capabilities_path.is_none() {
+                    return Err(invalid(
+                        field("capabilities_path"),
+                        "is required for type = \"mcp\"; point it at the provider's capabilities contract JSON (see `evidence-wire contract`)",
+                    ));
+                }
+            }
+        }
+        if let TrustConfig::RequireSignature { keys } = &self.trust {
+            if keys.is_empty() {
+                return Err(invalid(
+                    field("trust.require_signature.keys"),
+                    "is empty, so no signature could ever be accepted; list at least one public key file",
+                ));
+            }
+        }
+        let timeouts = self.timeouts;
+        check_range(
+            &field("timeouts.connect_timeout_ms"),
+            timeouts.connect_timeout_ms,
+            100,
+            10_000,
+            2000,
+        )?;
+        check_range(
+            &field("timeouts.request_timeout_ms"),
+            timeouts.request_timeout_ms,
+            500,
+            30_000,
+            10_000,
+        )?;
+        if timeouts.request_timeout_ms < timeouts.connect_timeout_ms {
+            return Err(invalid(
+                field("timeouts.request_timeout_ms"),
+                format!(
+                    "{} is less than connect_timeout_ms {}; the request timeout must be at least the connect timeout",
+                    timeouts.request_timeout_ms, timeouts.connect_timeout_ms
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    fn validate_endpoint(&self, index: usize) -> Result<(), ConfigError> {
+        let field = |name: &str| format!("providers[{index}].{name}");
+        match (&self.command, &self.url) {
+            (Some(_), Some(_)) => Err(invalid(
+                field("url"),
+                "an mcp provider needs exactly one of command (stdio) or url (HTTP), not both; remove one",
+            )),
+            (None, None) => Err(invalid(
+                field("command"),
+                "an mcp provider needs exactly one of command (stdio) or url (HTTP); add one",
+            )),
+            (Some(command), None) => {
+                match command.first() {
+                    None => {
+                        return Err(invalid(
+                            field("command"),
+                            "is empty; give the program and its arguments, e.g. [\"/usr/local/bin/provider\", \"--flag\"]",
+                        ));
+                    }
+                    Some(program) if program.trim().is_empty() => {
+                        return Err(invalid(
+                            field("command[0]"),
+                            "the program name is empty; give the path of the provider executable",
+                        ));
+                    }
+                    Some(_) => {}
+                }
+                if self.auth.is_some() {
+                    return Err(invalid(
+                        field("auth"),
+                        "applies only to url (HTTP) providers; a stdio provider receives no Authorization header",
+                    ));
+                }
+                Ok(())
+            }
+            (None, Some(url)) => {
+                let rest = if let Some(rest) = url.strip_prefix("https://") {
+                    rest
+                } else if let Some(rest) = url.strip_prefix("http://") {
+                    if !self.allow_insecure_http {
+                        return Err(invalid(
+                            field("url"),
+                            format!(
+                                "`{url}` is plain http; use https://, or set allow_insecure_http = true if plain text on the network is acceptable"
+                            ),
+                        ));
+                    }
+                    rest
+                } else {
+                    return Err(invalid(
+                        field("url"),
+                        format!("`{url}` is not an http(s) URL; use https://host/path"),
+                    ));
+                };
+                let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+                if host.is_empty() || host.contains(char::is_whitespace) {
+                    return Err(invalid(
+                        field("url"),
+                        format!("`{url}` has no valid host; use https://host/path"),
+                    ));
+                }
+                if let Some(auth) = &self.auth {
+                    if auth.bearer_token.trim().is_empty() {
+                        return Err(invalid(
+                            field("auth.bearer_token"),
+                            "is empty; give the token, or remove auth",
+                        ));
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn resolve(&mut self, index: usize, base_dir: &Path) -> Result<(), ConfigError> {
+        if let Some(path) = &self.capabilities_path {
+            let resolved = resolve(base_dir, path);
+            let field = format!("providers[{index}].capabilities_path");
+            let bytes = read_capped(&field, &resolved, MAX_CONTRACT_BYTES)?;
+            let text = core::str::from_utf8(&bytes).map_err(|_| {
+                invalid(
+                    field.as_str(),
+                    format!("`{}` is not UTF-8 JSON", resolved.display()),
+                )
+            })?;
+            let contract = ProviderContract::from_json_str(text)
+                .and_then(|contract| contract.validate(&self.name).map(|()| contract))
+                .map_err(|error| {
+                    invalid(
+                        field.as_str(),
+                        format!("contract `{}` is invalid: {error}", resolved.display()),
+                    )
+                })?;
+            self.capabilities_path = Some(resolved);
+            self.contract = Some(contract);
+        }
+        if let TrustConfig::RequireSignature { keys } = &mut self.trust {
+            let mut loaded: Vec<TrustedKey> = Vec::new();
+            for (key_index, path) in keys.iter_mut().enumerate() {
+                *path = resolve(base_dir, path);
+                let field = format!("providers[{index}].trust.require_signature.keys[{key_index}]");
+                let key = read_trusted_key(&field, path)?;
+                if let Some(earlier) = loaded.iter().find(|earlier| earlier.key_id == key.key_id) {
+                    return Err(invalid(
+                        field,
+                        format!(
+                            "key id `{}` (the file stem) is already used by `{}`; rename one of the files",
+                            key.key_id,
+                            earlier.path.display()
+                        ),
+                    ));
+                }
+                loaded.push(key);
+            }
+            self.trusted_keys = loaded;
+        }
+        Ok(())
+    }
+}
+
+/// Reads a public key file: 32 raw bytes, or 64 hex digits (surrounding
+/// whitespace ignored). The key id is the file stem.
+fn read_trusted_key(field: &str, path: &Path) -> Result<TrustedKey, ConfigError> {
+    let key_id = path
+        .file_stem()
+        .and_then(|stem| stem.to_str())
+        .filter(|stem| !stem.is_empty())
+        .ok_or_else(|| {
+            invalid(
+                field,
+                format!(
+                    "`{}` has no UTF-8 file stem to use as key id; rename the file",
+                    path.display()
+                ),
+            )
+        })?
+        .to_owned();
+    let bytes = read_capped(field, path, MAX_KEY_FILE_BYTES)?;
+    let bad = || {
+        invalid(
+            field,
+            format!(
+                "`{}` is not an ed25519 public key; write 64 hex digits or the 32 raw key bytes",
+                path.display()
+            ),
+        )
+    };
+    let public_key: [u8; 32] = match core::str::from_utf8(&bytes).map(str::trim) {
+        Ok(text) if text.len() == 64 => decode_hex_32(text).ok_or_else(bad)?,
+        _ => <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| bad())?,
+    };
+    #[cfg(feature = "signatures")]
+    if ed25519_dalek::VerifyingKey::from_bytes(&public_key).is_err() {
+        return Err(invalid(
+            field,
+            format!(
+                "`{}` holds 32 bytes that are not a valid ed25519 public key",
+                path.display()
+            ),
+        ));
+    }
+    Ok(TrustedKey {
+        key_id,
+        public_key,
+        path: path.to_path_buf(),
+    })
+}
+
+fn decode_hex_32(text: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    let digits = text.as_bytes().chunks_exact(2);
+    if digits.len() != out.len() {
+        return None;
+    }
+    for (slot, pair) in out.iter_mut().zip(digits) {
+        let pair = core::str::from_utf8(pair).ok()?;
+        *slot = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+impl ServerConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        let limits = self.limits;
+        check_range(
+            "server.limits.max_body_bytes",
+            usize_to_u64(limits.max_body_bytes),
+            1024,
+            64 * MIB,
+            MIB,
+        )?;
+        check_range(
+            "server.limits.max_header_bytes",
+            usize_to_u64(limits.max_header_bytes),
+            256,
+            64 * 1024,
+            8 * 1024,
+        )?;
+        check_range(
+            "server.limits.max_in_flight",
+            usize_to_u64(limits.max_in_flight),
+            1,
+            4096,
+            64,
+        )?;
+        match self.auth.mode {
+            ServerAuthMode::None => {
+                if !self.auth.bearer_tokens.is_empty() {
+                    return Err(invalid(
+                        "server.auth.bearer_tokens",
+                        "tokens are set but server.auth.mode is \"none\", so they would be ignored; set mode = \"bearer_token\" or remove them",
+                    ));
+                }
+            }
+            ServerAuthMode::BearerToken => {
+                if self.auth.bearer_tokens.is_empty() {
+                    return Err(invalid(
+                        "server.auth.bearer_tokens",
+                        "is empty but server.auth.mode is \"bearer_token\", so nobody could call; list at least one token",
+                    ));
+                }
+                for (index, token) in self.auth.bearer_tokens.iter().enumerate() {
+                    if token.trim().is_empty() || token.trim() != token {
+                        return Err(invalid(
+                            format!("server.auth.bearer_tokens[{index}]"),
+                            "a token must be non-empty with no surrounding whitespace",
+                        ));
+                    }
+                }
+            }
+        }
+        if let Some(allowed) = &self.auth.allowed_tools {
+            check_name_list("server.auth.allowed_tools", allowed, "tool")?;
+        }
+        check_name_list("server.tools.allowlist", &self.tools.allowlist, "tool")?;
+        check_name_list("server.tools.denylist", &self.tools.denylist, "tool")?;
+        self.check_exposure(self.bind)
+    }
+}
+
+impl DocsConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check_range("docs.max_sections", usize_to_u64(self.max_sections), 1, 10, 10)?;
+        check_range("docs.max_docs", usize_to_u64(self.max_docs), 1, 4096, 32)?;
+        check_range("docs.max_doc_bytes", self.max_doc_bytes, 1, 64 * MIB, 262_144)?;
+        check_range(
+            "docs.max_total_bytes",
+            self.max_total_bytes,
+            1,
+            256 * MIB,
+            1_048_576,
+        )?;
+        if self.max_total_bytes < self.max_doc_bytes {
+            return Err(invalid(
+                "docs.max_total_bytes",
+                format!(
+                    "{} is less than max_doc_bytes {}; the corpus limit must be at least the per-document limit",
+                    self.max_total_bytes, self.max_doc_bytes
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl BundledConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        if self.provider_id.trim().is_empty() || self.provider_id.trim() != self.provider_id {
+            return Err(invalid(
+                "bundled.provider_id",
+                format!(
+                    "{:?} must be non-empty with no leading or trailing whitespace",
+                    self.provider_id
+                ),
+            ));
+        }
+        if RESERVED_PROVIDER_NAMES.contains(&self.provider_id.as_str()) {
+            return Err(invalid(
+                "bundled.provider_id",
+                format!(
+                    "`{}` is reserved for a builtin provider; choose another id",
+                    self.provider_id
+                ),
+            ));
+        }
+        let root_id_ok = !self.root_id.is_empty()
+            && self
+                .root_id
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.'));
+        if !root_id_ok {
+            return Err(invalid(
+                "bundled.root_id",
+                format!(
+                    "{:?} must be non-empty and use only letters, digits, '-', '_' and '.' (it is the host part of dg+file://<root_id>/<path>)",
+                    self.root_id
+                ),
+            ));
+        }
+        for (index, name) in self.env.allow.iter().enumerate() {
+            if name.is_empty() || name.contains('=') || name.contains('\0') {
+                return Err(invalid(
+                    format!("bundled.env.allow[{index}]"),
+                    format!("{name:?} is not an environment variable name (non-empty, no '=' or NUL)"),
+                ));
+            }
+        }
+        check_name_list("bundled.env.allow", &self.env.allow, "variable")?;
+        check_range(
+            "bundled.env.max_value_bytes",
+            usize_to_u64(self.env.max_value_bytes),
+            1,
+            65_536,
+            4096,
+        )?;
+        check_range(
+            "bundled.json.max_file_bytes",
+            self.json.max_file_bytes,
+            1,
+            64 * MIB,
+            MIB,
+        )?;
+        for (index, host) in self.http.allow_hosts.iter().enumerate() {
+            let bare = !host.is_empty()
+                && !host.contains("://")
+                && !host.contains(['/', '?', '#', '@'])
+                && !host.contains(char::is_whitespace);
+            if !bare {
+                return Err(invalid(
+                    format!("bundled.http.allow_hosts[{index}]"),
+                    format!(
+                        "{host:?} is not a bare host name; write e.g. \"example.com\" or \"example.com:8443\" (no scheme or path)"
+                    ),
+                ));
+            }
+        }
+        check_name_list("bundled.http.allow_hosts", &self.http.allow_hosts, "host")?;
+        check_range("bundled.http.timeout_ms", self.http.timeout_ms, 100, 60_000, 5000)?;
+        check_range(
+            "bundled.http.max_body_bytes",
+            self.http.max_body_bytes,
+            1,
+            64 * MIB,
+            MIB,
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,75 @@
+//! The default corpus: the project's own `spec/` documents, embedded at
+//! compile time so that nothing is read from disk at run time. Catalog
+//! order is the order below (it breaks search ties). A colleague's document
+//! joins by adding one entry here once its file exists.
+
+use super::DocRole;
+
+/// One embedded document.
+pub(super) struct Embedded {
+    pub(super) id: &'static str,
+    pub(super) title: &'static str,
+    pub(super) role: DocRole,
+    pub(super) description: &'static str,
+    pub(super) body: &'static str,
+}
+
+/// Every default document, in catalog order.
+pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
+    Embedded {
+        id: "overview",
+        title: "evidence-wire specification",
+        role: DocRole::Reasoning,
+        description: "Map of the specification: which document owns which concern, and the words provider, caller, frame and envelope.",
+        body: include_str!("../../../spec/README.md"),
+    },
+    Embedded {
+        id: "protocol",
+        title: "The evidence-provider protocol",
+        role: DocRole::Reasoning,
+        description: "What the evidence_query tool is for, one call end to end, and the Decision Gate and MCP dialects.",
+        body: include_str!("../../../spec/protocol.md"),
+    },
+    Embedded {
+        id: "security",
+        title: "Security",
+        role: DocRole::Reasoning,
+        description: "Trust principles and threat models: docs search, extra paths, resource reads, tool visibility and authorization.",
+        body: include_str!("../../../spec/security.md"),
+    },
+    Embedded {
+        id: "calling-a-provider",
+        title: "Calling a provider: which method, in which order",
+        role: DocRole::Decision,
+        description: "Which dialect to speak, which tool or method to call, in which order, and what to do when a call fails.",
+        body: include_str!("../../../spec/guides/calling-a-provider.md"),
+    },
+    Embedded {
+        id: "docs-search",
+        title: "Docs search and resources",
+        role: DocRole::Decision,
+        description: "The decision_gate_docs_search tool and resources/list and resources/read: corpus, limits, scoring, output.",
+        body: include_str!("../../../spec/docs-search.md"),
+    },
+    Embedded {
+        id: "framing",
+        title: "Framing",
+        role: DocRole::Ontology,
+        description: "Content-Length and newline-delimited stdio framing: detection, rules, limits and framing errors.",
+        body: include_str!("../../../spec/framing.md"),
+    },
+    Embedded {
+        id: "errors",
+        title: "Canonical errors",
+        role: DocRole::Ontology,
+        description: "The closed table of canonical errors: HTTP status, JSON-RPC code, message, data.kind and when each applies.",
+        body: include_str!("../../../spec/errors.md"),
+    },
+    Embedded {
+        id: "provider-quickstart",
+        title: "Provider quickstart",
+        role: DocRole::Pattern,
+        description: "Steps to write, configure and test an evidence provider on the evidence-wire core, and common mistakes.",
+        body: include_str!("../../../spec/guides/provider-quickstart.md"),
+    },
+];

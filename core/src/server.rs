@@ -1,0 +1,1214 @@
+//! The provider-side connection state machine (sans-IO).
+//!
+//! A [`Server`] takes the bytes a caller sent ([`Server::handle_input`]),
+//! answers the protocol's chores itself (`initialize`, `ping`,
+//! `tools/list`, `resources/*`, errors for anything malformed) and hands the
+//! embedding code one [`ServerEvent::EvidenceQuery`] per `evidence_query`
+//! call. The embedder answers whenever it likes with [`Server::respond`];
+//! many queries may be in flight and answers may come in any order. Framed
+//! output bytes come out of [`Server::poll_transmit`].
+//!
+//! Framing is detected from the first byte of input and mirrored on
+//! output. The dialect (Decision Gate or MCP) is chosen per connection: MCP
+//! once the peer sends `initialize`, Decision Gate otherwise, unless
+//! [`DialectChoice`] forces one.
+//!
+//! The server does no I/O, reads no clock and spawns nothing. Every
+//! malformed message gets a JSON-RPC error and the connection goes on while
+//! the stream is in sync; after a fatal framing error the connection is
+//! closed for input and says so ([`Server::is_input_closed`]). Limits: frame
+//! limits from [`frame::Limits`], envelope nesting from the
+//! [`envelope::Policy`], and at most [`ServerConfig::max_in_flight`] queries
+//! waiting for an answer (more are answered `OVERLOADED`).
+
+use alloc::borrow::ToOwned;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::sync::Arc;
+use alloc::vec::Vec;
+use core::fmt;
+
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::envelope::{self, Id, Incoming, Message, Policy};
+use crate::error::CanonicalError;
+use crate::evidence::{
+    self, EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceQuery, EvidenceQueryArguments,
+    EvidenceResult,
+};
+use crate::frame::{self, Decoder, FrameError, Framing, Limits};
+
+/// MCP protocol versions this server speaks, newest first.
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
+
+/// Which shape of answers a connection gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dialect {
+    /// Decision Gate: no handshake, `input_schema`, a `json` content item.
+    DecisionGate,
+    /// Standard MCP: `inputSchema`, a text item with the canonical JSON plus
+    /// `structuredContent` and `isError`.
+    Mcp,
+}
+
+/// How the dialect of a connection is chosen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DialectChoice {
+    /// MCP once the peer sends `initialize`, Decision Gate before that.
+    #[default]
+    Auto,
+    /// Always this dialect.
+    Fixed(Dialect),
+}
+
+/// Name and version reported in `serverInfo`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The implementation's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}
+
+impl Default for ServerInfo {
+    fn default() -> Self {
+        ServerInfo {
+            name: "evidence-wire".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        }
+    }
+}
+
+/// A tool as `tools/list` shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDefinition {
+    /// The tool's name.
+    pub name: String,
+    /// What it does (every tool has one; MCP clients show it).
+    pub description: String,
+    /// JSON Schema of its arguments (an object schema).
+    pub input_schema: Value,
+    /// JSON Schema of its structured output, if declared.
+    pub output_schema: Option<Value>,
+}
+
+impl ToolDefinition {
+    /// The `evidence_query` tool.
+    pub fn evidence_query() -> Self {
+        ToolDefinition {
+            name: EVIDENCE_QUERY_TOOL.to_owned(),
+            description: "Resolve a Decision Gate evidence query.".to_owned(),
+            input_schema: json!({
+                "type": "object",
+                "properties": {
+                    "query": {
+                        "type": "object",
+                        "properties": {
+                            "provider_id": {"type": "string"},
+                            "check_id": {"type": "string"},
+                            "params": {}
+                        },
+                        "required": ["provider_id", "check_id"]
+                    },
+                    "context": {"type": "object"}
+                },
+                "required": ["query", "context"]
+            }),
+            output_schema: None,
+        }
+    }
+
+    fn to_listing(&self, dialect: Dialect) -> Value {
+        let mut tool = Map::new();
+        tool.insert("name".to_owned(), Value::from(self.name.as_str()));
+        tool.insert(
+            "description".to_owned(),
+            Value::from(self.description.as_str()),
+        );
+        match dialect {
+            Dialect::DecisionGate => {
+                tool.insert("input_schema".to_owned(), self.input_schema.clone());
+            }
+            Dialect::Mcp => {
+                tool.insert("inputSchema".to_owned(), self.input_schema.clone());
+                if let Some(output) = &self.output_schema {
+                    tool.insert("outputSchema".to_owned(), output.clone());
+                }
+            }
+        }
+        Value::Object(tool)
+    }
+}
+
+/// A tool answered inside the core, synchronously and deterministically
+/// (such as docs search): arguments in, structured result or failure out.
+pub type InlineTool = Arc<dyn Fn(&Value) -> Result<Value, ToolFailure> + Send + Sync>;
+
+/// Why a tool could not produce a result.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ToolFailure {
+    /// The arguments are wrong: answered `INVALID_TOOL_INPUT` with this detail.
+    InvalidInput(String),
+    /// The tool ran and failed: answered as a tool result with `isError: true`.
+    Failed(String),
+}
+
+/// One MCP resource, as `resources/list` shows it and `resources/read` serves it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Resource {
+    /// Its URI.
+    pub uri: String,
+    /// A short name.
+    pub name: String,
+    /// A title for people.
+    pub title: Option<String>,
+    /// What it holds.
+    pub description: Option<String>,
+    /// Its media type.
+    pub mime_type: String,
+    /// Its text.
+    pub text: Arc<str>,
+}
+
+/// Which tools a caller may see and call.
+///
+/// A tool that is not visible is answered exactly like an unknown tool.
+pub type ToolFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
+
+/// Everything that shapes a server connection.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ServerConfig {
+    /// Frame limits.
+    pub limits: Limits,
+    /// Input framing; `None` detects it from the first byte.
+    pub framing: Option<Framing>,
+    /// Envelope validation policy.
+    pub policy: Policy,
+    /// How the dialect is chosen.
+    pub dialect: DialectChoice,
+    /// `serverInfo`.
+    pub server_info: ServerInfo,
+    /// `instructions` in the `initialize` result.
+    pub instructions: Option<String>,
+    /// Most queries waiting for an answer at once (default 64).
+    pub max_in_flight: usize,
+    /// Whether `resources/list` and `resources/read` are served.
+    pub resources_enabled: bool,
+    /// Visibility filter for tools (`None`: all visible).
+    pub tool_filter: Option<ToolFilter>,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            limits: Limits::default(),
+            framing: None,
+            policy: Policy::default(),
+            dialect: DialectChoice::Auto,
+            server_info: ServerInfo::default(),
+            instructions: None,
+            max_in_flight: 64,
+            resources_enabled: true,
+            tool_filter: None,
+        }
+    }
+}
+
+impl fmt::Debug for ServerConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerConfig")
+            .field("limits", &self.limits)
+            .field("framing", &self.framing)
+            .field("policy", &self.policy)
+            .field("dialect", &self.dialect)
+            .field("server_info", &self.server_info)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("resources_enabled", &self.resources_enabled)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A handle on one query in flight, given with its event and used to answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Ticket(u64);
+
+impl Ticket {
+    /// The ticket's number (unique per connection).
+    pub fn get(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Display for Ticket {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "ticket {}", self.0)
+    }
+}
+
+/// What the server tells the embedding code.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServerEvent {
+    /// An `evidence_query` call: answer it with [`Server::respond`].
+    EvidenceQuery {
+        /// Use it to answer.
+        ticket: Ticket,
+        /// The question.
+        query: EvidenceQuery,
+        /// Its context.
+        context: EvidenceContext,
+    },
+    /// A call of a tool registered with [`Server::register_tool`]: answer it
+    /// with [`Server::respond_tool`].
+    ToolCall {
+        /// Use it to answer.
+        ticket: Ticket,
+        /// The tool.
+        name: String,
+        /// Its arguments (validated against its input schema when the
+        /// schema registry is available).
+        arguments: Value,
+    },
+    /// The peer cancelled a query; its ticket is now dead (an answer for
+    /// it is refused and nothing is sent).
+    Cancelled {
+        /// The cancelled ticket.
+        ticket: Ticket,
+        /// The peer's reason, if given.
+        reason: Option<String>,
+    },
+    /// The peer finished the MCP handshake.
+    Initialized {
+        /// The negotiated protocol version.
+        protocol_version: String,
+        /// The peer's `clientInfo`, if sent.
+        client_info: Option<Value>,
+    },
+    /// One message was handled; the record a validation log keeps.
+    Handled(Outcome),
+    /// A framing error; the stream is still in sync and an error was answered.
+    FramingError(FrameError),
+    /// A fatal framing error: no more input is read; answer what is in
+    /// flight and close.
+    Fatal(FrameError),
+}
+
+/// The outcome of one incoming message, for validation logs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Outcome {
+    /// The request id, when it was readable.
+    pub id: Option<Value>,
+    /// The method, when it was readable.
+    pub method: Option<String>,
+    /// The tool called, for `tools/call`.
+    pub tool: Option<String>,
+    /// The canonical error answered, or `None` when the message was accepted.
+    pub error: Option<CanonicalError>,
+    /// What was wrong, for a person.
+    pub detail: Option<String>,
+}
+
+/// Why [`Server::respond`] refused an answer.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RespondError {
+    /// No query in flight has this ticket (never issued, or already answered).
+    #[error("{0} is not in flight (never issued, or already answered)")]
+    UnknownTicket(Ticket),
+    /// The peer cancelled this query; nothing is sent.
+    #[error("{0} was cancelled by the peer; the answer is dropped")]
+    Cancelled(Ticket),
+    /// The ticket belongs to another kind of call (a tool call answered
+    /// with an evidence result, or the reverse).
+    #[error("{0} belongs to a different kind of call")]
+    WrongKind(Ticket),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CallKind {
+    Evidence,
+    Tool,
+}
+
+#[derive(Debug)]
+struct Pending {
+    id: Value,
+    kind: CallKind,
+    dialect: Dialect,
+    batch: Option<u64>,
+    tool: String,
+    output_schema: Option<Value>,
+}
+
+#[derive(Debug, Default)]
+struct Batch {
+    replies: Vec<Vec<u8>>,
+    outstanding: usize,
+    sealed: bool,
+}
+
+enum ToolKind {
+    Evidence,
+    External,
+    Inline(InlineTool),
+}
+
+struct Tool {
+    definition: ToolDefinition,
+    kind: ToolKind,
+}
+
+/// The provider side of one connection. See the module docs.
+pub struct Server {
+    config: ServerConfig,
+    decoder: Decoder,
+    dialect: Dialect,
+    tools: Vec<Tool>,
+    resources: Vec<Resource>,
+    pending: BTreeMap<Ticket, Pending>,
+    cancelled: BTreeMap<Ticket, ()>,
+    batches: BTreeMap<u64, Batch>,
+    next_ticket: u64,
+    next_batch: u64,
+    events: VecDeque<ServerEvent>,
+    transmits: VecDeque<Vec<u8>>,
+    input_closed: bool,
+    #[cfg(feature = "std")]
+    schemas: crate::schema::SchemaRegistry,
+}
+
+impl fmt::Debug for Server {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Server")
+            .field("dialect", &self.dialect)
+            .field("in_flight", &self.pending.len())
+            .field("input_closed", &self.input_closed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// A connection serving `evidence_query`.
+    pub fn new(config: ServerConfig) -> Self {
+        let decoder = match config.framing {
+            Some(framing) => Decoder::with_framing(framing, config.limits),
+            None => Decoder::new(config.limits),
+        };
+        let dialect = match config.dialect {
+            DialectChoice::Fixed(dialect) => dialect,
+            DialectChoice::Auto => Dialect::DecisionGate,
+        };
+        let mut server = Server {
+            config,
+            decoder,
+            dialect,
+            tools: Vec::new(),
+            resources: Vec::new(),
+            pending: BTreeMap::new(),
+            cancelled: BTreeMap::new(),
+            batches: BTreeMap::new(),
+            next_ticket: 0,
+            next_batch: 0,
+            events: VecDeque::new(),
+            transmits: VecDeque::new(),
+            input_closed: false,
+            #[cfg(feature = "std")]
+            schemas: crate::schema::SchemaRegistry::new(),
+        };
+        server.tools.push(Tool {
+            definition: ToolDefinition::evidence_query(),
+            kind: ToolKind::Evidence,
+        });
+        server
+    }
+
+    /// Replace the `evidence_query` tool's definition (e.g. a description
+    /// or an input schema naming the provider's checks).
+    pub fn set_evidence_tool(&mut self, definition: ToolDefinition) {
+        if let Some(tool) = self
+            .tools
+            .iter_mut()
+            .find(|tool| matches!(tool.kind, ToolKind::Evidence))
+        {
+            tool.definition = ToolDefinition {
+                name: EVIDENCE_QUERY_TOOL.to_owned(),
+                ..definition
+            };
+        }
+    }
+
+    /// Register a tool whose calls become [`ServerEvent::ToolCall`] events.
+    pub fn register_tool(&mut self, definition: ToolDefinition) {
+        self.add_tool(definition, ToolKind::External);
+    }
+
+    /// Register a tool answered inside the core by `handler`.
+    pub fn register_inline_tool(&mut self, definition: ToolDefinition, handler: InlineTool) {
+        self.add_tool(definition, ToolKind::Inline(handler));
+    }
+
+    fn add_tool(&mut self, definition: ToolDefinition, kind: ToolKind) {
+        #[cfg(feature = "std")]
+        self.schemas.register(crate::schema::ToolIo {
+            name: definition.name.clone(),
+            description: definition.description.clone(),
+            input_schema: definition.input_schema.clone(),
+            output_schema: definition.output_schema.clone(),
+        });
+        self.tools.retain(|tool| tool.definition.name != definition.name);
+        self.tools.push(Tool { definition, kind });
+    }
+
+    /// Serve `resource` through `resources/list` and `resources/read`.
+    pub fn add_resource(&mut self, resource: Resource) {
+        self.resources.retain(|existing| existing.uri != resource.uri);
+        self.resources.push(resource);
+    }
+
+    /// The dialect answers currently get.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// The framing of the input (and output), once detected.
+    pub fn framing(&self) -> Option<Framing> {
+        self.decoder.framing()
+    }
+
+    /// How many queries are waiting for an answer.
+    pub fn in_flight(&self) -> usize {
+        self.pending.len()
+    }
+
+    /// True after a fatal framing error or the end of input: no more
+    /// messages will be read.
+    pub fn is_input_closed(&self) -> bool {
+        self.input_closed
+    }
+
+    /// True when input is closed, nothing is in flight and every output
+    /// byte has been taken: the adapter may close the connection.
+    pub fn is_finished(&self) -> bool {
+        self.input_closed && self.pending.is_empty() && self.transmits.is_empty()
+    }
+
+    /// Feed bytes read from the peer. Empty input means end of stream.
+    ///
+    /// Every complete message in the buffer is handled before this returns.
+    pub fn handle_input(&mut self, input: &[u8]) {
+        if self.input_closed {
+            return;
+        }
+        if input.is_empty() {
+            self.handle_end_of_input();
+            return;
+        }
+        self.decoder.push(input);
+        self.drain_frames();
+    }
+
+    /// The peer closed its side: check for a truncated last frame, then
+    /// stop reading. Queries in flight may still be answered.
+    pub fn handle_end_of_input(&mut self) {
+        if self.input_closed {
+            return;
+        }
+        self.drain_frames();
+        if let Err(error) = self.decoder.finish() {
+            self.events.push_back(ServerEvent::FramingError(error));
+        }
+        self.input_closed = true;
+    }
+
+    /// The next event for the embedding code.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+
+    /// The next framed bytes to write to the peer.
+    pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        self.transmits.pop_front()
+    }
+
+    /// Answer the evidence query of `ticket`.
+    pub fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
+        let pending = self.take_pending(ticket, CallKind::Evidence)?;
+        let body = match pending.dialect {
+            Dialect::DecisionGate => {
+                encode_result(&pending.id, &evidence::to_decision_gate_tool_result(&result))
+            }
+            Dialect::Mcp => encode_result(&pending.id, &evidence::to_mcp_tool_result(&result)),
+        };
+        self.reply(pending.batch, body);
+        Ok(())
+    }
+
+    /// Answer the tool call of `ticket` with a structured result or a failure.
+    pub fn respond_tool(
+        &mut self,
+        ticket: Ticket,
+        result: Result<Value, ToolFailure>,
+    ) -> Result<(), RespondError> {
+        let pending = self.take_pending(ticket, CallKind::Tool)?;
+        let body = self.tool_reply(&pending.id, &pending.tool, pending.output_schema.as_ref(), result);
+        self.reply(pending.batch, body);
+        Ok(())
+    }
+
+    fn take_pending(&mut self, ticket: Ticket, kind: CallKind) -> Result<Pending, RespondError> {
+        if self.cancelled.remove(&ticket).is_some() {
+            return Err(RespondError::Cancelled(ticket));
+        }
+        match self.pending.get(&ticket) {
+            None => Err(RespondError::UnknownTicket(ticket)),
+            Some(pending) if pending.kind != kind => Err(RespondError::WrongKind(ticket)),
+            Some(_) => self
+                .pending
+                .remove(&ticket)
+                .ok_or(RespondError::UnknownTicket(ticket)),
+        }
+    }
+
+    fn drain_frames(&mut self) {
+        while let Some(next) = self.decoder.poll_frame() {
+            match next {
+                Ok(frame) => self.handle_body(&frame.body),
+                Err(error) if error.is_fatal() => {
+                    self.events.push_back(ServerEvent::Fatal(error));
+                    self.input_closed = true;
+                    return;
+                }
+                Err(error) => {
+                    let canonical = match error {
+                        FrameError::BodyTooLarge { .. }
+                        | FrameError::LineTooLong { .. }
+                        | FrameError::HeaderTooLarge { .. } => CanonicalError::PayloadTooLarge,
+                        _ => CanonicalError::ParseError,
+                    };
+                    let detail = error.to_string();
+                    let body = encode_error(None, canonical, Some(&detail));
+                    self.reply(None, body);
+                    self.events.push_back(ServerEvent::Handled(Outcome {
+                        id: None,
+                        method: None,
+                        tool: None,
+                        error: Some(canonical),
+                        detail: Some(detail),
+                    }));
+                    self.events.push_back(ServerEvent::FramingError(error));
+                }
+            }
+        }
+    }
+
+    fn handle_body(&mut self, body: &[u8]) {
+        match envelope::validate(body, &self.config.policy) {
+            Err(rejection) => {
+                let id = rejection.id.as_ref().map(id_value);
+                if rejection.answerable {
+                    let body = encode_error(id.as_ref(), rejection.error, Some(&rejection.detail));
+                    self.reply(None, body);
+                }
+                self.events.push_back(ServerEvent::Handled(Outcome {
+                    id,
+                    method: None,
+                    tool: None,
+                    error: Some(rejection.error),
+                    detail: Some(rejection.detail),
+                }));
+            }
+            Ok(Incoming::Single(message)) => self.handle_message(message, None),
+            Ok(Incoming::Batch(entries)) => {
+                let batch_id = self.next_batch;
+                self.next_batch = self.next_batch.wrapping_add(1);
+                self.batches.insert(batch_id, Batch::default());
+                for entry in entries {
+                    match entry {
+                        Ok(message) => self.handle_message(message, Some(batch_id)),
+                        Err(rejection) => {
+                            let id = rejection.id.as_ref().map(id_value);
+                            if rejection.answerable {
+                                let body = encode_error(
+                                    id.as_ref(),
+                                    rejection.error,
+                                    Some(&rejection.detail),
+                                );
+                                self.reply(Some(batch_id), body);
+                            }
+                            self.events.push_back(ServerEvent::Handled(Outcome {
+                                id,
+                                method: None,
+                                tool: None,
+                                error: Some(rejection.error),
+                                detail: Some(rejection.detail),
+                            }));
+                        }
+                    }
+                }
+                if let Some(batch) = self.batches.get_mut(&batch_id) {
+                    batch.sealed = true;
+                }
+                self.flush_batch(batch_id);
+            }
+        }
+    }
+
+    fn handle_message(&mut self, message: Message<'_>, batch: Option<u64>) {
+        match message {
+            Message::Request(request) => {
+                let id = id_value(&request.id);
+                let method = request.method.to_string();
+                let outcome = self.handle_request(&id, &method, request.params, batch);
+                self.events.push_back(ServerEvent::Handled(Outcome {
+                    id: Some(id),
+                    method: Some(method),
+                    tool: outcome.tool,
+                    error: outcome.error,
+                    detail: outcome.detail,
+                }));
+            }
+            Message::Notification(notification) => {
+                self.handle_notification(&notification.method, notification.params);
+                self.events.push_back(ServerEvent::Handled(Outcome {
+                    id: None,
+                    method: Some(notification.method.to_string()),
+                    tool: None,
+                    error: None,
+                    detail: None,
+                }));
+            }
+            Message::Response(response) => {
+                // This server sends no requests, so a response answers nothing.
+                self.events.push_back(ServerEvent::Handled(Outcome {
+                    id: Some(id_value(&response.id)),
+                    method: None,
+                    tool: None,
+                    error: None,
+                    detail: Some("unsolicited response ignored".to_owned()),
+                }));
+            }
+        }
+    }
+
+    fn handle_notification(&mut self, method: &str, params: Option<&RawValue>) {
+        match method {
+            "notifications/initialized" => {}
+            "notifications/cancelled" => {
+                let Some(params) = params else { return };
+                let Ok(params) = serde_json::from_str::<Value>(params.get()) else {
+                    return;
+                };
+                let Some(request_id) = params.get("requestId") else {
+                    return;
+                };
+                let reason = params
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                let found = self
+                    .pending
+                    .iter()
+                    .find(|(_, pending)| &pending.id == request_id)
+                    .map(|(ticket, _)| *ticket);
+                if let Some(ticket) = found {
+                    if let Some(pending) = self.pending.remove(&ticket) {
+                        self.cancelled.insert(ticket, ());
+                        // A cancelled request gets no answer; a batch stops
+                        // waiting for it.
+                        if let Some(batch) = pending.batch {
+                            if let Some(state) = self.batches.get_mut(&batch) {
+                                state.outstanding = state.outstanding.saturating_sub(1);
+                            }
+                            self.flush_batch(batch);
+                        }
+                        self.events
+                            .push_back(ServerEvent::Cancelled { ticket, reason });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn handle_request(
+        &mut self,
+        id: &Value,
+        method: &str,
+        params: Option<&RawValue>,
+        batch: Option<u64>,
+    ) -> RequestOutcome {
+        if self.pending.values().any(|pending| &pending.id == id) {
+            let detail = format!("request id {id} is already in flight; use a fresh id");
+            return self.reply_error(id, batch, CanonicalError::InvalidEnvelope, detail, None);
+        }
+        match method {
+            "initialize" => {
+                let params = parse_params(params);
+                let requested = params
+                    .get("protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                let version = SUPPORTED_PROTOCOL_VERSIONS
+                    .iter()
+                    .find(|supported| **supported == requested)
+                    .copied()
+                    .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0]);
+                if self.config.dialect == DialectChoice::Auto {
+                    self.dialect = Dialect::Mcp;
+                }
+                let mut capabilities = Map::new();
+                capabilities.insert("tools".to_owned(), json!({"listChanged": false}));
+                if self.config.resources_enabled {
+                    capabilities.insert("resources".to_owned(), json!({}));
+                }
+                let mut result = Map::new();
+                result.insert("protocolVersion".to_owned(), Value::from(version));
+                result.insert("capabilities".to_owned(), Value::Object(capabilities));
+                result.insert(
+                    "serverInfo".to_owned(),
+                    json!({
+                        "name": self.config.server_info.name,
+                        "version": self.config.server_info.version,
+                    }),
+                );
+                if let Some(instructions) = &self.config.instructions {
+                    result.insert("instructions".to_owned(), Value::from(instructions.as_str()));
+                }
+                self.events.push_back(ServerEvent::Initialized {
+                    protocol_version: version.to_owned(),
+                    client_info: params.get("clientInfo").cloned(),
+                });
+                self.reply_ok(id, batch, &Value::Object(result))
+            }
+            "ping" => self.reply_ok(id, batch, &json!({})),
+            "tools/list" => {
+                let dialect = self.dialect;
+                let tools: Vec<Value> = self
+                    .tools
+                    .iter()
+                    .filter(|tool| self.is_visible(&tool.definition.name))
+                    .map(|tool| tool.definition.to_listing(dialect))
+                    .collect();
+                self.reply_ok(id, batch, &json!({ "tools": tools }))
+            }
+            "tools/call" => self.handle_tool_call(id, params, batch),
+            "resources/list" if self.config.resources_enabled => {
+                let resources: Vec<Value> = self
+                    .resources
+                    .iter()
+                    .map(|resource| {
+                        let mut entry = Map::new();
+                        entry.insert("uri".to_owned(), Value::from(resource.uri.as_str()));
+                        entry.insert("name".to_owned(), Value::from(resource.name.as_str()));
+                        if let Some(title) = &resource.title {
+                            entry.insert("title".to_owned(), Value::from(title.as_str()));
+                        }
+                        if let Some(description) = &resource.description {
+                            entry.insert(
+                                "description".to_owned(),
+                                Value::from(description.as_str()),
+                            );
+                        }
+                        entry.insert(
+                            "mimeType".to_owned(),
+                            Value::from(resource.mime_type.as_str()),
+                        );
+                        Value::Object(entry)
+                    })
+                    .collect();
+                self.reply_ok(id, batch, &json!({ "resources": resources }))
+            }
+            "resources/read" if self.config.resources_enabled => {
+                let params = parse_params(params);
+                let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+                    return self.reply_error(
+                        id,
+                        batch,
+                        CanonicalError::InvalidToolInput,
+                        "resources/read needs params.uri, a string".to_owned(),
+                        None,
+                    );
+                };
+                match self.resources.iter().find(|resource| resource.uri == uri) {
+                    Some(resource) => {
+                        let contents = json!({
+                            "contents": [{
+                                "uri": resource.uri,
+                                "mimeType": resource.mime_type,
+                                "text": &*resource.text,
+                            }]
+                        });
+                        self.reply_ok(id, batch, &contents)
+                    }
+                    None => {
+                        let detail = format!("no resource has the URI {uri:?}; see resources/list");
+                        self.reply_error(id, batch, CanonicalError::ResourceNotFound, detail, None)
+                    }
+                }
+            }
+            _ => {
+                let detail = format!("method {method:?} is not served here");
+                self.reply_error(id, batch, CanonicalError::MethodNotFound, detail, None)
+            }
+        }
+    }
+
+    fn handle_tool_call(
+        &mut self,
+        id: &Value,
+        params: Option<&RawValue>,
+        batch: Option<u64>,
+    ) -> RequestOutcome {
+        #[derive(serde::Deserialize)]
+        struct CallParams<'a> {
+            #[serde(borrow)]
+            name: alloc::borrow::Cow<'a, str>,
+            #[serde(default, borrow)]
+            arguments: Option<&'a RawValue>,
+        }
+        let Some(raw) = params else {
+            return self.reply_error(
+                id,
+                batch,
+                CanonicalError::InvalidToolInput,
+                "tools/call needs params {name, arguments}".to_owned(),
+                None,
+            );
+        };
+        let call: CallParams<'_> = match serde_json::from_str(raw.get()) {
+            Ok(call) => call,
+            Err(error) => {
+                let detail = format!("tools/call params must be {{name, arguments}}: {error}");
+                return self.reply_error(id, batch, CanonicalError::InvalidToolInput, detail, None);
+            }
+        };
+        let name = call.name.into_owned();
+        let index = self
+            .tools
+            .iter()
+            .position(|tool| tool.definition.name == name);
+        let index = match index {
+            Some(index) if self.is_visible(&name) => index,
+            _ => {
+                // Hidden tools are answered exactly like unknown ones.
+                let detail = format!("no tool named {name:?}; see tools/list");
+                return self.reply_error(
+                    id,
+                    batch,
+                    CanonicalError::ToolNotFound,
+                    detail,
+                    Some(name),
+                );
+            }
+        };
+        if self.pending.len() >= self.config.max_in_flight {
+            let detail = format!(
+                "{} queries are already in flight (the limit); retry later",
+                self.pending.len()
+            );
+            return self.reply_error(id, batch, CanonicalError::Overloaded, detail, Some(name));
+        }
+        let arguments_text = call.arguments.map(RawValue::get).unwrap_or("{}");
+        let Some(tool) = self.tools.get(index) else {
+            return self.reply_error(
+                id,
+                batch,
+                CanonicalError::InternalError,
+                "tool table changed".to_owned(),
+                Some(name),
+            );
+        };
+        match &tool.kind {
+            ToolKind::Evidence => {
+                let arguments: EvidenceQueryArguments = match serde_json::from_str(arguments_text)
+                {
+                    Ok(arguments) => arguments,
+                    Err(error) => {
+                        let detail = format!(
+                            "evidence_query arguments must be {{query, context}} as spec/evidence.md describes: {error}"
+                        );
+                        return self.reply_error(
+                            id,
+                            batch,
+                            CanonicalError::InvalidToolInput,
+                            detail,
+                            Some(name),
+                        );
+                    }
+                };
+                let ticket = self.issue_ticket(id, CallKind::Evidence, batch, &name, None);
+                self.events.push_back(ServerEvent::EvidenceQuery {
+                    ticket,
+                    query: arguments.query,
+                    context: arguments.context,
+                });
+                RequestOutcome::accepted(Some(name))
+            }
+            ToolKind::External | ToolKind::Inline(_) => {
+                let arguments: Value = match serde_json::from_str(arguments_text) {
+                    Ok(Value::Object(object)) => Value::Object(object),
+                    Ok(_) | Err(_) => {
+                        return self.reply_error(
+                            id,
+                            batch,
+                            CanonicalError::InvalidToolInput,
+                            "tool arguments must be a JSON object".to_owned(),
+                            Some(name),
+                        );
+                    }
+                };
+                #[cfg(feature = "std")]
+                if let Err(violation) = self.schemas.validate_input(&name, &arguments) {
+                    let detail = violation.to_string();
+                    return self.reply_error(
+                        id,
+                        batch,
+                        CanonicalError::InvalidToolInput,
+                        detail,
+                        Some(name),
+                    );
+                }
+                let output_schema = tool.definition.output_schema.clone();
+                if let ToolKind::Inline(handler) = &tool.kind {
+                    let handler = Arc::clone(handler);
+                    let result = handler(&arguments);
+                    if let Err(ToolFailure::InvalidInput(detail)) = &result {
+                        let detail = detail.clone();
+                        return self.reply_error(
+                            id,
+                            batch,
+                            CanonicalError::InvalidToolInput,
+                            detail,
+                            Some(name),
+                        );
+                    }
+                    let body = self.tool_reply(id, &name, output_schema.as_ref(), result);
+                    self.reply(batch, body);
+                    return RequestOutcome::accepted(Some(name));
+                }
+                let ticket = self.issue_ticket(id, CallKind::Tool, batch, &name, output_schema);
+                self.events.push_back(ServerEvent::ToolCall {
+                    ticket,
+                    name: name.clone(),
+                    arguments,
+                });
+                RequestOutcome::accepted(Some(name))
+            }
+        }
+    }
+
+    fn tool_reply(
+        &self,
+        id: &Value,
+        tool: &str,
+        output_schema: Option<&Value>,
+        result: Result<Value, ToolFailure>,
+    ) -> Vec<u8> {
+        let _ = (tool, output_schema);
+        match result {
+            Ok(structured) => {
+                #[cfg(feature = "std")]
+                if let Err(violation) = self.schemas.validate_output(tool, &structured) {
+                    let detail = format!("tool {tool:?} produced output outside its schema: {violation}");
+                    return encode_error(Some(id), CanonicalError::InternalError, Some(&detail));
+                }
+                let text = serde_json::to_string(&structured).unwrap_or_default();
+                let payload = match self.dialect {
+                    Dialect::DecisionGate => json!({
+                        "content": [{"type": "json", "json": structured}]
+                    }),
+                    Dialect::Mcp => json!({
+                        "content": [{"type": "text", "text": text}],
+                        "structuredContent": structured,
+                        "isError": false,
+                    }),
+                };
+                encode_result(id, &payload)
+            }
+            Err(ToolFailure::Failed(message) | ToolFailure::InvalidInput(message)) => {
+                let payload = json!({
+                    "content": [{"type": "text", "text": message}],
+                    "isError": true,
+                });
+                encode_result(id, &payload)
+            }
+        }
+    }
+
+    fn issue_ticket(
+        &mut self,
+        id: &Value,
+        kind: CallKind,
+        batch: Option<u64>,
+        tool: &str,
+        output_schema: Option<Value>,
+    ) -> Ticket {
+        let ticket = Ticket(self.next_ticket);
+        self.next_ticket = self.next_ticket.wrapping_add(1);
+        if let Some(batch) = batch {
+            if let Some(state) = self.batches.get_mut(&batch) {
+                state.outstanding = state.outstanding.saturating_add(1);
+            }
+        }
+        self.pending.insert(
+            ticket,
+            Pending {
+                id: id.clone(),
+                kind,
+                dialect: self.dialect,
+                batch,
+                tool: tool.to_owned(),
+                output_schema,
+            },
+        );
+        ticket
+    }
+
+    fn is_visible(&self, tool: &str) -> bool {
+        match &self.config.tool_filter {
+            Some(filter) => filter(tool),
+            None => true,
+        }
+    }
+
+    fn reply_ok(&mut self, id: &Value, batch: Option<u64>, result: &Value) -> RequestOutcome {
+        let body = encode_result(id, result);
+        self.reply(batch, body);
+        RequestOutcome::accepted(None)
+    }
+
+    fn reply_error(
+        &mut self,
+        id: &Value,
+        batch: Option<u64>,
+        error: CanonicalError,
+        detail: String,
+        tool: Option<String>,
+    ) -> RequestOutcome {
+        let body = encode_error(Some(id), error, Some(&detail));
+        self.reply(batch, body);
+        RequestOutcome {
+            tool,
+            error: Some(error),
+            detail: Some(detail),
+        }
+    }
+
+    fn reply(&mut self, batch: Option<u64>, body: Vec<u8>) {
+        match batch {
+            None => self.transmit(&body),
+            Some(batch_id) => {
+                if let Some(batch) = self.batches.get_mut(&batch_id) {
+                    batch.replies.push(body);
+                    if batch.sealed {
+                        batch.outstanding = batch.outstanding.saturating_sub(1);
+                    }
+                }
+                self.flush_batch(batch_id);
+            }
+        }
+    }
+
+    fn flush_batch(&mut self, batch_id: u64) {
+        let ready = match self.batches.get(&batch_id) {
+            Some(batch) => batch.sealed && batch.outstanding == 0,
+            None => false,
+        };
+        if !ready {
+            return;
+        }
+        let Some(batch) = self.batches.remove(&batch_id) else {
+            return;
+        };
+        // A batch of notifications only gets no reply at all.
+        if batch.replies.is_empty() {
+            return;
+        }
+        let mut body = Vec::new();
+        body.push(b'[');
+        for (index, reply) in batch.replies.iter().enumerate() {
+            if index > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(reply);
+        }
+        body.push(b']');
+        self.transmit(&body);
+    }
+
+    fn transmit(&mut self, body: &[u8]) {
+        let framing = self
+            .decoder
+            .framing()
+            .or(self.config.framing)
+            .unwrap_or(Framing::ContentLength);
+        let mut out = Vec::with_capacity(body.len().saturating_add(32));
+        if frame::encode(framing, body, &mut out).is_err() {
+            // Only a body with a raw newline fails, and serde_json never
+            // writes one; answer an internal error rather than break the stream.
+            out.clear();
+            let fallback = encode_error(
+                None,
+                CanonicalError::InternalError,
+                Some("answer could not be framed"),
+            );
+            if frame::encode(framing, &fallback, &mut out).is_err() {
+                return;
+            }
+        }
+        self.transmits.push_back(out);
+    }
+}
+
+struct RequestOutcome {
+    tool: Option<String>,
+    error: Option<CanonicalError>,
+    detail: Option<String>,
+}
+
+impl RequestOutcome {
+    fn accepted(tool: Option<String>) -> Self {
+        RequestOutcome {
+            tool,
+            error: None,
+            detail: None,
+        }
+    }
+}
+
+fn id_value(id: &Id<'_>) -> Value {
+    id.to_value()
+}
+
+fn parse_params(params: Option<&RawValue>) -> Value {
+    params
+        .and_then(|raw| serde_json::from_str(raw.get()).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The JSON-RPC success response `{"jsonrpc":"2.0","id":…,"result":…}`.
+pub fn encode_result<T: serde::Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Success<'a, T: ?Sized> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: &'a T,
+    }
+    serde_json::to_vec(&Success {
+        jsonrpc: "2.0",
+        id,
+        result,
+    })
+    .unwrap_or_default()
+}
+
+/// The JSON-RPC error response for a canonical error; `id` is `null` when
+/// the request id could not be read.
+pub fn encode_error(id: Option<&Value>, error: CanonicalError, detail: Option<&str>) -> Vec<u8> {
+    let object = error.to_error_object(id, detail);
+    let id = id.cloned().unwrap_or(Value::Null);
+    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "error": object})).unwrap_or_default()
+}
