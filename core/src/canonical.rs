@@ -85,6 +85,18 @@ impl Options {
             ..Options::default()
         }
     }
+
+    /// The same options with another nesting limit.
+    pub fn with_max_depth(mut self, max_depth: usize) -> Self {
+        self.max_depth = max_depth;
+        self
+    }
+
+    /// The same options with another input size limit.
+    pub fn with_max_input_bytes(mut self, max_input_bytes: usize) -> Self {
+        self.max_input_bytes = max_input_bytes;
+        self
+    }
 }
 
 /// Where canonical bytes go: a buffer, or a hasher directly.
@@ -247,7 +259,10 @@ enum Node {
     True,
     False,
     /// A number whose input text is already its canonical form.
-    Verbatim { start: usize, end: usize },
+    Verbatim {
+        start: usize,
+        end: usize,
+    },
     /// A number printed from its value.
     Number(f64),
     /// A string; `start..end` is the text between the quotes.
@@ -257,7 +272,9 @@ enum Node {
         escaped: bool,
     },
     /// An array; its elements follow on the tape up to node `end`.
-    Array { end: usize },
+    Array {
+        end: usize,
+    },
     /// An object; its members (name node, then value subtree) follow on the
     /// tape up to node `end`; `orders[order_start..][..count]` lists the
     /// name nodes in canonical order.
@@ -279,6 +296,9 @@ struct Member {
     start: usize,
     end: usize,
     in_arena: bool,
+    /// The first sort bytes as a number ([`sort_prefix`]): most comparisons
+    /// end here.
+    prefix: u64,
 }
 
 /// A container being parsed.
@@ -299,6 +319,8 @@ struct Parser<'a> {
     arena: Vec<u8>,
     /// Members of the objects still open, innermost last.
     pending: Vec<Member>,
+    /// (sort prefix, member index) pairs of the object being sorted.
+    scratch: Vec<(u64, usize)>,
     stack: Vec<Open>,
 }
 
@@ -348,6 +370,7 @@ impl<'a> Parser<'a> {
             orders: Vec::new(),
             arena: Vec::new(),
             pending: Vec::new(),
+            scratch: Vec::new(),
             stack: Vec::new(),
         }
     }
@@ -495,6 +518,10 @@ impl<'a> Parser<'a> {
                 start: arena_start,
                 end: self.arena.len(),
                 in_arena: true,
+                prefix: sort_prefix(
+                    self.profile,
+                    self.arena.get(arena_start..).unwrap_or_default(),
+                ),
             }
         } else {
             Member {
@@ -503,6 +530,7 @@ impl<'a> Parser<'a> {
                 start: pos + 1,
                 end,
                 in_arena: false,
+                prefix: sort_prefix(self.profile, input.get(pos + 1..end).unwrap_or_default()),
             }
         };
         self.pending.push(member);
@@ -547,45 +575,98 @@ impl<'a> Parser<'a> {
             pending,
             orders,
             nodes,
+            scratch,
             ..
         } = self;
         let input: &[u8] = input;
         let profile = *profile;
-        let members = pending.get_mut(base..).unwrap_or_default();
+        let members = pending.get(base..).unwrap_or_default();
         let key = |member: &Member| -> &[u8] {
             let source: &[u8] = if member.in_arena { arena } else { input };
             source.get(member.start..member.end).unwrap_or_default()
         };
-        let compare = |a: &Member, b: &Member| compare_names(profile, key(a), key(b));
+        let compare = |a: &Member, b: &Member| {
+            a.prefix
+                .cmp(&b.prefix)
+                .then_with(|| compare_names(profile, key(a), key(b)))
+        };
         // Fast path: members already in strictly increasing order (this is
         // also the common case for input that is already canonical).
         let in_order = members
             .windows(2)
             .all(|pair| matches!(pair, [a, b] if compare(a, b) == Ordering::Less));
-        if !in_order {
-            members.sort_unstable_by(compare);
-            for pair in members.windows(2) {
-                if let [a, b] = pair {
-                    if compare(a, b) == Ordering::Equal {
-                        let later = if a.offset > b.offset { a } else { b };
-                        let name = match nodes.get(later.node) {
-                            Some(Node::String { start, end, .. }) => {
-                                let mut decoded = Vec::new();
-                                write_string_content(input, *start, *end, false, &mut decoded)?;
-                                String::from_utf8_lossy(&decoded).into_owned()
-                            }
-                            _ => String::new(),
-                        };
-                        return Err(error(CanonicalizeErrorKind::DuplicateKey(name), later.offset));
-                    }
+        if in_order {
+            orders.extend(members.iter().map(|member| member.node));
+        } else {
+            // Sort small (prefix, index) pairs rather than whole members.
+            let by_index = |a: usize, b: usize| match (members.get(a), members.get(b)) {
+                (Some(a), Some(b)) => compare_names(profile, key(a), key(b)),
+                _ => Ordering::Equal,
+            };
+            scratch.clear();
+            scratch.extend(
+                members
+                    .iter()
+                    .enumerate()
+                    .map(|(index, m)| (m.prefix, index)),
+            );
+            scratch.sort_unstable_by(|(prefix_a, a), (prefix_b, b)| {
+                prefix_a.cmp(prefix_b).then_with(|| by_index(*a, *b))
+            });
+            for pair in scratch.windows(2) {
+                let [(prefix_a, a), (prefix_b, b)] = pair else {
+                    continue;
+                };
+                if prefix_a == prefix_b && by_index(*a, *b) == Ordering::Equal {
+                    let later = members.get(*a.max(b));
+                    let name = match later.and_then(|member| nodes.get(member.node)) {
+                        Some(Node::String { start, end, .. }) => {
+                            let mut decoded = Vec::new();
+                            write_string_content(input, *start, *end, false, &mut decoded)?;
+                            String::from_utf8_lossy(&decoded).into_owned()
+                        }
+                        _ => String::new(),
+                    };
+                    let offset = later.map_or(0, |member| member.offset);
+                    return Err(error(CanonicalizeErrorKind::DuplicateKey(name), offset));
                 }
             }
+            orders.extend(
+                scratch
+                    .iter()
+                    .filter_map(|(_, index)| members.get(*index).map(|member| member.node)),
+            );
         }
         let count = members.len();
-        orders.extend(members.iter().map(|member| member.node));
         pending.truncate(base);
         Ok(count)
     }
+}
+
+/// The first eight sort bytes of a member name as a big-endian number,
+/// zero-padded, such that names whose prefixes differ compare as their
+/// prefixes do ([`compare_names`] decides the rest).
+///
+/// RFC 8785: bytes 0xEE and 0xEF become 0xFE and 0xFF (bytes UTF-8 never
+/// uses), which turns byte order into UTF-16 order as [`compare_names`]
+/// explains. Decision Gate: the closing quote is part of the sort bytes.
+/// Zero padding is sound: a name that ends inside the prefix sorts first
+/// unless the other continues with a real zero byte, and then the prefixes
+/// are equal and [`compare_names`] decides.
+fn sort_prefix(profile: Profile, name: &[u8]) -> u64 {
+    let mut word = [0u8; 8];
+    let quote: &[u8] = match profile {
+        Profile::Rfc8785 => &[],
+        Profile::DecisionGate => b"\"",
+    };
+    for (slot, byte) in word.iter_mut().zip(name.iter().chain(quote)) {
+        *slot = match (profile, *byte) {
+            (Profile::Rfc8785, 0xEE) => 0xFE,
+            (Profile::Rfc8785, 0xEF) => 0xFF,
+            (_, other) => other,
+        };
+    }
+    u64::from_be_bytes(word)
 }
 
 /// Orders two member names, given as their sort bytes.
@@ -606,7 +687,7 @@ fn compare_names(profile: Profile, a: &[u8], b: &[u8]) -> Ordering {
     match (profile, differ) {
         (Profile::Rfc8785, Some(at)) => {
             let rank = |byte: Option<&u8>| match byte {
-                Some(&(lead @ (0xEE | 0xEF))) => u16::from(lead) + 0x10,
+                Some(&lead @ (0xEE | 0xEF)) => u16::from(lead) + 0x10,
                 Some(&other) => u16::from(other),
                 None => 0,
             };
@@ -634,12 +715,7 @@ fn scan_string(input: &[u8], quote: usize) -> Result<(usize, bool), Canonicalize
     let mut escaped = false;
     loop {
         // Plain bytes first: everything but '"', '\\' and controls.
-        let rest = input.get(pos..).unwrap_or_default();
-        let plain = rest
-            .iter()
-            .position(|byte| matches!(byte, b'"' | b'\\' | 0x00..=0x1f))
-            .unwrap_or(rest.len());
-        pos += plain;
+        pos += plain_run(input.get(pos..).unwrap_or_default());
         match input.get(pos) {
             Some(b'"') => return Ok((pos, escaped)),
             Some(b'\\') => {
@@ -655,6 +731,34 @@ fn scan_string(input: &[u8], quote: usize) -> Result<(usize, bool), Canonicalize
             None => return Err(syntax("unterminated string; close it with '\"'", quote)),
         }
     }
+}
+
+/// Length of the run of plain string bytes (not '"', '\\' or a control
+/// character) at the start of `bytes`. Eight bytes at a time: a word holds a
+/// special byte iff one of its bytes is below 0x20 or equal to 0x22 or 0x5C,
+/// which the classic "has a byte less than / equal to" bit tricks detect
+/// exactly; the byte loop then finds which.
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let is_special = |byte: &u8| matches!(byte, b'"' | b'\\' | 0x00..=0x1f);
+    let mut run = 0;
+    for chunk in bytes.chunks_exact(8) {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(word);
+        let quote = word ^ (ONES * u64::from(b'"'));
+        let backslash = word ^ (ONES * u64::from(b'\\'));
+        let special = (word.wrapping_sub(ONES * 0x20) & !word)
+            | (quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash);
+        if special & HIGHS != 0 {
+            break;
+        }
+        run += 8;
+    }
+    let rest = bytes.get(run..).unwrap_or_default();
+    run + rest.iter().position(is_special).unwrap_or(rest.len())
 }
 
 /// Four hex digits at `pos`.
@@ -705,9 +809,7 @@ fn decode_escape(input: &[u8], pos: usize) -> Result<(char, usize), Canonicalize
                 return Err(lone());
             }
             let code = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
-            char::from_u32(code)
-                .map(|c| (c, pos + 12))
-                .ok_or_else(lone)
+            char::from_u32(code).map(|c| (c, pos + 12)).ok_or_else(lone)
         }
         0xDC00..=0xDFFF => Err(lone()),
         _ => char::from_u32(unit).map(|c| (c, pos + 6)).ok_or_else(lone),
@@ -897,9 +999,17 @@ impl<S: Sink> Sink for Out<'_, S> {
 /// A container being written.
 enum Frame {
     /// Elements are tape nodes `next..end`.
-    Array { next: usize, end: usize, first: bool },
+    Array {
+        next: usize,
+        end: usize,
+        first: bool,
+    },
     /// Member names are `orders[next..end]`.
-    Object { next: usize, end: usize, first: bool },
+    Object {
+        next: usize,
+        end: usize,
+        first: bool,
+    },
 }
 
 impl Tape<'_> {

@@ -189,6 +189,9 @@ pub enum Skipped {
 /// What the client tells the adapter.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
+// `Answer` is the common event and is moved once to its waiter; boxing it
+// would cost an allocation per answer for no gain.
+#[allow(clippy::large_enum_variant)]
 pub enum ClientEvent {
     /// The outcome of one query.
     Answer {
@@ -231,7 +234,9 @@ pub struct Client {
     expired_order: VecDeque<i64>,
     handshake: Handshake,
     handshake_deadline: Option<u64>,
-    held: VecDeque<Vec<u8>>,
+    /// Queries waiting for the handshake to finish, with their ids (a
+    /// query cancelled or expired before then is never sent).
+    held: VecDeque<(i64, Vec<u8>)>,
     events: VecDeque<ClientEvent>,
     transmits: VecDeque<Vec<u8>>,
     needs_restart: bool,
@@ -240,6 +245,10 @@ pub struct Client {
 
 impl Client {
     /// A client; with `config.handshake` it queues `initialize` at once.
+    ///
+    /// The handshake's deadline starts with the first [`Client::query`]
+    /// (the first call that tells the time), so any monotonic clock works,
+    /// not only one that starts at 0, and an idle client keeps no timer.
     pub fn new(config: ClientConfig) -> Self {
         let mut client = Client {
             decoder: Decoder::new(config.limits),
@@ -256,11 +265,11 @@ impl Client {
             needs_restart: false,
             policy: Policy::jsonrpc(),
         };
-        client.start_handshake(0);
+        client.start_handshake(None);
         client
     }
 
-    fn start_handshake(&mut self, now: u64) {
+    fn start_handshake(&mut self, now: Option<u64>) {
         if !self.config.handshake {
             self.handshake = Handshake::NotNeeded;
             return;
@@ -273,7 +282,7 @@ impl Client {
         });
         let body = envelope_request(id, "initialize", &params);
         self.handshake = Handshake::Waiting(id);
-        self.handshake_deadline = Some(now.saturating_add(self.config.request_timeout_ms));
+        self.handshake_deadline = now.map(|now| now.saturating_add(self.config.request_timeout_ms));
         self.transmit(&body);
     }
 
@@ -285,7 +294,12 @@ impl Client {
 
     /// Queue a query; `now` is the current time in milliseconds (any
     /// monotonic clock, the same one passed to [`Client::handle_timeout`]).
-    pub fn query(&mut self, query: &EvidenceQuery, context: &EvidenceContext, now: u64) -> RequestId {
+    pub fn query(
+        &mut self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+        now: u64,
+    ) -> RequestId {
         let id = self.take_id();
         #[derive(Serialize)]
         struct Params<'a> {
@@ -309,24 +323,28 @@ impl Client {
             },
         );
         match self.handshake {
-            Handshake::Waiting(_) => self.held.push_back(body),
+            Handshake::Waiting(_) => {
+                if self.handshake_deadline.is_none() && !self.needs_restart {
+                    self.handshake_deadline =
+                        Some(now.saturating_add(self.config.request_timeout_ms));
+                }
+                self.held.push_back((id, body));
+            }
             Handshake::NotNeeded | Handshake::Done => self.transmit(&body),
         }
         RequestId(id)
     }
 
     /// Cancel a query: it fails with [`QueryError::Cancelled`], the
-    /// provider is told (`notifications/cancelled`), a late answer is dropped.
+    /// provider is told (`notifications/cancelled`) if the query was sent,
+    /// a query still waiting for the handshake is never sent, and a late
+    /// answer is dropped. False when `id` is not in flight.
     pub fn cancel(&mut self, id: RequestId) -> bool {
         if self.pending.remove(&id.0).is_none() {
             return false;
         }
         self.remember_expired(id.0);
-        let body = envelope_notification(
-            "notifications/cancelled",
-            &json!({"requestId": id.0, "reason": "cancelled by the caller"}),
-        );
-        self.transmit(&body);
+        self.withdraw(id.0, "cancelled by the caller");
         self.events.push_back(ClientEvent::Answer {
             id,
             outcome: Err(QueryError::Cancelled),
@@ -358,12 +376,15 @@ impl Client {
     pub fn handle_timeout(&mut self, now: u64) {
         if let (Handshake::Waiting(_), Some(deadline)) = (self.handshake, self.handshake_deadline) {
             if deadline <= now {
-                self.fail_all(&QueryError::Timeout(self.config.request_timeout_ms));
-                self.needs_restart = true;
-                self.events.push_back(ClientEvent::Fatal(format!(
+                // The provider is unresponsive, not one query slow: every
+                // query fails as a lost connection and the adapter restarts.
+                let reason = format!(
                     "the provider did not answer initialize within {} ms",
                     self.config.request_timeout_ms
-                )));
+                );
+                self.fail_all(&QueryError::ConnectionLost(reason.clone()));
+                self.needs_restart = true;
+                self.events.push_back(ClientEvent::Fatal(reason));
                 self.handshake_deadline = None;
                 return;
             }
@@ -377,11 +398,28 @@ impl Client {
         for id in expired {
             self.pending.remove(&id);
             self.remember_expired(id);
+            self.withdraw(id, "timed out");
             self.events.push_back(ClientEvent::Answer {
                 id: RequestId(id),
                 outcome: Err(QueryError::Timeout(self.config.request_timeout_ms)),
             });
         }
+    }
+
+    /// Stop a query that no longer waits: drop it if it was held for the
+    /// handshake, otherwise tell the provider (`notifications/cancelled`)
+    /// so it can stop working on it.
+    fn withdraw(&mut self, id: i64, reason: &str) {
+        let held_before = self.held.len();
+        self.held.retain(|(held, _)| *held != id);
+        if self.held.len() != held_before || self.needs_restart {
+            return;
+        }
+        let body = envelope_notification(
+            "notifications/cancelled",
+            &json!({"requestId": id, "reason": reason}),
+        );
+        self.transmit(&body);
     }
 
     /// The provider is gone (exited, closed its output, or must be
@@ -392,7 +430,8 @@ impl Client {
 
     /// Start over with a fresh provider: queries in flight fail, the stream
     /// state is reset, ids keep counting (a late answer can never alias a
-    /// new query), the handshake runs again when configured.
+    /// new query), the handshake runs again when configured (its deadline
+    /// starts with the next query, so an idle client keeps no timer).
     pub fn restart(&mut self, now: u64) {
         self.fail_all(&QueryError::ConnectionLost(
             "the provider was restarted".to_owned(),
@@ -402,7 +441,10 @@ impl Client {
         self.held.clear();
         self.needs_restart = false;
         self.handshake_deadline = None;
-        self.start_handshake(now);
+        // Like a new client, the handshake's deadline starts with the next
+        // query: an idle client keeps no timer.
+        let _ = now;
+        self.start_handshake(None);
     }
 
     fn fail_all(&mut self, error: &QueryError) {
@@ -479,11 +521,12 @@ impl Client {
         let incoming = match envelope::validate(body, &self.policy) {
             Ok(incoming) => incoming,
             Err(rejection) => {
-                self.events.push_back(ClientEvent::Skipped(Skipped::Invalid(format!(
-                    "{}: {}",
-                    rejection.error.name(),
-                    rejection.detail
-                ))));
+                self.events
+                    .push_back(ClientEvent::Skipped(Skipped::Invalid(format!(
+                        "{}: {}",
+                        rejection.error.name(),
+                        rejection.detail
+                    ))));
                 return;
             }
         };
@@ -593,7 +636,7 @@ impl Client {
         self.handshake = Handshake::Done;
         let body = envelope_notification("notifications/initialized", &json!({}));
         self.transmit(&body);
-        while let Some(held) = self.held.pop_front() {
+        while let Some((_, held)) = self.held.pop_front() {
             self.transmit(&held);
         }
         self.events.push_back(ClientEvent::Initialized {

@@ -16,6 +16,7 @@
 //! order, heading, then position. Same registry and query, same bytes out.
 //! [`DocsRegistry::list`] and [`DocsRegistry::read`] serve the documents as
 //! MCP resources, byte for byte what the search index holds.
+//! [`DocsSurface`] puts both on a [`Server`] as `[docs]` configures them.
 //!
 //! Limits ([`DocsLimits`]) are fail-closed and checked before a document is
 //! stored: size per document, total size, number of documents, and sections
@@ -33,6 +34,8 @@ use core::fmt;
 use core::ops::Range;
 use serde::Serialize;
 use serde_json::{Value, json};
+
+use crate::server::{InlineTool, Resource, Server, ServerConfig, ToolDefinition, ToolFailure};
 
 mod corpus;
 #[cfg(feature = "std")]
@@ -386,9 +389,7 @@ pub enum SearchError {
         chars: usize,
     },
     /// The query holds more than [`MAX_QUERY_TERMS`] distinct terms.
-    #[error(
-        "query has more than {MAX_QUERY_TERMS} distinct terms; keep the few words that matter"
-    )]
+    #[error("query has more than {MAX_QUERY_TERMS} distinct terms; keep the few words that matter")]
     TooManyTerms,
 }
 
@@ -659,6 +660,22 @@ impl DocsRegistry {
             .collect()
     }
 
+    /// The documents as server resources, sharing the registry's bytes (no
+    /// copy of any body).
+    pub fn resources(&self) -> Vec<Resource> {
+        self.docs
+            .iter()
+            .map(|doc| Resource {
+                uri: doc.uri.clone(),
+                name: doc.id.clone(),
+                title: Some(doc.title.clone()),
+                description: Some(doc.description.clone()),
+                mime_type: MIME_TYPE.to_owned(),
+                text: doc.body_shared(),
+            })
+            .collect()
+    }
+
     /// `resources/read`: the exact bytes of the document with this URI, or
     /// `None` (answer `RESOURCE_NOT_FOUND`). The URI is compared as a whole
     /// string; no path is ever derived from it.
@@ -729,7 +746,9 @@ impl DocsRegistry {
             scored.push((score, position));
         }
         scored.sort_by(|(score_a, pos_a), (score_b, pos_b)| {
-            score_b.cmp(score_a).then_with(|| self.tie_order(*pos_a, *pos_b))
+            score_b
+                .cmp(score_a)
+                .then_with(|| self.tie_order(*pos_a, *pos_b))
         });
         let wanted = self.limits.effective_sections(max_sections);
         let hits: Vec<SectionHit<'_>> = scored
@@ -764,7 +783,9 @@ impl DocsRegistry {
     pub fn call_search(&self, arguments: &Value) -> Result<Value, SearchCallError> {
         let invalid = |detail: &str| SearchCallError::InvalidArguments(detail.to_owned());
         let Some(object) = arguments.as_object() else {
-            return Err(invalid("arguments must be an object {query, max_sections?}"));
+            return Err(invalid(
+                "arguments must be an object {query, max_sections?}",
+            ));
         };
         if let Some(unknown) = object
             .keys()
@@ -784,9 +805,7 @@ impl DocsRegistry {
             Some(value) => match value.as_u64() {
                 Some(n) if (1..=MAX_SECTIONS_CAP as u64).contains(&n) => usize::try_from(n).ok(),
                 _ => {
-                    return Err(invalid(
-                        "`max_sections` must be an integer from 1 to 10",
-                    ));
+                    return Err(invalid("`max_sections` must be an integer from 1 to 10"));
                 }
             },
         };
@@ -863,6 +882,122 @@ impl DocsRegistry {
             sections: hits,
             suggested_followups: example_followups(),
         }
+    }
+}
+
+/// What a server offers of a registry, as `[docs]` configures it: the
+/// search tool, the resources, both or neither. Cheap to clone (the
+/// registry is shared), so one surface can serve many connections.
+#[derive(Clone, Debug)]
+pub struct DocsSurface {
+    registry: Arc<DocsRegistry>,
+    search: bool,
+    resources: bool,
+}
+
+impl DocsSurface {
+    /// Serves `registry` through the search tool (when `search`) and
+    /// `resources/list` / `resources/read` (when `resources`).
+    pub fn new(registry: Arc<DocsRegistry>, search: bool, resources: bool) -> Self {
+        DocsSurface {
+            registry,
+            search,
+            resources,
+        }
+    }
+
+    /// No search tool and no resources.
+    pub fn disabled() -> Self {
+        DocsSurface::new(
+            Arc::new(DocsRegistry::new(DocsLimits::default())),
+            false,
+            false,
+        )
+    }
+
+    /// The surface `[docs]` describes: with `enabled = false` nothing is
+    /// loaded and nothing is served; otherwise the default corpus (when
+    /// `include_default_docs`) and then `extra_paths`. A default document
+    /// that breaks a limit is an error (start-up must fail); extra
+    /// documents that cannot be used come back as warnings to log.
+    #[cfg(feature = "std")]
+    pub fn from_config(
+        config: &crate::config::DocsConfig,
+    ) -> Result<(DocsSurface, Vec<DocsWarning>), DocsError> {
+        if !config.enabled {
+            return Ok((DocsSurface::disabled(), Vec::new()));
+        }
+        let limits = DocsLimits {
+            max_doc_bytes: usize::try_from(config.max_doc_bytes).unwrap_or(usize::MAX),
+            max_total_bytes: usize::try_from(config.max_total_bytes).unwrap_or(usize::MAX),
+            max_docs: config.max_docs,
+            max_sections: config.max_sections,
+        };
+        let mut registry = if config.include_default_docs {
+            DocsRegistry::with_default_corpus(limits)?
+        } else {
+            DocsRegistry::new(limits)
+        };
+        let warnings = registry.load_extra_paths(&config.extra_paths);
+        let surface = DocsSurface::new(
+            Arc::new(registry),
+            config.enable_search,
+            config.enable_resources,
+        );
+        Ok((surface, warnings))
+    }
+
+    /// The registry served.
+    pub fn registry(&self) -> &Arc<DocsRegistry> {
+        &self.registry
+    }
+
+    /// Whether the search tool is registered.
+    pub fn search_enabled(&self) -> bool {
+        self.search
+    }
+
+    /// Whether `resources/list` and `resources/read` are served.
+    pub fn resources_enabled(&self) -> bool {
+        self.resources
+    }
+
+    /// Sets what the server configuration must know before the server is
+    /// built: whether resources are served (when they are not, both
+    /// methods answer `METHOD_NOT_FOUND` and `initialize` does not
+    /// advertise them).
+    pub fn apply(&self, config: &mut ServerConfig) {
+        config.resources_enabled = self.resources;
+    }
+
+    /// Registers the search tool (answered inside the core) and the
+    /// documents as resources, each as enabled. A disabled search tool is
+    /// not registered at all, so it is an unknown tool.
+    pub fn install(&self, server: &mut Server) {
+        if self.search {
+            let registry = Arc::clone(&self.registry);
+            let handler: InlineTool = Arc::new(move |arguments: &Value| {
+                registry
+                    .call_search(arguments)
+                    .map_err(|error| ToolFailure::InvalidInput(error.to_string()))
+            });
+            server.register_inline_tool(search_tool_definition(), handler);
+        }
+        if self.resources {
+            for resource in self.registry.resources() {
+                server.add_resource(resource);
+            }
+        }
+    }
+}
+
+/// The `decision_gate_docs_search` tool as `tools/list` shows it.
+pub fn search_tool_definition() -> ToolDefinition {
+    ToolDefinition {
+        name: SEARCH_TOOL_NAME.to_owned(),
+        description: SEARCH_TOOL_DESCRIPTION.to_owned(),
+        input_schema: search_tool_input_schema(),
+        output_schema: Some(search_tool_output_schema()),
     }
 }
 

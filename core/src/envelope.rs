@@ -757,14 +757,17 @@ fn read_id(raw: &RawValue) -> IdRead<'_> {
     }
 }
 
-fn check_envelope<'a>(envelope: &RawEnvelope<'a>, policy: &Policy) -> Result<Message<'a>, Rejection> {
+fn check_envelope<'a>(
+    envelope: &RawEnvelope<'a>,
+    policy: &Policy,
+) -> Result<Message<'a>, Rejection> {
     let id = envelope.id.map(read_id);
     let echo = match &id {
         Some(IdRead::Readable(id)) if !id.is_null() => Some(id.as_borrowed().into_owned()),
         _ => None,
     };
-    let is_response = envelope.method.is_none()
-        && (envelope.result.is_some() || envelope.error.is_some());
+    let is_response =
+        envelope.method.is_none() && (envelope.result.is_some() || envelope.error.is_some());
     let reject = |detail: String| Rejection {
         error: CanonicalError::InvalidEnvelope,
         id: echo.clone(),
@@ -979,7 +982,9 @@ fn nesting_exceeds(body: &[u8], max_depth: usize) -> Option<usize> {
 
 /// A value that could not be serialized into an envelope.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot serialize the JSON-RPC message: {0}; check the value's Serialize impl (maps need string keys)")]
+#[error(
+    "cannot serialize the JSON-RPC message: {0}; check the value's Serialize impl (maps need string keys)"
+)]
 pub struct EncodeError(#[from] serde_json::Error);
 
 /// Written when serializing a value whose shape is fixed fails anyway.
@@ -1041,7 +1046,10 @@ pub fn encode_notification<P: Serialize + ?Sized>(
 }
 
 /// A success response `{"jsonrpc":"2.0","id":…,"result":…}`.
-pub fn encode_result<R: Serialize + ?Sized>(id: &Id<'_>, result: &R) -> Result<Vec<u8>, EncodeError> {
+pub fn encode_result<R: Serialize + ?Sized>(
+    id: &Id<'_>,
+    result: &R,
+) -> Result<Vec<u8>, EncodeError> {
     let id = id.as_borrowed();
     Ok(serde_json::to_vec(&OutResult {
         jsonrpc: JSONRPC_VERSION,

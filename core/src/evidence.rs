@@ -122,33 +122,46 @@ impl EvidenceContext {
 }
 
 fn positive_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NonZeroU64, D::Error> {
-    #[derive(Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Number(u64),
-        Text(String),
-        Negative(i64),
-        Float(f64),
+    struct PositiveId;
+
+    impl de::Visitor<'_> for PositiveId {
+        type Value = NonZeroU64;
+
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("an integer >= 1 (or a string of its decimal digits)")
+        }
+
+        fn visit_u64<E: de::Error>(self, number: u64) -> Result<NonZeroU64, E> {
+            NonZeroU64::new(number).ok_or_else(|| E::custom("expected an integer >= 1, found 0"))
+        }
+
+        fn visit_i64<E: de::Error>(self, number: i64) -> Result<NonZeroU64, E> {
+            u64::try_from(number)
+                .ok()
+                .and_then(NonZeroU64::new)
+                .ok_or_else(|| E::custom(format!("expected an integer >= 1, found {number}")))
+        }
+
+        fn visit_f64<E: de::Error>(self, number: f64) -> Result<NonZeroU64, E> {
+            Err(E::custom(format!(
+                "expected an integer >= 1, found the non-integer number {number}"
+            )))
+        }
+
+        fn visit_str<E: de::Error>(self, text: &str) -> Result<NonZeroU64, E> {
+            text.trim()
+                .parse::<u64>()
+                .ok()
+                .and_then(NonZeroU64::new)
+                .ok_or_else(|| {
+                    E::custom(format!(
+                        "expected an integer >= 1 (or a string of its digits), found {text:?}"
+                    ))
+                })
+        }
     }
-    let number = match Raw::deserialize(deserializer)? {
-        Raw::Number(number) => number,
-        Raw::Text(text) => text.trim().parse::<u64>().map_err(|_| {
-            de::Error::custom(format!(
-                "expected an integer >= 1 (or a string of digits), found {text:?}"
-            ))
-        })?,
-        Raw::Negative(number) => {
-            return Err(de::Error::custom(format!(
-                "expected an integer >= 1, found {number}"
-            )));
-        }
-        Raw::Float(number) => {
-            return Err(de::Error::custom(format!(
-                "expected an integer >= 1, found {number}"
-            )));
-        }
-    };
-    NonZeroU64::new(number).ok_or_else(|| de::Error::custom("expected an integer >= 1, found 0"))
+
+    deserializer.deserialize_any(PositiveId)
 }
 
 /// The arguments of a `tools/call` of `evidence_query`.
@@ -181,13 +194,15 @@ impl EvidenceValue {
         Ok(EvidenceValue::Json(raw))
     }
 
-    /// The JSON value parsed into a [`Value`] (bytes become an array).
-    pub fn to_value(&self) -> Value {
+    /// The value parsed into a [`Value`] (bytes become an array of
+    /// integers). Fails only for JSON that [`Value`] cannot hold, such as a
+    /// number outside the IEEE-754 double range.
+    pub fn to_value(&self) -> Result<Value, serde_json::Error> {
         match self {
-            EvidenceValue::Json(raw) => serde_json::from_str(raw.get()).unwrap_or(Value::Null),
-            EvidenceValue::Bytes(bytes) => {
-                Value::Array(bytes.iter().map(|byte| Value::from(*byte)).collect())
-            }
+            EvidenceValue::Json(raw) => serde_json::from_str(raw.get()),
+            EvidenceValue::Bytes(bytes) => Ok(Value::Array(
+                bytes.iter().map(|byte| Value::from(*byte)).collect(),
+            )),
         }
     }
 
@@ -556,13 +571,33 @@ pub enum VerifyError {
     /// The value cannot be canonicalized (not I-JSON).
     #[error("evidence value cannot be canonicalized: {0}")]
     Canonicalize(CanonicalizeError),
-    /// The declared hash differs from the value's hash.
-    #[error("evidence hash mismatch: declared {declared}, computed {computed} from the value")]
+    /// The declared hash differs from the value's hash, and no valid
+    /// signature vouches for the declared hash: the hash was altered (or
+    /// the provider computed it wrongly).
+    #[error(
+        "evidence hash mismatch: declared {declared}, computed {computed} from the value; \
+         the evidence was altered or the provider hashes with another profile"
+    )]
     HashMismatch {
         /// The hash the provider sent.
         declared: String,
         /// The hash of the value received.
         computed: String,
+    },
+    /// The declared hash carries a valid signature of an authorized key, but
+    /// the value does not hash to it: the value was altered after signing.
+    #[error(
+        "evidence value does not match its signed hash: key {key_id:?} signed {declared}, \
+         but the value hashes to {computed}; the value was altered after signing, or the \
+         provider canonicalizes with another profile"
+    )]
+    ValueMismatch {
+        /// The signed hash the provider sent.
+        declared: String,
+        /// The hash of the value received.
+        computed: String,
+        /// The key whose signature covers `declared`.
+        key_id: String,
     },
     /// The signature is not 64 bytes.
     #[error("signature must be 64 bytes, found {0}")]
@@ -585,6 +620,7 @@ impl VerifyError {
             VerifyError::MissingValue => "missing_value",
             VerifyError::Canonicalize(_) => "value_not_canonicalizable",
             VerifyError::HashMismatch { .. } => "hash_mismatch",
+            VerifyError::ValueMismatch { .. } => "value_mismatch",
             VerifyError::InvalidSignatureBytes(_) => "invalid_signature_bytes",
             VerifyError::VerificationFailed(_) => "signature_verification_failed",
             VerifyError::InvalidKey => "invalid_key",
@@ -636,42 +672,29 @@ impl fmt::Display for VerifiedEvidence {
 
 /// Check `result` under `policy`, hashing with `profile`.
 ///
-/// The order of checks is Decision Gate's: under `RequireSignature`, missing
+/// The order of checks is Decision Gate's. Under `RequireSignature`: missing
 /// signature, unsupported scheme, key not authorized, missing value, hash
-/// mismatch, invalid signature bytes, verification failed. Under `Audit` only
-/// the hash is checked. A result without a value (an error result) passes
-/// `Audit` as long as it claims no hash.
+/// mismatch, invalid signature bytes, verification failed. A hash mismatch is
+/// reported as [`VerifyError::ValueMismatch`] when the signature is valid for
+/// the declared hash (the value was altered after signing) and as
+/// [`VerifyError::HashMismatch`] otherwise. Under `Audit` only the hash is
+/// checked (signatures are not looked at), and a result without a value (an
+/// error result) passes as long as it claims no hash.
+///
+/// A missing `evidence_hash` is filled in from the value, so the
+/// [`VerifiedEvidence`] always carries the hash of its value.
 pub fn verify(
     mut result: EvidenceResult,
     policy: &TrustPolicy,
     profile: Profile,
 ) -> Result<VerifiedEvidence, VerifyError> {
     #[cfg(feature = "signatures")]
-    let mut signature_check: Option<(ed25519_dalek::VerifyingKey, String, Vec<u8>)> = None;
-    match policy {
-        TrustPolicy::Audit => {}
-        #[cfg(feature = "signatures")]
-        TrustPolicy::RequireSignature { keys } => {
-            let signature = result
-                .signature
-                .as_ref()
-                .ok_or(VerifyError::MissingSignature)?;
-            if signature.scheme != "ed25519" {
-                return Err(VerifyError::UnsupportedScheme(signature.scheme.clone()));
-            }
-            let key = keys
-                .get(&signature.key_id)
-                .ok_or_else(|| VerifyError::KeyNotAuthorized(signature.key_id.clone()))?;
-            if result.value.is_none() {
-                return Err(VerifyError::MissingValue);
-            }
-            signature_check = Some((
-                *key,
-                signature.key_id.clone(),
-                signature.signature.clone(),
-            ));
-        }
-    }
+    let signer = match policy {
+        TrustPolicy::Audit => None,
+        TrustPolicy::RequireSignature { keys } => Some(Signer::authorized(&result, keys)?),
+    };
+    #[cfg(not(feature = "signatures"))]
+    let TrustPolicy::Audit = policy;
 
     let computed = match &result.value {
         Some(value) => Some(value.digest(profile).map_err(VerifyError::Canonicalize)?),
@@ -679,6 +702,16 @@ pub fn verify(
     };
     match (&result.evidence_hash, &computed) {
         (Some(declared), Some(computed)) if declared != computed => {
+            #[cfg(feature = "signatures")]
+            if let Some(signer) = &signer {
+                if signer.signs(declared) {
+                    return Err(VerifyError::ValueMismatch {
+                        declared: declared.value.clone(),
+                        computed: computed.value.clone(),
+                        key_id: signer.key_id.clone(),
+                    });
+                }
+            }
             return Err(VerifyError::HashMismatch {
                 declared: declared.value.clone(),
                 computed: computed.value.clone(),
@@ -690,28 +723,79 @@ pub fn verify(
     result.evidence_hash = computed;
 
     #[cfg(feature = "signatures")]
-    if let Some((key, key_id, bytes)) = signature_check {
-        let bytes: [u8; 64] = bytes
-            .as_slice()
-            .try_into()
-            .map_err(|_| VerifyError::InvalidSignatureBytes(bytes.len()))?;
-        let signature = ed25519_dalek::Signature::from_bytes(&bytes);
+    if let Some(signer) = signer {
+        let signature = signer.signature()?;
         let message = result
             .evidence_hash
             .as_ref()
             .map(HashDigest::signing_message)
             .ok_or(VerifyError::MissingValue)?;
-        key.verify_strict(&message, &signature)
-            .map_err(|_| VerifyError::VerificationFailed(key_id.clone()))?;
+        signer
+            .key
+            .verify_strict(&message, &signature)
+            .map_err(|_| VerifyError::VerificationFailed(signer.key_id.clone()))?;
         return Ok(VerifiedEvidence {
             result,
-            signer: Some(key_id),
+            signer: Some(signer.key_id),
         });
     }
     Ok(VerifiedEvidence {
         result,
         signer: None,
     })
+}
+
+/// The signature of a result whose scheme and key passed the policy.
+#[cfg(feature = "signatures")]
+struct Signer {
+    key: ed25519_dalek::VerifyingKey,
+    key_id: String,
+    bytes: Vec<u8>,
+}
+
+#[cfg(feature = "signatures")]
+impl Signer {
+    /// The first four checks of `RequireSignature`: a signature is present,
+    /// its scheme is ed25519, its key is authorized, and there is a value.
+    fn authorized(result: &EvidenceResult, keys: &KeySet) -> Result<Self, VerifyError> {
+        let signature = result
+            .signature
+            .as_ref()
+            .ok_or(VerifyError::MissingSignature)?;
+        if signature.scheme != "ed25519" {
+            return Err(VerifyError::UnsupportedScheme(signature.scheme.clone()));
+        }
+        let key = keys
+            .get(&signature.key_id)
+            .ok_or_else(|| VerifyError::KeyNotAuthorized(signature.key_id.clone()))?;
+        if result.value.is_none() {
+            return Err(VerifyError::MissingValue);
+        }
+        Ok(Signer {
+            key: *key,
+            key_id: signature.key_id.clone(),
+            bytes: signature.signature.clone(),
+        })
+    }
+
+    /// The signature, if it has the 64 bytes of an ed25519 signature.
+    fn signature(&self) -> Result<ed25519_dalek::Signature, VerifyError> {
+        let bytes: [u8; 64] = self
+            .bytes
+            .as_slice()
+            .try_into()
+            .map_err(|_| VerifyError::InvalidSignatureBytes(self.bytes.len()))?;
+        Ok(ed25519_dalek::Signature::from_bytes(&bytes))
+    }
+
+    /// Whether the signature is valid for `digest`.
+    fn signs(&self, digest: &HashDigest) -> bool {
+        self.signature().is_ok_and(|signature| {
+            self.key
+                .verify_strict(&digest.signing_message(), &signature)
+                .is_ok()
+        })
+    }
 }
 
 /// Hash (with `profile`) and sign `result` with `key` under `key_id`.

@@ -23,6 +23,9 @@
 //! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
 //! | [`evidence`] | query, context and result types; hash and signature verification |
 //! | [`schema`] | tool I/O schema registry, cached by fingerprint |
+//! | [`http`] | HTTP transport decisions: routes, auth, Origin, statuses, body limit, SSE |
+//! | [`docs`] | embedded docs registry, deterministic section search, MCP resources |
+//! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -46,9 +49,12 @@ pub mod client;
 #[cfg(feature = "std")]
 pub mod config;
 pub mod contract;
+pub mod docs;
 pub mod envelope;
 pub mod error;
 pub mod evidence;
 pub mod frame;
+pub mod http;
+pub mod policy;
 pub mod schema;
 pub mod server;

@@ -16,11 +16,12 @@
 //!
 //! Limits: compiling and validating use the `jsonschema` crate and exist only
 //! with the `std` feature. Without it the registry, fingerprints and the tool
-//! I/O record check remain, but schema validation is compiled out: it checks
-//! only the top-level `"type": "object"` of a schema, and no_std callers must
-//! validate the built-in tools' input by deserializing it into their typed
-//! forms (e.g. [`crate::evidence::EvidenceQueryArguments`]). Schemas may only
-//! refer to their own `$defs`: nothing is ever fetched.
+//! I/O record check remain, but general schema validation is compiled out:
+//! a schema's top-level `"type": "object"` is still checked, and the schemas
+//! of the built-in `evidence_query` tool (recognized by fingerprint, see
+//! [`BuiltinSchema`]) are checked by deserializing into their typed forms
+//! ([`crate::evidence::EvidenceQueryArguments`], [`crate::evidence::EvidenceResult`]).
+//! Schemas may only refer to their own `$defs`: nothing is ever fetched.
 
 use alloc::collections::BTreeMap;
 use alloc::format;
@@ -33,8 +34,8 @@ use core::fmt;
 use serde_json::Value;
 
 use crate::canonical;
-use crate::error::{CanonicalError, ErrorObject};
 use crate::envelope::Id;
+use crate::error::{CanonicalError, ErrorObject};
 
 /// The JSON Schema of the `evidence_query` tool's arguments (`spec/schemas/`).
 pub const EVIDENCE_QUERY_INPUT_SCHEMA: &str =
@@ -121,10 +122,70 @@ impl fmt::Debug for Fingerprint {
     }
 }
 
+/// A schema of a built-in tool, recognized by fingerprint, whose instances
+/// also have a typed Rust form.
+///
+/// With the `std` feature the `jsonschema` validator is authoritative; without
+/// it, [`CompiledSchema::validate`] falls back to [`BuiltinSchema::validate_typed`]
+/// for these schemas, so the built-in tool keeps real input and output checks
+/// in a no_std build.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BuiltinSchema {
+    /// [`EVIDENCE_QUERY_INPUT_SCHEMA`]: typed as [`crate::evidence::EvidenceQueryArguments`].
+    EvidenceQueryInput,
+    /// [`EVIDENCE_QUERY_OUTPUT_SCHEMA`]: typed as [`crate::evidence::EvidenceResult`].
+    EvidenceQueryOutput,
+}
+
+impl BuiltinSchema {
+    /// The built-in schema whose fingerprint is `fingerprint`, if any.
+    pub fn recognize(fingerprint: Fingerprint) -> Option<BuiltinSchema> {
+        [
+            (
+                BuiltinSchema::EvidenceQueryInput,
+                EVIDENCE_QUERY_INPUT_SCHEMA,
+            ),
+            (
+                BuiltinSchema::EvidenceQueryOutput,
+                EVIDENCE_QUERY_OUTPUT_SCHEMA,
+            ),
+        ]
+        .into_iter()
+        .find(|(_, text)| {
+            serde_json::from_str::<Value>(text)
+                .is_ok_and(|schema| Fingerprint::of(&schema) == fingerprint)
+        })
+        .map(|(builtin, _)| builtin)
+    }
+
+    /// Checks `instance` by deserializing it into the typed form. Serde does
+    /// not report where it failed, so the pointer is `""` (the whole value)
+    /// and the message names the problem.
+    pub fn validate_typed(self, instance: &Value) -> Result<(), SchemaViolation> {
+        let outcome = match self {
+            BuiltinSchema::EvidenceQueryInput => {
+                <crate::evidence::EvidenceQueryArguments as serde::Deserialize>::deserialize(
+                    instance,
+                )
+                .map(drop)
+            }
+            BuiltinSchema::EvidenceQueryOutput => {
+                <crate::evidence::EvidenceResult as serde::Deserialize>::deserialize(instance)
+                    .map(drop)
+            }
+        };
+        outcome.map_err(|error| SchemaViolation {
+            pointer: String::new(),
+            message: format!("{error}"),
+        })
+    }
+}
+
 /// One schema, compiled.
 pub struct CompiledSchema {
     fingerprint: Fingerprint,
     schema: Value,
+    builtin: Option<BuiltinSchema>,
     #[cfg(feature = "std")]
     validator: jsonschema::Validator,
 }
@@ -157,9 +218,11 @@ impl CompiledSchema {
             .should_validate_formats(true)
             .build(schema)
             .map_err(|error| format!("not a valid Draft 2020-12 schema: {error}"))?;
+        let fingerprint = Fingerprint::of(schema);
         Ok(CompiledSchema {
-            fingerprint: Fingerprint::of(schema),
+            fingerprint,
             schema: schema.clone(),
+            builtin: BuiltinSchema::recognize(fingerprint),
             #[cfg(feature = "std")]
             validator,
         })
@@ -175,9 +238,15 @@ impl CompiledSchema {
         &self.schema
     }
 
+    /// The built-in tool schema this is, if it is one.
+    pub fn builtin(&self) -> Option<BuiltinSchema> {
+        self.builtin
+    }
+
     /// Validates `instance`, reporting the first failure.
     ///
-    /// Without `std`, only a top-level `"type": "object"` is checked.
+    /// Without `std`, a top-level `"type": "object"` is checked, and built-in
+    /// schemas ([`BuiltinSchema`]) are checked through their typed forms.
     pub fn validate(&self, instance: &Value) -> Result<(), SchemaViolation> {
         #[cfg(feature = "std")]
         {
@@ -198,7 +267,10 @@ impl CompiledSchema {
                     message: String::from("expected an object"),
                 });
             }
-            Ok(())
+            match self.builtin {
+                Some(builtin) => builtin.validate_typed(instance),
+                None => Ok(()),
+            }
         }
     }
 }
@@ -300,12 +372,21 @@ impl SchemaRegistry {
         }
     }
 
-    /// Registers (or replaces) `tool`; an error (and no change) when one of
-    /// its schemas does not compile.
+    /// Registers (or replaces) `tool`; an error (and no change to the
+    /// registered tools) when one of its schemas does not compile.
     pub fn try_register(&mut self, tool: ToolIo) -> Result<Arc<LoadedToolIo>, ToolIoError> {
         let input = self.compile_cached(&tool.name, "input", &tool.input_schema)?;
         let output = match &tool.output_schema {
-            Some(schema) => Some(self.compile_cached(&tool.name, "output", schema)?),
+            Some(schema) => match self.compile_cached(&tool.name, "output", schema) {
+                Ok(compiled) => Some(compiled),
+                Err(problem) => {
+                    // The input schema may have been compiled just now for
+                    // nothing: drop it unless another tool uses it.
+                    drop(input);
+                    self.evict_unused();
+                    return Err(problem);
+                }
+            },
             None => None,
         };
         let loaded = Arc::new(LoadedToolIo {

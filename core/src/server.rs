@@ -22,7 +22,7 @@
 //! waiting for an answer (more are answered `OVERLOADED`).
 
 use alloc::borrow::ToOwned;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
 use alloc::sync::Arc;
@@ -42,6 +42,11 @@ use crate::frame::{self, Decoder, FrameError, Framing, Limits};
 
 /// MCP protocol versions this server speaks, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
+
+/// How many cancelled tickets a connection remembers (to refuse a late
+/// answer for one with [`RespondError::Cancelled`] rather than
+/// [`RespondError::UnknownTicket`]).
+pub const CANCELLED_MEMORY: usize = 1024;
 
 /// Which shape of answers a connection gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -199,6 +204,10 @@ pub struct ServerConfig {
     pub resources_enabled: bool,
     /// Visibility filter for tools (`None`: all visible).
     pub tool_filter: Option<ToolFilter>,
+    /// Authorization for visible tools (`None`: all callable): a call of a
+    /// visible tool it refuses is answered `FORBIDDEN`. Built by
+    /// [`crate::policy::ToolPolicy::apply`] from `[server.auth] allowed_tools`.
+    pub tool_authorizer: Option<ToolFilter>,
 }
 
 impl Default for ServerConfig {
@@ -213,6 +222,7 @@ impl Default for ServerConfig {
             max_in_flight: 64,
             resources_enabled: true,
             tool_filter: None,
+            tool_authorizer: None,
         }
     }
 }
@@ -369,7 +379,8 @@ pub struct Server {
     tools: Vec<Tool>,
     resources: Vec<Resource>,
     pending: BTreeMap<Ticket, Pending>,
-    cancelled: BTreeMap<Ticket, ()>,
+    cancelled: BTreeSet<Ticket>,
+    cancelled_order: VecDeque<Ticket>,
     batches: BTreeMap<u64, Batch>,
     next_ticket: u64,
     next_batch: u64,
@@ -408,7 +419,8 @@ impl Server {
             tools: Vec::new(),
             resources: Vec::new(),
             pending: BTreeMap::new(),
-            cancelled: BTreeMap::new(),
+            cancelled: BTreeSet::new(),
+            cancelled_order: VecDeque::new(),
             batches: BTreeMap::new(),
             next_ticket: 0,
             next_batch: 0,
@@ -458,13 +470,15 @@ impl Server {
             input_schema: definition.input_schema.clone(),
             output_schema: definition.output_schema.clone(),
         });
-        self.tools.retain(|tool| tool.definition.name != definition.name);
+        self.tools
+            .retain(|tool| tool.definition.name != definition.name);
         self.tools.push(Tool { definition, kind });
     }
 
     /// Serve `resource` through `resources/list` and `resources/read`.
     pub fn add_resource(&mut self, resource: Resource) {
-        self.resources.retain(|existing| existing.uri != resource.uri);
+        self.resources
+            .retain(|existing| existing.uri != resource.uri);
         self.resources.push(resource);
     }
 
@@ -517,8 +531,11 @@ impl Server {
             return;
         }
         self.drain_frames();
-        if let Err(error) = self.decoder.finish() {
-            self.events.push_back(ServerEvent::FramingError(error));
+        // A fatal error while draining already closed input and said so.
+        if !self.input_closed {
+            if let Err(error) = self.decoder.finish() {
+                self.events.push_back(ServerEvent::FramingError(error));
+            }
         }
         self.input_closed = true;
     }
@@ -537,9 +554,10 @@ impl Server {
     pub fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
         let pending = self.take_pending(ticket, CallKind::Evidence)?;
         let body = match pending.dialect {
-            Dialect::DecisionGate => {
-                encode_result(&pending.id, &evidence::to_decision_gate_tool_result(&result))
-            }
+            Dialect::DecisionGate => encode_result(
+                &pending.id,
+                &evidence::to_decision_gate_tool_result(&result),
+            ),
             Dialect::Mcp => encode_result(&pending.id, &evidence::to_mcp_tool_result(&result)),
         };
         self.reply(pending.batch, body);
@@ -553,13 +571,21 @@ impl Server {
         result: Result<Value, ToolFailure>,
     ) -> Result<(), RespondError> {
         let pending = self.take_pending(ticket, CallKind::Tool)?;
-        let body = self.tool_reply(&pending.id, &pending.tool, pending.output_schema.as_ref(), result);
+        let body = self.tool_reply(
+            &pending.id,
+            pending.dialect,
+            &pending.tool,
+            pending.output_schema.as_ref(),
+            result,
+        );
         self.reply(pending.batch, body);
         Ok(())
     }
 
     fn take_pending(&mut self, ticket: Ticket, kind: CallKind) -> Result<Pending, RespondError> {
-        if self.cancelled.remove(&ticket).is_some() {
+        if self.cancelled.remove(&ticket) {
+            self.cancelled_order
+                .retain(|cancelled| *cancelled != ticket);
             return Err(RespondError::Cancelled(ticket));
         }
         match self.pending.get(&ticket) {
@@ -715,7 +741,7 @@ impl Server {
                     .map(|(ticket, _)| *ticket);
                 if let Some(ticket) = found {
                     if let Some(pending) = self.pending.remove(&ticket) {
-                        self.cancelled.insert(ticket, ());
+                        self.remember_cancelled(ticket);
                         // A cancelled request gets no answer; a batch stops
                         // waiting for it.
                         if let Some(batch) = pending.batch {
@@ -775,7 +801,10 @@ impl Server {
                     }),
                 );
                 if let Some(instructions) = &self.config.instructions {
-                    result.insert("instructions".to_owned(), Value::from(instructions.as_str()));
+                    result.insert(
+                        "instructions".to_owned(),
+                        Value::from(instructions.as_str()),
+                    );
                 }
                 self.events.push_back(ServerEvent::Initialized {
                     protocol_version: version.to_owned(),
@@ -904,12 +933,10 @@ impl Server {
                 );
             }
         };
-        if self.pending.len() >= self.config.max_in_flight {
-            let detail = format!(
-                "{} queries are already in flight (the limit); retry later",
-                self.pending.len()
-            );
-            return self.reply_error(id, batch, CanonicalError::Overloaded, detail, Some(name));
+        let authorized = (self.config.tool_authorizer.as_ref()).is_none_or(|allow| allow(&name));
+        if !authorized {
+            let detail = format!("tool {name:?} is not in server.auth.allowed_tools");
+            return self.reply_error(id, batch, CanonicalError::Forbidden, detail, Some(name));
         }
         let arguments_text = call.arguments.map(RawValue::get).unwrap_or("{}");
         let Some(tool) = self.tools.get(index) else {
@@ -921,10 +948,19 @@ impl Server {
                 Some(name),
             );
         };
+        // Inline tools answer at once and hold no ticket, so only calls
+        // that wait for the embedder count against the limit.
+        let waits = !matches!(tool.kind, ToolKind::Inline(_));
+        if waits && self.pending.len() >= self.config.max_in_flight {
+            let detail = format!(
+                "{} queries are already in flight (the limit); retry later",
+                self.pending.len()
+            );
+            return self.reply_error(id, batch, CanonicalError::Overloaded, detail, Some(name));
+        }
         match &tool.kind {
             ToolKind::Evidence => {
-                let arguments: EvidenceQueryArguments = match serde_json::from_str(arguments_text)
-                {
+                let arguments: EvidenceQueryArguments = match serde_json::from_str(arguments_text) {
                     Ok(arguments) => arguments,
                     Err(error) => {
                         let detail = format!(
@@ -962,14 +998,18 @@ impl Server {
                 };
                 #[cfg(feature = "std")]
                 if let Err(violation) = self.schemas.validate_input(&name, &arguments) {
-                    let detail = violation.to_string();
-                    return self.reply_error(
-                        id,
-                        batch,
-                        CanonicalError::InvalidToolInput,
-                        detail,
-                        Some(name),
-                    );
+                    // data.pointer: the JSON pointer of the first failure (issue 3).
+                    let object = violation
+                        .error
+                        .to_error_object(Some(id), Some(&violation.detail));
+                    let object = object.with_pointer(violation.pointer.clone());
+                    let body = json!({"jsonrpc": "2.0", "id": id, "error": object});
+                    self.reply(batch, serde_json::to_vec(&body).unwrap_or_default());
+                    return RequestOutcome {
+                        tool: Some(name),
+                        error: Some(violation.error),
+                        detail: Some(violation.detail),
+                    };
                 }
                 let output_schema = tool.definition.output_schema.clone();
                 if let ToolKind::Inline(handler) = &tool.kind {
@@ -985,7 +1025,8 @@ impl Server {
                             Some(name),
                         );
                     }
-                    let body = self.tool_reply(id, &name, output_schema.as_ref(), result);
+                    let body =
+                        self.tool_reply(id, self.dialect, &name, output_schema.as_ref(), result);
                     self.reply(batch, body);
                     return RequestOutcome::accepted(Some(name));
                 }
@@ -1003,6 +1044,7 @@ impl Server {
     fn tool_reply(
         &self,
         id: &Value,
+        dialect: Dialect,
         tool: &str,
         output_schema: Option<&Value>,
         result: Result<Value, ToolFailure>,
@@ -1012,11 +1054,12 @@ impl Server {
             Ok(structured) => {
                 #[cfg(feature = "std")]
                 if let Err(violation) = self.schemas.validate_output(tool, &structured) {
-                    let detail = format!("tool {tool:?} produced output outside its schema: {violation}");
+                    let detail =
+                        format!("tool {tool:?} produced output outside its schema: {violation}");
                     return encode_error(Some(id), CanonicalError::InternalError, Some(&detail));
                 }
                 let text = serde_json::to_string(&structured).unwrap_or_default();
-                let payload = match self.dialect {
+                let payload = match dialect {
                     Dialect::DecisionGate => json!({
                         "content": [{"type": "json", "json": structured}]
                     }),
@@ -1065,6 +1108,21 @@ impl Server {
             },
         );
         ticket
+    }
+
+    /// Remember a cancelled ticket so that a later answer for it is refused
+    /// as [`RespondError::Cancelled`]; only the most recent
+    /// [`CANCELLED_MEMORY`] are kept (older ones read as unknown), so a peer
+    /// that cancels forever cannot grow this without bound.
+    fn remember_cancelled(&mut self, ticket: Ticket) {
+        if self.cancelled.insert(ticket) {
+            self.cancelled_order.push_back(ticket);
+        }
+        while self.cancelled_order.len() > CANCELLED_MEMORY {
+            if let Some(oldest) = self.cancelled_order.pop_front() {
+                self.cancelled.remove(&oldest);
+            }
+        }
     }
 
     fn is_visible(&self, tool: &str) -> bool {

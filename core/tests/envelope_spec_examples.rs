@@ -32,7 +32,9 @@ fn examples() -> Vec<Value> {
 fn answer(request: &Request<'_>) -> Vec<u8> {
     let params: Value = request.parse_params().unwrap().unwrap_or(Value::Null);
     let result = match (request.method.as_ref(), &params) {
-        ("subtract", Value::Array(args)) => json!(args[0].as_i64().unwrap() - args[1].as_i64().unwrap()),
+        ("subtract", Value::Array(args)) => {
+            json!(args[0].as_i64().unwrap() - args[1].as_i64().unwrap())
+        }
         ("subtract", Value::Object(args)) => {
             json!(args["minuend"].as_i64().unwrap() - args["subtrahend"].as_i64().unwrap())
         }
@@ -68,7 +70,9 @@ fn serve(body: &str, policy: &Policy) -> Option<Value> {
         Ok(Incoming::Single(message)) => reply_to(Ok(message)),
         Ok(incoming @ Incoming::Batch(_)) => {
             let needs_reply = incoming.needs_reply();
-            let Incoming::Batch(entries) = incoming else { unreachable!() };
+            let Incoming::Batch(entries) = incoming else {
+                unreachable!()
+            };
             let replies: Vec<Vec<u8>> = entries.into_iter().filter_map(reply_to).collect();
             let joined = encode_batch(&replies);
             assert_eq!(needs_reply, joined.is_some());
@@ -86,7 +90,10 @@ fn serve(body: &str, policy: &Policy) -> Option<Value> {
 fn normalize(response: &Value) -> Value {
     let object = response.as_object().expect("a response object");
     assert_eq!(object["jsonrpc"], "2.0");
-    let id = object.get("id").cloned().expect("every response has an id member");
+    let id = object
+        .get("id")
+        .cloned()
+        .expect("every response has an id member");
     match (object.get("result"), object.get("error")) {
         (Some(result), None) => json!({"id": id, "result": result}),
         (None, Some(error)) => {
@@ -127,7 +134,10 @@ fn all_fifteen_examples_under_the_jsonrpc_policy() {
                 assert_eq!(normalize_reply(actual), normalize_reply(expected), "{name}");
                 // The codes, in the file's own list, are exactly those sent.
                 let mut codes: Vec<i64> = match actual {
-                    Value::Array(items) => items.iter().filter_map(|i| i["error"]["code"].as_i64()).collect(),
+                    Value::Array(items) => items
+                        .iter()
+                        .filter_map(|i| i["error"]["code"].as_i64())
+                        .collect(),
                     single => single["error"]["code"].as_i64().into_iter().collect(),
                 };
                 let mut listed: Vec<i64> = example["expected_error_codes"]
@@ -174,16 +184,29 @@ fn jsonrpc_policy_message_kinds() {
     let text = body("batch_all_notifications");
     let incoming = validate(text.as_bytes(), &policy).unwrap();
     assert!(!incoming.needs_reply());
-    let Incoming::Batch(entries) = incoming else { panic!("a batch") };
+    let Incoming::Batch(entries) = incoming else {
+        panic!("a batch")
+    };
     assert_eq!(entries.len(), 2);
     let text = body("batch_mixed");
-    let Ok(Incoming::Batch(entries)) = validate(text.as_bytes(), &policy) else { panic!() };
+    let Ok(Incoming::Batch(entries)) = validate(text.as_bytes(), &policy) else {
+        panic!()
+    };
     assert_eq!(entries.len(), 6);
     let rejection = entries[3].as_ref().unwrap_err();
     assert_eq!(rejection.error, CanonicalError::InvalidEnvelope);
     assert_eq!(rejection.id, None);
-    assert!(rejection.detail.starts_with("batch entry 3:"), "{}", rejection.detail);
-    for (name, code) in [("invalid_json", -32700), ("batch_invalid_json", -32700), ("batch_empty", -32600), ("invalid_request_object", -32600)] {
+    assert!(
+        rejection.detail.starts_with("batch entry 3:"),
+        "{}",
+        rejection.detail
+    );
+    for (name, code) in [
+        ("invalid_json", -32700),
+        ("batch_invalid_json", -32700),
+        ("batch_empty", -32600),
+        ("invalid_request_object", -32600),
+    ] {
         let text = body(name);
         let rejection = validate(text.as_bytes(), &policy).unwrap_err();
         assert_eq!(rejection.error.jsonrpc_code(), code, "{name}");
@@ -203,10 +226,18 @@ enum Expect {
 
 fn check_policy(policy: &Policy, table: &[(&str, Expect)]) {
     let examples = examples();
-    assert_eq!(table.len(), examples.len(), "every example has an expectation");
+    assert_eq!(
+        table.len(),
+        examples.len(),
+        "every example has an expectation"
+    );
     for (name, expect) in table {
-        let example = examples.iter().find(|e| e["id"] == *name).unwrap_or_else(|| panic!("{name}"));
-        let actual = serve(example["request"].as_str().unwrap(), policy).map(|r| normalize_reply(&r));
+        let example = examples
+            .iter()
+            .find(|e| e["id"] == *name)
+            .unwrap_or_else(|| panic!("{name}"));
+        let actual =
+            serve(example["request"].as_str().unwrap(), policy).map(|r| normalize_reply(&r));
         let expected = match expect {
             Expect::Nothing => None,
             Expect::Result(result, id) => Some(json!({"id": id, "result": result})),
@@ -277,8 +308,14 @@ fn examples_under_the_strict_policy() {
 fn strict_accepts_the_seed_contract_and_checks_uuids_when_deterministic() {
     let good = br#"{"jsonrpc":"2.0","id":"6f1c2a9e-3b7d-4c1e-9a2f-0d4b5e6f7a8b","method":"tools/call","params":{}}"#;
     let text_id = br#"{"jsonrpc":"2.0","id":"call-1","method":"tools/call","params":{}}"#;
-    assert!(matches!(validate(good, &Policy::strict()), Ok(Incoming::Single(Message::Request(_)))));
-    assert!(matches!(validate(text_id, &Policy::strict()), Ok(Incoming::Single(Message::Request(_)))));
+    assert!(matches!(
+        validate(good, &Policy::strict()),
+        Ok(Incoming::Single(Message::Request(_)))
+    ));
+    assert!(matches!(
+        validate(text_id, &Policy::strict()),
+        Ok(Incoming::Single(Message::Request(_)))
+    ));
     let deterministic = Policy::strict().uuid_ids(true);
     assert!(validate(good, &deterministic).is_ok());
     let rejection = validate(text_id, &deterministic).unwrap_err();

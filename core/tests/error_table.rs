@@ -82,3 +82,63 @@ fn error_object_echoes_the_request_id_or_null() {
     assert!(CanonicalError::RateLimited.retryable());
     assert!(!CanonicalError::InternalError.retryable());
 }
+
+/// `spec/errors.md` documents exactly the rows of the code, with the same
+/// status, code, message, kind and retryability.
+#[test]
+fn spec_errors_md_matches_the_table() {
+    let text =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec/errors.md")).unwrap();
+    let rows: Vec<Vec<String>> = text
+        .lines()
+        .filter(|line| line.starts_with("| `"))
+        .map(|line| {
+            line.trim_matches('|')
+                .split('|')
+                .map(|cell| cell.trim().trim_matches('`').to_string())
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        rows.len(),
+        CanonicalError::ALL.len(),
+        "one documented row per error"
+    );
+    for (row, error) in rows.iter().zip(CanonicalError::ALL) {
+        assert_eq!(row[0], error.name());
+        assert_eq!(row[1], error.http_status().to_string(), "{}", error.name());
+        assert_eq!(row[2], error.jsonrpc_code().to_string(), "{}", error.name());
+        assert_eq!(row[3], error.message(), "{}", error.name());
+        assert_eq!(row[4], error.kind(), "{}", error.name());
+        assert_eq!(
+            row[5],
+            if error.retryable() { "yes" } else { "no" },
+            "{}",
+            error.name()
+        );
+    }
+}
+
+#[test]
+fn error_objects_of_every_row_render_code_message_and_kind() {
+    for error in CanonicalError::ALL {
+        let object =
+            serde_json::to_value(error.to_error_object(Some(&json!("req-1")), None)).unwrap();
+        assert_eq!(object["code"], error.jsonrpc_code());
+        assert_eq!(object["message"], error.message());
+        assert_eq!(object["data"]["kind"], error.kind());
+        assert_eq!(object["data"]["request_id"], "req-1");
+        assert!(object["data"].get("pointer").is_none());
+        assert_eq!(
+            error.to_string(),
+            format!("{} ({})", error.name(), error.message())
+        );
+    }
+    let with_pointer = CanonicalError::InvalidToolInput
+        .to_error_object(None, Some("bad"))
+        .with_pointer("/query/check_id");
+    assert_eq!(
+        serde_json::to_value(with_pointer).unwrap()["data"]["pointer"],
+        "/query/check_id"
+    );
+}

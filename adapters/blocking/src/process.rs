@@ -9,8 +9,14 @@
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout, the affected requests fail
 //! with a typed error and the child is restarted with bounded exponential
-//! backoff. No request is silently lost or answered twice: every call of
-//! [`ProcessProvider::query`] gets exactly one outcome.
+//! backoff. Queries that arrive while the child is down wait for the fresh
+//! child, but never longer than their own timeout; when the child cannot be
+//! started they fail with [`ProviderError::Spawn`]. No request is silently
+//! lost or answered twice: every call of [`ProcessProvider::query`] gets
+//! exactly one outcome.
+//!
+//! Limits: stderr lines are cut at 64 KiB; frame limits come from
+//! [`ClientConfig::limits`].
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -65,6 +71,13 @@ impl ProcessConfig {
     /// The same settings with `log`.
     pub fn with_log(mut self, log: LogSink) -> Self {
         self.log = log;
+        self
+    }
+
+    /// The same settings with restart delays from `initial` doubling up to `max`.
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.restart_backoff_initial = initial;
+        self.restart_backoff_max = max;
         self
     }
 }
@@ -147,15 +160,13 @@ impl ProcessProvider {
     /// started the first time.
     pub fn spawn(config: ProcessConfig) -> Result<Self, ProviderError> {
         let (commands, receiver) = mpsc::channel();
+        let command = config.command.clone();
         let mut supervisor = Supervisor::new(config, commands.clone());
         supervisor.start_child()?;
         thread::Builder::new()
             .name("evidence-wire-provider".into())
             .spawn(move || supervisor.run(receiver))
-            .map_err(|source| ProviderError::Spawn {
-                command: Vec::new(),
-                source,
-            })?;
+            .map_err(|source| ProviderError::Spawn { command, source })?;
         Ok(ProcessProvider {
             _guard: Arc::new(ShutdownGuard(commands.clone())),
             commands,
@@ -182,6 +193,12 @@ struct Running {
     stdin: Sender<Vec<u8>>,
 }
 
+struct Deferred {
+    request: Box<(EvidenceQuery, EvidenceContext)>,
+    reply: Reply,
+    deadline: Instant,
+}
+
 struct Supervisor {
     config: ProcessConfig,
     client: Client,
@@ -189,7 +206,7 @@ struct Supervisor {
     running: Option<Running>,
     generation: u64,
     waiting: HashMap<RequestId, Reply>,
-    deferred: Vec<(Box<(EvidenceQuery, EvidenceContext)>, Reply)>,
+    deferred: Vec<Deferred>,
     epoch: Instant,
     failures: u32,
     restart_at: Option<Instant>,
@@ -303,24 +320,23 @@ impl Supervisor {
     fn run(mut self, commands: Receiver<Command_>) {
         loop {
             self.flush();
-            let now = self.now();
-            let mut wait = self
-                .client
-                .poll_timeout()
-                .map(|deadline| Duration::from_millis(deadline.saturating_sub(now)));
-            if let Some(restart_at) = self.restart_at {
-                let until = restart_at.saturating_duration_since(Instant::now());
-                wait = Some(wait.map_or(until, |wait| wait.min(until)));
-            }
-            let command = match wait {
-                Some(wait) => commands.recv_timeout(wait),
+            let command = match self.next_wake() {
+                Some(at) => {
+                    commands.recv_timeout(at.saturating_duration_since(Instant::now()))
+                }
                 None => commands.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
             match command {
                 Ok(Command_::Query(request, reply)) => {
                     // While the child is down (backoff), queries wait here and
-                    // go to the fresh child: a restart never fails them.
-                    self.deferred.push((request, reply));
+                    // go to the fresh child, but never past their own timeout.
+                    let deadline = Instant::now()
+                        + Duration::from_millis(self.config.client.request_timeout_ms);
+                    self.deferred.push(Deferred {
+                        request,
+                        reply,
+                        deadline,
+                    });
                     if self.running.is_none() && self.restart_at.is_none() {
                         self.restart_now();
                     }
@@ -337,36 +353,67 @@ impl Supervisor {
                     }
                 }
                 Ok(Command_::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
-                    self.client.connection_lost("the provider client was shut down");
+                    self.client
+                        .connection_lost("the provider client was shut down");
                     self.dispatch();
-                    for (_, reply) in std::mem::take(&mut self.deferred) {
-                        let _ = reply.send(Err(ProviderError::ShutDown));
+                    for deferred in std::mem::take(&mut self.deferred) {
+                        let _ = deferred.reply.send(Err(ProviderError::ShutDown));
                     }
                     self.stop_child();
                     return;
                 }
                 Err(RecvTimeoutError::Timeout) => {}
             }
-            let now = self.now();
-            let before = self.client.in_flight();
-            self.client.handle_timeout(now);
-            let timed_out = before > self.client.in_flight();
-            self.dispatch();
-            if timed_out {
-                // A hung child may be wedged: restart it so later queries
-                // get a fresh process.
-                (self.config.log)("provider did not answer in time; restarting it");
-                self.schedule_restart();
+            self.after_step();
+        }
+    }
+
+    /// Timeouts, answers and restarts after anything happened.
+    fn after_step(&mut self) {
+        let now = self.now();
+        self.client.handle_timeout(now);
+        let timed_out = self.dispatch();
+        self.expire_deferred();
+        if timed_out && self.running.is_some() {
+            // A hung child may be wedged: later queries get a fresh process.
+            self.schedule_restart("the provider did not answer in time");
+        }
+        if self.client.needs_restart() {
+            self.schedule_restart("the provider's stream broke");
+        }
+        if let Some(restart_at) = self.restart_at {
+            if Instant::now() >= restart_at {
+                self.restart_now();
+                self.submit_deferred();
             }
-            if self.client.needs_restart() {
-                self.schedule_restart();
-            }
-            if let Some(restart_at) = self.restart_at {
-                if Instant::now() >= restart_at {
-                    self.restart_now();
-                    self.submit_deferred();
-                }
-            }
+        }
+    }
+
+    /// The earliest of the client's deadline, a deferred query's deadline
+    /// and the planned restart.
+    fn next_wake(&self) -> Option<Instant> {
+        let client = self
+            .client
+            .poll_timeout()
+            .map(|deadline| self.epoch + Duration::from_millis(deadline));
+        let deferred = self.deferred.iter().map(|deferred| deferred.deadline).min();
+        [client, deferred, self.restart_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn expire_deferred(&mut self) {
+        let now = Instant::now();
+        let timeout = self.config.client.request_timeout_ms;
+        let (expired, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|deferred| deferred.deadline <= now);
+        self.deferred = kept;
+        for deferred in expired {
+            let _ = deferred
+                .reply
+                .send(Err(ProviderError::Query(QueryError::Timeout(timeout))));
         }
     }
 
@@ -374,10 +421,10 @@ impl Supervisor {
         if self.running.is_none() {
             return;
         }
-        for (request, reply) in std::mem::take(&mut self.deferred) {
-            let (query, context) = *request;
-            let id = self.client.query(&query, &context, self.now());
-            self.waiting.insert(id, reply);
+        for deferred in std::mem::take(&mut self.deferred) {
+            let (query, context) = &*deferred.request;
+            let id = self.client.query(query, context, self.now());
+            self.waiting.insert(id, deferred.reply);
         }
     }
 
@@ -387,18 +434,23 @@ impl Supervisor {
             .is_some_and(|running| running.generation == generation)
     }
 
-    fn schedule_restart(&mut self) {
+    /// Stop the child now, fail what it still owed, and start a fresh one
+    /// after the backoff delay.
+    fn schedule_restart(&mut self, reason: &str) {
         if self.restart_at.is_some() {
             return;
         }
         self.stop_child();
-        let exponent = self.failures.min(16);
-        let delay = self
-            .config
-            .restart_backoff_initial
-            .saturating_mul(1u32 << exponent)
-            .min(self.config.restart_backoff_max);
+        self.client
+            .connection_lost(&format!("{reason}; the provider is being restarted"));
+        self.dispatch();
+        let delay = backoff(
+            self.config.restart_backoff_initial,
+            self.config.restart_backoff_max,
+            self.failures,
+        );
         self.failures = self.failures.saturating_add(1);
+        (self.config.log)(&format!("{reason}; restarting it in {} ms", delay.as_millis()));
         self.restart_at = Some(Instant::now() + delay);
     }
 
@@ -409,19 +461,36 @@ impl Supervisor {
         self.client.restart(now);
         self.dispatch();
         if let Err(error) = self.start_child() {
-            (self.config.log)(&format!("{error}"));
-            self.client.connection_lost(&error.to_string());
-            self.dispatch();
-            self.schedule_restart();
+            (self.config.log)(&error.to_string());
+            // Queries waiting for this child learn why it is not there.
+            for deferred in std::mem::take(&mut self.deferred) {
+                let error = match &error {
+                    ProviderError::Spawn { command, source } => ProviderError::Spawn {
+                        command: command.clone(),
+                        source: io::Error::new(source.kind(), source.to_string()),
+                    },
+                    _ => ProviderError::ShutDown,
+                };
+                let _ = deferred.reply.send(Err(error));
+            }
+            self.schedule_restart("the provider could not be started");
         }
     }
 
-    fn dispatch(&mut self) {
+    /// Deliver the client's answers. True when one of them was a timeout.
+    fn dispatch(&mut self) -> bool {
+        let mut timed_out = false;
         while let Some(event) = self.client.poll_event() {
             match event {
                 ClientEvent::Answer { id, outcome } => {
-                    if outcome.is_ok() {
-                        self.failures = 0;
+                    match &outcome {
+                        Err(QueryError::Timeout(_)) => timed_out = true,
+                        // The child answered: it is alive and in sync.
+                        Ok(_)
+                        | Err(QueryError::Provider { .. })
+                        | Err(QueryError::BadResult(_))
+                        | Err(QueryError::Verification(_)) => self.failures = 0,
+                        Err(_) => {}
                     }
                     if let Some(reply) = self.waiting.remove(&id) {
                         let _ = reply.send(outcome.map_err(ProviderError::Query));
@@ -433,16 +502,15 @@ impl Supervisor {
                 ClientEvent::Fatal(reason) => {
                     (self.config.log)(&format!("provider connection broken: {reason}"));
                 }
-                ClientEvent::Initialized { .. } => {}
                 _ => {}
             }
         }
+        timed_out
     }
 
     fn flush(&mut self) {
         let Some(running) = &self.running else {
-            // Nothing to write to: bytes wait in the client until restart
-            // (restart clears them; the queries fail and are retried by the caller).
+            // Nothing to write to: the client is reset before the next child.
             return;
         };
         while let Some(bytes) = self.client.poll_transmit() {
@@ -453,10 +521,41 @@ impl Supervisor {
     }
 }
 
+/// `initial * 2^failures`, at most `max`.
+fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+    initial
+        .saturating_mul(1u32 << failures.min(16))
+        .min(max)
+}
+
 fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {
     while let Ok(chunk) = bytes.recv() {
         if stdin.write_all(&chunk).is_err() || stdin.flush().is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let initial = Duration::from_millis(10);
+        let max = Duration::from_millis(100);
+        let delays: Vec<u128> = (0..6)
+            .map(|failures| backoff(initial, max, failures).as_millis())
+            .collect();
+        assert_eq!(delays, vec![10, 20, 40, 80, 100, 100]);
+        assert_eq!(backoff(initial, max, u32::MAX), max);
+    }
+
+    #[test]
+    fn an_empty_command_is_a_spawn_error() {
+        let error = ProcessProvider::spawn(ProcessConfig::new(Vec::new()))
+            .err()
+            .map(|error| matches!(error, ProviderError::Spawn { .. }));
+        assert_eq!(error, Some(true));
     }
 }

@@ -4,15 +4,18 @@
 //! calling thread owns the [`Server`] state machine and the output: it feeds
 //! input, hands queries to the workers, writes every answer and flushes.
 //! On end of input it stops reading, waits for the answers in flight,
-//! flushes them, and returns.
+//! flushes them, and returns. A handler that panics gets its query
+//! answered with an error (the panic message goes to stderr through the
+//! default hook). Input is read ahead by at most 16 chunks of 64 KiB.
 
 use std::io::{self, Read, Write};
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::Arc;
 use std::sync::mpsc;
 use std::thread;
 
-use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
-use evidence_wire::server::{Server, ServerConfig, ServerEvent, Ticket, ToolFailure};
+use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
+use evidence_wire::server::{Server, ServerEvent, Ticket, ToolFailure};
 use serde_json::Value;
 
 /// Answers the queries of a provider. Called from worker threads.
@@ -64,6 +67,39 @@ enum Job {
     Tool(Ticket, String, Value),
 }
 
+/// Chunks read ahead of the state machine (64 KiB each at most).
+const INPUT_QUEUE: usize = 16;
+
+/// Run one job; a handler that panics gets its query answered with an
+/// error instead of leaving it unanswered forever.
+fn run_job<H: Handler>(handler: &H, job: Job) -> Input {
+    match job {
+        Job::Evidence(ticket, query, context) => {
+            let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                handler.evidence_query(query, context)
+            }))
+            .unwrap_or_else(|_| {
+                EvidenceResult::with_error(EvidenceError::new(
+                    "internal_error",
+                    "the provider's handler panicked while answering this query; see its log",
+                ))
+            });
+            Input::Evidence(ticket, result)
+        }
+        Job::Tool(ticket, name, arguments) => {
+            let result = panic::catch_unwind(AssertUnwindSafe(|| {
+                handler.tool_call(&name, arguments)
+            }))
+            .unwrap_or_else(|_| {
+                Err(ToolFailure::Failed(format!(
+                    "the handler of tool {name:?} panicked; see the provider's log"
+                )))
+            });
+            Input::Tool(ticket, result)
+        }
+    }
+}
+
 /// Serve `handler` on stdin/stdout with `workers` worker threads (at least one).
 pub fn serve_stdio<H: Handler>(
     server: Server,
@@ -90,7 +126,9 @@ where
     W: Write,
 {
     let handler = Arc::new(handler);
-    let (events_tx, events_rx) = mpsc::channel::<Input>();
+    // Bounded: a peer that writes faster than answers are produced is
+    // slowed down (the reader waits) instead of buffered without end.
+    let (events_tx, events_rx) = mpsc::sync_channel::<Input>(INPUT_QUEUE);
     let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
     let jobs_rx = Arc::new(std::sync::Mutex::new(jobs_rx));
 
@@ -134,14 +172,7 @@ where
                         Err(_) => return,
                     };
                     let Ok(job) = job else { return };
-                    let answer = match job {
-                        Job::Evidence(ticket, query, context) => {
-                            Input::Evidence(ticket, handler.evidence_query(query, context))
-                        }
-                        Job::Tool(ticket, name, arguments) => {
-                            Input::Tool(ticket, handler.tool_call(&name, arguments))
-                        }
-                    };
+                    let answer = run_job(&*handler, job);
                     if answers.send(answer).is_err() {
                         return;
                     }

@@ -8,16 +8,19 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod docs_cmd;
 mod provider;
 
 use std::io::{Read, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use evidence_wire::canonical::{self, Options, Profile};
 use evidence_wire::client::ClientConfig;
+use evidence_wire::config::{Config, ProviderConfig, ProviderType};
+use evidence_wire::contract::ProviderContract;
 use evidence_wire::evidence::{
     self, EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, HashDigest, TriggerTime,
     TrustPolicy,
@@ -37,6 +40,10 @@ use crate::provider::{BundledProvider, BundledSettings};
     after_help = "Example:\n  evidence-wire query --check time_now\n      ask the bundled provider (spawned over stdio) and print verified evidence"
 )]
 struct Cli {
+    /// Configuration file (TOML; see examples/evidence-wire.toml). Without
+    /// one, the embedded defaults apply. Also read from EVIDENCE_WIRE_CONFIG.
+    #[arg(long, global = true, value_name = "FILE", env = "EVIDENCE_WIRE_CONFIG")]
+    config: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -64,17 +71,36 @@ enum Command {
     /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path).
     #[command(after_help = "Example:\n  evidence-wire contract > evidence-wire.contract.json")]
     Contract(ContractArgs),
+    /// Check a configuration file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Search, list and read the embedded documentation (JSON on stdout).
+    Docs {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: docs_cmd::DocsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Load and validate a configuration file (and the contracts and keys it names).
+    #[command(after_help = "Example:\n  evidence-wire config check examples/evidence-wire.toml")]
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
 }
 
 #[derive(clap::Args)]
 struct ServeArgs {
-    /// Directory the file checks read from.
-    #[arg(long, default_value = ".")]
-    root: PathBuf,
-    /// Id of the root in evidence_ref URIs and anchors.
-    #[arg(long, default_value = "evidence-root")]
-    root_id: String,
-    /// Environment variable env_get may read (repeatable; none by default).
+    /// Directory the file checks read from (default: [bundled] root, or the current directory).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Id of the root in evidence_ref URIs and anchors (default: [bundled] root_id, or evidence-root).
+    #[arg(long)]
+    root_id: Option<String>,
+    /// Environment variable env_get may read (repeatable; adds to [bundled.env] allow; none by default).
     #[arg(long = "allow-env", value_name = "KEY")]
     allow_env: Vec<String>,
     /// Worker threads answering queries.
@@ -114,21 +140,24 @@ struct QueryArgs {
     /// The full EvidenceContext as JSON (default: tenant 1, namespace 1, now).
     #[arg(long)]
     context: Option<String>,
-    /// Provider program and arguments (default: this binary's bundled provider).
+    /// A provider from the configuration's [[providers]], by name.
+    #[arg(long, value_name = "NAME", conflicts_with = "command")]
+    provider: Option<String>,
+    /// Provider program and arguments, spawned without a shell (default: this binary's bundled provider).
     #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true)]
     command: Vec<String>,
-    /// The provider id put in the query.
-    #[arg(long, default_value = "evidence-wire")]
-    provider_id: String,
+    /// The provider id put in the query (default: the provider's name, or the bundled provider's id).
+    #[arg(long)]
+    provider_id: Option<String>,
     /// Request framing for --command providers.
     #[arg(long, value_enum, default_value = "content-length")]
     framing: FramingArg,
     /// Run the MCP initialize handshake first.
     #[arg(long)]
     handshake: bool,
-    /// Request timeout in milliseconds.
-    #[arg(long, default_value_t = 10_000)]
-    timeout_ms: u64,
+    /// Request timeout in milliseconds (default: the provider's timeouts, or 10000).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
     /// Canonicalization profile for the hash check.
     #[arg(long, value_enum, default_value = "rfc8785")]
     profile: ProfileArg,
@@ -166,9 +195,9 @@ struct VerifyArgs {
 
 #[derive(clap::Args)]
 struct ContractArgs {
-    /// The provider id to put in the contract.
-    #[arg(long, default_value = "evidence-wire")]
-    provider_id: String,
+    /// The provider id to put in the contract (default: [bundled] provider_id, or evidence-wire).
+    #[arg(long)]
+    provider_id: Option<String>,
 }
 
 /// A failure with its exit code.
@@ -195,12 +224,17 @@ impl Failure {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let config = cli.config.as_deref();
     let outcome = match cli.command {
-        Command::Serve(args) => serve(args),
-        Command::Query(args) => query(args),
+        Command::Serve(args) => load_config(config).and_then(|loaded| serve(args, &loaded)),
+        Command::Query(args) => {
+            load_config(config).and_then(|loaded| query(args, &loaded, config))
+        }
         Command::Hash(args) => hash(args),
         Command::Verify(args) => verify(args),
-        Command::Contract(args) => contract(args),
+        Command::Contract(args) => load_config(config).and_then(|loaded| contract(args, &loaded)),
+        Command::Config(ConfigCommand::Check { file }) => config_check(&file),
+        Command::Docs { cmd } => return docs_cmd::main(cmd, config),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),
@@ -211,14 +245,75 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(args: ServeArgs) -> Result<u8, Failure> {
-    let settings = BundledSettings {
-        root: args.root,
-        root_id: args.root_id,
-        env_allow: args.allow_env,
-        ..BundledSettings::default()
+/// The configuration at `path`, or the embedded default without one.
+fn load_config(path: Option<&Path>) -> Result<Config, Failure> {
+    match path {
+        None => Ok(Config::default()),
+        Some(path) => Config::load(path).map_err(|error| Failure::usage(error.to_string())),
+    }
+}
+
+fn config_check(file: &Path) -> Result<u8, Failure> {
+    let config = Config::load(file).map_err(|error| Failure::usage(error.to_string()))?;
+    println!(
+        "{}: ok ({} provider{}, server transport {}, docs {})",
+        file.display(),
+        config.providers.len(),
+        if config.providers.len() == 1 { "" } else { "s" },
+        match config.server.transport {
+            evidence_wire::config::ServerTransport::Stdio => "stdio",
+            evidence_wire::config::ServerTransport::Http => "http",
+        },
+        if config.docs.enabled { "on" } else { "off" },
+    );
+    Ok(0)
+}
+
+/// The bundled provider's settings: `[bundled]`, then the command line.
+fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
+    let mut settings = BundledSettings::from_config(&config.bundled);
+    if let Some(root) = &args.root {
+        settings.root = root.clone();
+    }
+    if let Some(root_id) = &args.root_id {
+        settings.root_id = root_id.clone();
+    }
+    for key in &args.allow_env {
+        if !settings.env_allow.contains(key) {
+            settings.env_allow.push(key.clone());
+        }
+    }
+    settings
+}
+
+/// The server state machine's settings from `[server]`.
+fn server_config(config: &Config) -> ServerConfig {
+    use evidence_wire::config::{DialectMode, EnvelopePolicyName};
+    use evidence_wire::envelope::Policy;
+    use evidence_wire::server::{Dialect, DialectChoice};
+    let mut server = ServerConfig::default();
+    server.limits.max_body_bytes = config.server.limits.max_body_bytes;
+    server.limits.max_header_bytes = config.server.limits.max_header_bytes;
+    server.max_in_flight = config.server.limits.max_in_flight;
+    server.policy = match config.server.envelope_policy {
+        EnvelopePolicyName::Mcp => Policy::mcp(),
+        EnvelopePolicyName::Jsonrpc => Policy::jsonrpc(),
+        EnvelopePolicyName::Strict => Policy::strict(),
     };
-    let server = Server::new(ServerConfig::default());
+    server.dialect = match config.server.dialect {
+        DialectMode::Auto => DialectChoice::Auto,
+        DialectMode::DecisionGate => DialectChoice::Fixed(Dialect::DecisionGate),
+        DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
+    };
+    server
+}
+
+fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
+    let settings = bundled_settings(config, &args);
+    let mut server_config = server_config(config);
+    let docs = docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
+    let mut server = Server::new(server_config);
+    docs.install(&mut server);
     evidence_wire_blocking::serve_stdio(server, BundledProvider::new(settings), args.workers)
         .map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
@@ -231,7 +326,98 @@ fn now_millis() -> i64 {
         .unwrap_or(0)
 }
 
-fn query(args: QueryArgs) -> Result<u8, Failure> {
+/// Where a query goes and what is known of the provider beforehand.
+struct Target {
+    command: Vec<String>,
+    framing: Framing,
+    provider_id: String,
+    contract: Option<ProviderContract>,
+    trust: TrustPolicy,
+    timeout_ms: u64,
+}
+
+fn framing_of(arg: FramingArg) -> Framing {
+    match arg {
+        FramingArg::ContentLength => Framing::ContentLength,
+        FramingArg::Ndjson => Framing::NewlineDelimited,
+    }
+}
+
+fn target(args: &QueryArgs, config: &Config, config_path: Option<&Path>) -> Result<Target, Failure> {
+    if let Some(name) = &args.provider {
+        let provider: &ProviderConfig = config.provider(name).ok_or_else(|| {
+            let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+            Failure::usage(if config_path.is_none() {
+                format!("--provider {name}: no configuration given; pass --config FILE")
+            } else if names.is_empty() {
+                format!("--provider {name}: the configuration has no [[providers]]")
+            } else {
+                format!("--provider {name}: no such provider; the configuration has {}", names.join(", "))
+            })
+        })?;
+        if provider.provider_type == ProviderType::Builtin {
+            return Err(Failure::usage(format!(
+                "--provider {name} is a Decision Gate built-in, answered inside Decision Gate; query the bundled provider (no --provider) for the equivalent checks"
+            )));
+        }
+        let Some(command) = provider.command.clone() else {
+            return Err(Failure::usage(format!(
+                "--provider {name} is an HTTP provider ({}); HTTP providers are queried by the tokio adapter's HTTP client, which this command does not yet use",
+                provider.url.as_deref().unwrap_or("no url")
+            )));
+        };
+        let trust = provider
+            .trust_policy()
+            .map_err(|error| Failure::usage(error.to_string()))?;
+        return Ok(Target {
+            command,
+            framing: framing_of(args.framing),
+            provider_id: args.provider_id.clone().unwrap_or_else(|| provider.name.clone()),
+            contract: provider.contract.clone(),
+            trust,
+            timeout_ms: args.timeout_ms.unwrap_or(provider.timeouts.request_timeout_ms),
+        });
+    }
+    if !args.command.is_empty() {
+        return Ok(Target {
+            command: args.command.clone(),
+            framing: framing_of(args.framing),
+            provider_id: args.provider_id.clone().unwrap_or_else(|| "evidence-wire".to_owned()),
+            contract: None,
+            trust: TrustPolicy::Audit,
+            timeout_ms: args.timeout_ms.unwrap_or(10_000),
+        });
+    }
+    // The bundled provider: this binary, `serve`, with the same configuration.
+    let exe = std::env::current_exe()
+        .map_err(|error| Failure::usage(format!("cannot find this program: {error}")))?;
+    let mut command = vec![exe.to_string_lossy().into_owned()];
+    if let Some(path) = config_path {
+        command.push("--config".to_owned());
+        command.push(path.to_string_lossy().into_owned());
+    }
+    command.push("serve".to_owned());
+    if let Some(root) = &args.root {
+        command.push("--root".to_owned());
+        command.push(root.to_string_lossy().into_owned());
+    }
+    let mut settings = BundledSettings::from_config(&config.bundled);
+    if let Some(provider_id) = &args.provider_id {
+        settings.provider_id = provider_id.clone();
+    }
+    let provider_id = settings.provider_id.clone();
+    let contract = BundledProvider::new(settings).contract();
+    Ok(Target {
+        command,
+        framing: Framing::ContentLength,
+        provider_id,
+        contract: Some(contract),
+        trust: TrustPolicy::Audit,
+        timeout_ms: args.timeout_ms.unwrap_or(10_000),
+    })
+}
+
+fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result<u8, Failure> {
     let params: Option<Value> = match &args.params {
         Some(text) => Some(
             serde_json::from_str(text)
@@ -247,32 +433,32 @@ fn query(args: QueryArgs) -> Result<u8, Failure> {
         })?,
         None => EvidenceContext::adhoc(TriggerTime::UnixMillis(now_millis())),
     };
-    let mut query = EvidenceQuery::new(args.provider_id.clone(), args.check.clone());
+    let target = target(&args, config, config_path)?;
+    if let Some(contract) = &target.contract {
+        let check = contract.check(&args.check).ok_or_else(|| {
+            let checks: Vec<&str> = contract.checks.iter().map(|c| c.check_id.as_str()).collect();
+            Failure::usage(format!(
+                "provider {} has no check {:?}; its checks are {}",
+                target.provider_id,
+                args.check,
+                checks.join(", ")
+            ))
+        })?;
+        check
+            .validate_params(params.as_ref().unwrap_or(&Value::Null))
+            .map_err(|error| Failure::usage(error.to_string()))?;
+    }
+    let mut query = EvidenceQuery::new(target.provider_id.clone(), args.check.clone());
     if let Some(params) = params {
         query = query.with_params(params);
     }
-    let (command, framing) = if args.command.is_empty() {
-        let exe = std::env::current_exe()
-            .map_err(|error| Failure::usage(format!("cannot find this program: {error}")))?;
-        let mut command = vec![exe.to_string_lossy().into_owned(), "serve".to_owned()];
-        if let Some(root) = &args.root {
-            command.push("--root".to_owned());
-            command.push(root.to_string_lossy().into_owned());
-        }
-        (command, Framing::ContentLength)
-    } else {
-        let framing = match args.framing {
-            FramingArg::ContentLength => Framing::ContentLength,
-            FramingArg::Ndjson => Framing::NewlineDelimited,
-        };
-        (args.command.clone(), framing)
-    };
     let mut client = ClientConfig::default();
-    client.framing = framing;
+    client.framing = target.framing;
     client.handshake = args.handshake;
-    client.request_timeout_ms = args.timeout_ms;
+    client.request_timeout_ms = target.timeout_ms;
     client.profile = args.profile.into();
-    let provider = ProcessProvider::spawn(ProcessConfig::new(command).with_client(client))
+    client.trust = target.trust;
+    let provider = ProcessProvider::spawn(ProcessConfig::new(target.command).with_client(client))
         .map_err(|error| Failure::usage(error.to_string()))?;
     let outcome = provider.query(query, context);
     let (result, code) = match outcome {
@@ -415,11 +601,11 @@ fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-fn contract(args: ContractArgs) -> Result<u8, Failure> {
-    let settings = BundledSettings {
-        provider_id: args.provider_id,
-        ..BundledSettings::default()
-    };
+fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
+    let mut settings = BundledSettings::from_config(&config.bundled);
+    if let Some(provider_id) = args.provider_id {
+        settings.provider_id = provider_id;
+    }
     let contract = BundledProvider::new(settings).contract();
     let text = serde_json::to_string_pretty(&contract)
         .map_err(|error| Failure::evidence(error.to_string()))?;

@@ -6,21 +6,36 @@
 //! root. Expected failures (a missing file, a denied key, bad params) come
 //! back as an `EvidenceResult` carrying an error, never as a JSON-RPC error.
 //!
+//! `http_status` and `http_body_hash` GET an allow-listed `https` URL
+//! (`http` only when allowed) without following redirects.
+//!
+//! Every query's params are validated against the check's `params_schema`
+//! before the check runs: the capabilities contract ([`BundledProvider::contract`]),
+//! the validation and the dispatch come from one check table, so they
+//! cannot disagree.
+//!
 //! Limits: files larger than `max_file_bytes` are refused before reading;
 //! environment values larger than `max_value_bytes` are refused; paths that
 //! leave the root (`..`, absolute paths, symlinks pointing outside) are
-//! refused with `path_outside_root`.
+//! refused with `path_outside_root`; HTTP bodies are read up to
+//! `max_body_bytes` and requests bounded by `timeout_ms`.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
+use evidence_wire::canonical::Profile;
+use evidence_wire::config::BundledConfig;
 use evidence_wire::contract::{
-    CheckContract, CheckExample, Comparator, ContractTransport, Determinism, ProviderContract,
+    CheckContract, CheckExample, Comparator, ContractTransport, Determinism, ParamsValidator,
+    ProviderContract,
 };
 use evidence_wire::evidence::{
     EvidenceAnchor, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceRef, EvidenceResult,
-    EvidenceValue, TriggerTime,
+    EvidenceValue, HashDigest, TriggerTime,
 };
 use evidence_wire_blocking::Handler;
 use serde_json::{Value, json};
@@ -40,6 +55,52 @@ pub struct BundledSettings {
     pub env_max_value_bytes: usize,
     /// Largest file read, in bytes.
     pub max_file_bytes: u64,
+    /// Settings of the HTTP checks.
+    pub http: HttpSettings,
+}
+
+/// Settings of `http_status` and `http_body_hash`.
+#[derive(Clone, Debug)]
+pub struct HttpSettings {
+    /// Hosts the checks may fetch (exact, case-insensitive); empty = none.
+    pub allow_hosts: Vec<String>,
+    /// Allow `http://` URLs.
+    pub allow_insecure_http: bool,
+    /// Budget of one request, connect to last body byte.
+    pub timeout_ms: u64,
+    /// Largest body read.
+    pub max_body_bytes: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            allow_hosts: Vec::new(),
+            allow_insecure_http: false,
+            timeout_ms: 5000,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}
+
+impl BundledSettings {
+    /// The settings a validated `[bundled]` section describes.
+    pub fn from_config(config: &BundledConfig) -> Self {
+        BundledSettings {
+            provider_id: config.provider_id.clone(),
+            root: config.root.clone(),
+            root_id: config.root_id.clone(),
+            env_allow: config.env.allow.clone(),
+            env_max_value_bytes: config.env.max_value_bytes,
+            max_file_bytes: config.json.max_file_bytes,
+            http: HttpSettings {
+                allow_hosts: config.http.allow_hosts.clone(),
+                allow_insecure_http: config.http.allow_insecure_http,
+                timeout_ms: config.http.timeout_ms,
+                max_body_bytes: config.http.max_body_bytes,
+            },
+        }
+    }
 }
 
 impl Default for BundledSettings {
@@ -51,6 +112,7 @@ impl Default for BundledSettings {
             env_allow: Vec::new(),
             env_max_value_bytes: 4096,
             max_file_bytes: 1024 * 1024,
+            http: HttpSettings::default(),
         }
     }
 }
@@ -59,17 +121,42 @@ impl Default for BundledSettings {
 #[derive(Clone, Debug)]
 pub struct BundledProvider {
     settings: BundledSettings,
+    validators: Arc<BTreeMap<String, ParamsValidator>>,
 }
 
 impl BundledProvider {
-    /// A provider with `settings`.
+    /// A provider with `settings`. The checks' params schemas are compiled
+    /// here, once.
     pub fn new(settings: BundledSettings) -> Self {
-        BundledProvider { settings }
+        let validators = check_contracts()
+            .iter()
+            .filter_map(|check| {
+                // The schemas are ours and compile; a failure would show in
+                // the contract test, and the check then runs unvalidated
+                // params through its own typed parsing.
+                check
+                    .params_validator()
+                    .ok()
+                    .map(|validator| (check.check_id.clone(), validator))
+            })
+            .collect();
+        BundledProvider {
+            settings,
+            validators: Arc::new(validators),
+        }
     }
 
     /// Answer one query.
     pub fn answer(&self, query: &EvidenceQuery, context: &EvidenceContext) -> EvidenceResult {
         let params = query.params.clone().unwrap_or(Value::Null);
+        if let Some(validator) = self.validators.get(query.check_id.as_str()) {
+            if let Err(error) = validator.validate(&params) {
+                return EvidenceResult::with_error(EvidenceError::new(
+                    "invalid_params",
+                    error.to_string(),
+                ));
+            }
+        }
         let outcome = match query.check_id.as_str() {
             "time_now" => Ok(time_now(context)),
             "time_after" => compare_time(context, &params, true),
@@ -77,6 +164,8 @@ impl BundledProvider {
             "env_get" => self.env_get(&params),
             "json_path" => self.json_path(&params),
             "file_size" => self.file_size(&params),
+            "http_status" => self.http_get(&params, false),
+            "http_body_hash" => self.http_get(&params, true),
             other => Err(EvidenceError::new(
                 "unknown_check",
                 format!(
@@ -277,6 +366,103 @@ impl BundledProvider {
         Ok(result)
     }
 
+    /// `http_status` (`body == false`) and `http_body_hash` (`body == true`):
+    /// one GET of `params.url`, no redirects followed.
+    fn http_get(&self, params: &Value, body: bool) -> Result<EvidenceResult, EvidenceError> {
+        let url = string_param(params, "url")?;
+        let http = &self.settings.http;
+        let uri: ureq::http::Uri = url.parse().map_err(|error| {
+            EvidenceError::new("invalid_params", format!("params.url {url:?} is not a URL: {error}"))
+        })?;
+        match uri.scheme_str() {
+            Some("https") => {}
+            Some("http") if http.allow_insecure_http => {}
+            Some("http") => {
+                return Err(EvidenceError::new(
+                    "http_insecure_refused",
+                    format!(
+                        "{url:?} is plain http; use https, or set [bundled.http] allow_insecure_http = true"
+                    ),
+                ));
+            }
+            _ => {
+                return Err(EvidenceError::new(
+                    "invalid_params",
+                    format!("params.url {url:?} must be an https:// URL"),
+                ));
+            }
+        }
+        let host = uri.host().unwrap_or_default();
+        if !http
+            .allow_hosts
+            .iter()
+            .any(|allowed| allowed.eq_ignore_ascii_case(host))
+        {
+            return Err(EvidenceError::new(
+                "http_host_not_allowed",
+                format!(
+                    "host {host:?} is not allowed; add it to [bundled.http] allow_hosts in the configuration"
+                ),
+            ));
+        }
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .max_redirects(0)
+            .max_redirects_will_error(false)
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_millis(http.timeout_ms)))
+            .user_agent(concat!("evidence-wire/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .into();
+        let mut response = agent.get(url).call().map_err(|error| match error {
+            ureq::Error::Timeout(_) => EvidenceError::new(
+                "http_timeout",
+                format!("GET {url} took longer than {} ms", http.timeout_ms),
+            ),
+            other => EvidenceError::new("http_request_failed", format!("GET {url} failed: {other}")),
+        })?;
+        let status = response.status().as_u16();
+        let mut result = if body {
+            if !response.status().is_success() {
+                return Err(EvidenceError::new(
+                    "http_status_not_success",
+                    format!("GET {url} answered {status}; the body of a non-2xx answer is not hashed (redirects are not followed)"),
+                ));
+            }
+            let bytes = response
+                .body_mut()
+                .with_config()
+                .limit(http.max_body_bytes)
+                .read_to_vec()
+                .map_err(|error| match error {
+                    ureq::Error::BodyExceedsLimit(_) => EvidenceError::new(
+                        "http_body_too_large",
+                        format!("the body of {url} is larger than the {}-byte limit", http.max_body_bytes),
+                    ),
+                    ureq::Error::Timeout(_) => EvidenceError::new(
+                        "http_timeout",
+                        format!("GET {url} took longer than {} ms", http.timeout_ms),
+                    ),
+                    other => EvidenceError::new(
+                        "http_request_failed",
+                        format!("reading the body of {url} failed: {other}"),
+                    ),
+                })?;
+            let digest: HashDigest = EvidenceValue::Bytes(bytes)
+                .digest(Profile::Rfc8785)
+                .map_err(|error| EvidenceError::new("internal_error", error.to_string()))?;
+            let value = serde_json::to_value(&digest).map_err(|error| {
+                EvidenceError::new("internal_error", format!("cannot encode the digest: {error}"))
+            })?;
+            json_result(&value)?
+        } else {
+            json_result(&Value::from(status))?
+        };
+        result.evidence_ref = Some(EvidenceRef {
+            uri: url.to_owned(),
+        });
+        Ok(result)
+    }
+
     fn file_ref(&self, display: &str) -> EvidenceRef {
         EvidenceRef {
             uri: format!("dg+file://{}/{}", self.settings.root_id, display),
@@ -309,13 +495,15 @@ impl Handler for BundledProvider {
 }
 
 /// The check ids this provider answers.
-pub const CHECKS: [&str; 6] = [
+pub const CHECKS: [&str; 8] = [
     "time_now",
     "time_after",
     "time_before",
     "env_get",
     "json_path",
     "file_size",
+    "http_status",
+    "http_body_hash",
 ];
 
 fn file_too_large(relative: &str, limit: u64) -> EvidenceError {
@@ -412,6 +600,12 @@ fn check_contracts() -> Vec<CheckContract> {
         "additionalProperties": false
     });
     let anchor = vec!["file_path_rooted".to_owned()];
+    let url_schema = json!({
+        "type": "object",
+        "properties": {"url": {"type": "string", "minLength": 1, "maxLength": 2048}},
+        "required": ["url"],
+        "additionalProperties": false
+    });
     let json_type = vec!["application/json".to_owned()];
     vec![
         CheckContract {
@@ -524,11 +718,51 @@ fn check_contracts() -> Vec<CheckContract> {
             result_schema: json!({"type": "integer", "minimum": 0}),
             allowed_comparators: ordering,
             anchor_types: anchor,
-            content_types: json_type,
+            content_types: json_type.clone(),
             examples: vec![CheckExample {
                 description: "size of report.json".to_owned(),
                 params: json!({"path": "report.json"}),
                 result: json!(1024),
+            }],
+        },
+        CheckContract {
+            check_id: "http_status".to_owned(),
+            description: "The HTTP status of a GET of params.url (https, allow-listed host, no redirects followed).".to_owned(),
+            determinism: Determinism::External,
+            params_required: true,
+            params_schema: url_schema.clone(),
+            result_schema: json!({"type": "integer", "minimum": 100, "maximum": 999}),
+            allowed_comparators: vec![Equals, NotEquals, GreaterThan, GreaterThanOrEqual, LessThan, LessThanOrEqual, InSet],
+            anchor_types: vec![],
+            content_types: json_type.clone(),
+            examples: vec![CheckExample {
+                description: "health endpoint answers 200".to_owned(),
+                params: json!({"url": "https://status.example.com/healthz"}),
+                result: json!(200),
+            }],
+        },
+        CheckContract {
+            check_id: "http_body_hash".to_owned(),
+            description: "The SHA-256 of the body of a 2xx GET of params.url (https, allow-listed host, no redirects followed).".to_owned(),
+            determinism: Determinism::External,
+            params_required: true,
+            params_schema: url_schema,
+            result_schema: json!({
+                "type": "object",
+                "properties": {
+                    "algorithm": {"const": "sha256"},
+                    "value": {"type": "string", "pattern": "^[0-9a-f]{64}$"}
+                },
+                "required": ["algorithm", "value"],
+                "additionalProperties": false
+            }),
+            allowed_comparators: vec![Equals, NotEquals, DeepEquals, DeepNotEquals],
+            anchor_types: vec![],
+            content_types: json_type,
+            examples: vec![CheckExample {
+                description: "release manifest unchanged".to_owned(),
+                params: json!({"url": "https://releases.example.com/manifest.json"}),
+                result: json!({"algorithm": "sha256", "value": "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"}),
             }],
         },
     ]

@@ -1,14 +1,48 @@
 //! # evidence-wire-smol
 //!
-//! Runtime adapter binding the sans-IO [`evidence_wire`] core to smol I/O.
-//! Adapters are plumbing only: they move bytes between the core and the
-//! runtime, sleep until the core's deadline, and own processes and sockets.
-//! No protocol rule lives here.
+//! Runtime adapter binding the sans-IO [`evidence_wire`] core to the
+//! `futures-io` traits (`AsyncRead`/`AsyncWrite`), built from the smol
+//! family of crates (`async-io`, `async-process`, `async-channel`,
+//! `blocking`). Nothing here needs a particular executor: it runs on smol,
+//! on async-std, and its client futures run on tokio too.
 //!
-//! Status: the stdio server, child-process client and HTTP pieces land with
-//! the runtime-adapters work; today this crate only re-exports the core.
+//! - [`serve`] / [`serve_stdio`]: a provider server on any reader/writer
+//!   pair (stdin/stdout), running an async [`Handler`]'s futures
+//!   concurrently and exiting cleanly on end of input after flushing every
+//!   answer.
+//! - [`ProcessProvider`]: a child-process provider client that enforces
+//!   per-request timeouts, forwards the child's stderr to a log callback,
+//!   and restarts the child with bounded exponential backoff when it dies,
+//!   hangs or desynchronizes its stream.
+//!
+//! Adapters are plumbing only: they move bytes between the core and the
+//! runtime, sleep until the core's deadline, and own processes. No protocol
+//! rule lives here.
+//!
+//! ```no_run
+//! use evidence_wire_smol::{ProcessConfig, ProcessProvider};
+//! use evidence_wire_smol::core::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let provider = ProcessProvider::spawn(ProcessConfig::new(vec![
+//!     "evidence-wire".into(),
+//!     "serve".into(),
+//! ]))?;
+//! let query = EvidenceQuery::new("evidence-wire", "time_now");
+//! let context = EvidenceContext::adhoc(TriggerTime::Logical(1));
+//! let evidence = smol::block_on(provider.query(&query, &context))?;
+//! println!("{evidence}");
+//! # Ok(())
+//! # }
+//! ```
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
 pub use evidence_wire as core;
+
+mod process;
+mod server;
+
+pub use process::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
+pub use server::{Handler, ServeError, serve, serve_stdio};

@@ -1,14 +1,53 @@
 //! # evidence-wire-tokio
 //!
 //! Runtime adapter binding the sans-IO [`evidence_wire`] core to tokio I/O.
+//!
+//! - [`serve`] / [`serve_stdio`]: a provider server on any `AsyncRead` /
+//!   `AsyncWrite` pair (stdin/stdout), answering queries concurrently as
+//!   tokio tasks (at most `ServerConfig::max_in_flight`; more are answered
+//!   `OVERLOADED` by the core) and returning on end of input once every
+//!   answer in flight is written and flushed.
+//! - [`ProcessProvider`]: a child-process provider client with per-request
+//!   timeouts, the child's stderr forwarded to a [`LogSink`], and restarts
+//!   with bounded exponential backoff when the child dies, hangs or
+//!   desynchronizes its stream.
+//! - [`serve_http`]: the HTTP server on hyper (`POST /rpc`, `POST /mcp`,
+//!   probes), feeding the same core pipeline as stdio.
+//! - [`HttpProvider`]: the HTTP provider client (plain `http://` only with
+//!   `allow_insecure_http`; this build carries no TLS stack, so `https://`
+//!   URLs are refused with a clear error).
+//!
 //! Adapters are plumbing only: they move bytes between the core and the
 //! runtime, sleep until the core's deadline, and own processes and sockets.
-//! No protocol rule lives here.
-//!
-//! Status: the stdio server, child-process client and HTTP pieces land with
-//! the runtime-adapters work; today this crate only re-exports the core.
+//! Every protocol and HTTP decision lives in the core
+//! ([`evidence_wire::server`], [`evidence_wire::client`],
+//! [`evidence_wire::http`]). Nothing here writes to stdout except the
+//! protocol stream of [`serve_stdio`]; diagnostics go to the [`LogSink`] or
+//! to the handler's `observe`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
 
 pub use evidence_wire as core;
+
+mod error;
+mod http_client;
+mod http_server;
+mod process;
+mod stdio;
+mod tasks;
+
+pub use error::ProviderError;
+pub use http_client::{HttpProvider, HttpProviderConfig};
+pub use http_server::{HttpServeError, HttpServerConfig, PrepareServer, bind_http, serve_http};
+pub use process::{LogSink, ProcessConfig, ProcessProvider};
+pub use stdio::{Handler, ServeError, serve, serve_stdio};

@@ -66,6 +66,20 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         body: include_str!("../../../spec/errors.md"),
     },
     Embedded {
+        id: "evidence",
+        title: "Evidence",
+        role: DocRole::Ontology,
+        description: "EvidenceQuery, EvidenceContext and EvidenceResult fields; hash and signature verification; trust policies.",
+        body: include_str!("../../../spec/evidence.md"),
+    },
+    Embedded {
+        id: "canonical-json",
+        title: "Canonical JSON",
+        role: DocRole::Ontology,
+        description: "RFC 8785 canonical JSON: the exact bytes evidence hashes cover, and the Decision Gate compatibility profile.",
+        body: include_str!("../../../spec/canonical-json.md"),
+    },
+    Embedded {
         id: "provider-quickstart",
         title: "Provider quickstart",
         role: DocRole::Pattern,

@@ -1,0 +1,699 @@
+//! A child-process provider client on `futures-io` traits.
+//!
+//! [`ProcessProvider::spawn`] starts one supervisor thread that owns the
+//! [`Client`] state machine and the child (via `async-process`), and runs
+//! a small local executor (`async-executor` on `async-io`): three pumps per
+//! child move its stdout into the client, its stderr lines into the
+//! [`LogSink`], and queued requests into its stdin, so a child that stops
+//! reading can never block the supervisor. [`ProcessProvider::query`] is an
+//! ordinary future that only waits on a channel: it runs on smol, async-std,
+//! tokio or any other executor.
+//!
+//! When the child exits, closes its output, desynchronizes its stream or
+//! leaves a request unanswered past its timeout, the affected requests fail
+//! with a typed error and the child is restarted with bounded exponential
+//! backoff. Queries that arrive while the child is down wait for the fresh
+//! child, but never longer than their own timeout. No request is silently
+//! lost or answered twice: every call of [`ProcessProvider::query`] gets
+//! exactly one outcome. Dropping a query future cancels the query (the
+//! provider is sent `notifications/cancelled`).
+//!
+//! Limits: stderr lines are cut at 64 KiB; output is read in 64 KiB chunks
+//! through a bounded queue (a chatty child is slowed down, not buffered
+//! without end); frame limits come from [`ClientConfig::limits`].
+
+use std::collections::HashMap;
+use std::io;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use async_channel::{Receiver, Sender};
+use async_executor::{LocalExecutor, Task};
+use async_io::Timer;
+use async_process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::evidence::{
+    EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, VerifiedEvidence,
+};
+use futures_lite::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+/// Longest stderr line passed to the log in one piece.
+const MAX_LOG_LINE: usize = 64 * 1024;
+/// Bytes read from the child's stdout at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// Output chunks queued between the stdout pump and the supervisor.
+const OUTPUT_QUEUE: usize = 16;
+
+/// Where the child's stderr lines and the supervisor's notes go.
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// How to run a provider process.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct ProcessConfig {
+    /// The program and its arguments (no shell).
+    pub command: Vec<String>,
+    /// The protocol settings (framing, timeouts, trust, handshake).
+    pub client: ClientConfig,
+    /// First restart delay; doubles after each consecutive failure.
+    pub restart_backoff_initial: Duration,
+    /// Largest restart delay.
+    pub restart_backoff_max: Duration,
+    /// Where stderr lines of the child go (default: this process's stderr,
+    /// prefixed with the program name).
+    pub log: LogSink,
+}
+
+impl ProcessConfig {
+    /// Run `command` with default settings.
+    pub fn new(command: Vec<String>) -> Self {
+        let name = command.first().cloned().unwrap_or_default();
+        ProcessConfig {
+            command,
+            client: ClientConfig::default(),
+            restart_backoff_initial: Duration::from_millis(50),
+            restart_backoff_max: Duration::from_secs(5),
+            log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
+        }
+    }
+
+    /// The same settings with `client`.
+    pub fn with_client(mut self, client: ClientConfig) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The same settings with `log`.
+    pub fn with_log(mut self, log: LogSink) -> Self {
+        self.log = log;
+        self
+    }
+
+    /// The same settings with restart delays from `initial` doubling up to `max`.
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.restart_backoff_initial = initial;
+        self.restart_backoff_max = max;
+        self
+    }
+}
+
+impl std::fmt::Debug for ProcessConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessConfig")
+            .field("command", &self.command)
+            .field("client", &self.client)
+            .field("restart_backoff_initial", &self.restart_backoff_initial)
+            .field("restart_backoff_max", &self.restart_backoff_max)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a query through a [`ProcessProvider`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ProviderError {
+    /// The query failed (provider error, bad answer, verification, timeout,
+    /// lost connection).
+    #[error(transparent)]
+    Query(QueryError),
+    /// The child could not be started (check the command and its permissions).
+    #[error("cannot start provider {command:?}: {source}")]
+    Spawn {
+        /// The command.
+        command: Vec<String>,
+        /// Why.
+        #[source]
+        source: io::Error,
+    },
+    /// The provider client was shut down.
+    #[error("the provider client has shut down")]
+    ShutDown,
+}
+
+impl ProviderError {
+    /// The failure as an EvidenceResult carrying an error.
+    pub fn to_evidence_result(&self) -> EvidenceResult {
+        match self {
+            ProviderError::Query(error) => error.to_evidence_result(),
+            other => EvidenceResult::with_error(EvidenceError::new(
+                "provider_unavailable",
+                other.to_string(),
+            )),
+        }
+    }
+}
+
+type Reply = Sender<Result<VerifiedEvidence, ProviderError>>;
+
+enum Command_ {
+    Query {
+        token: u64,
+        request: Box<(EvidenceQuery, EvidenceContext)>,
+        reply: Reply,
+    },
+    Cancel(u64),
+}
+
+enum Event {
+    Output(u64, Vec<u8>),
+    OutputEnd(u64),
+}
+
+struct Shared {
+    commands: Sender<Command_>,
+    next_token: AtomicU64,
+}
+
+/// A provider running as a child process. Cheap to clone; every clone
+/// talks to the same child. Dropping the last clone stops the child.
+#[derive(Clone)]
+pub struct ProcessProvider {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for ProcessProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessProvider").finish_non_exhaustive()
+    }
+}
+
+impl ProcessProvider {
+    /// Start the supervisor thread and the child. Fails when the child
+    /// cannot be started the first time.
+    pub fn spawn(config: ProcessConfig) -> Result<Self, ProviderError> {
+        let (commands, receiver) = async_channel::unbounded();
+        let (started_tx, started_rx) = std::sync::mpsc::channel();
+        let command = config.command.clone();
+        thread::Builder::new()
+            .name("evidence-wire-provider".into())
+            .spawn(move || {
+                let executor = Rc::new(LocalExecutor::new());
+                let mut supervisor = Supervisor::new(config, Rc::clone(&executor));
+                let started = supervisor.start_child();
+                let ok = started.is_ok();
+                let _ = started_tx.send(started);
+                if ok {
+                    async_io::block_on(executor.run(supervisor.run(receiver)));
+                }
+            })
+            .map_err(|source| ProviderError::Spawn {
+                command: command.clone(),
+                source,
+            })?;
+        started_rx.recv().unwrap_or_else(|_| {
+            Err(ProviderError::Spawn {
+                command,
+                source: io::Error::other("the supervisor thread stopped while starting"),
+            })
+        })?;
+        Ok(ProcessProvider {
+            shared: Arc::new(Shared {
+                commands,
+                next_token: AtomicU64::new(0),
+            }),
+        })
+    }
+
+    /// Ask one query and wait for its verified answer (or its typed failure).
+    ///
+    /// Dropping the future before it finishes cancels the query.
+    pub async fn query(
+        &self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+    ) -> Result<VerifiedEvidence, ProviderError> {
+        let token = self.shared.next_token.fetch_add(1, Ordering::Relaxed);
+        let (reply, answer) = async_channel::bounded(1);
+        self.shared
+            .commands
+            .try_send(Command_::Query {
+                token,
+                request: Box::new((query.clone(), context.clone())),
+                reply,
+            })
+            .map_err(|_| ProviderError::ShutDown)?;
+        let mut guard = CancelOnDrop {
+            commands: &self.shared.commands,
+            token,
+            armed: true,
+        };
+        let outcome = answer.recv().await.unwrap_or(Err(ProviderError::ShutDown));
+        guard.armed = false;
+        outcome
+    }
+}
+
+struct CancelOnDrop<'a> {
+    commands: &'a Sender<Command_>,
+    token: u64,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = self.commands.try_send(Command_::Cancel(self.token));
+        }
+    }
+}
+
+struct Running {
+    child: Child,
+    generation: u64,
+    stdin: Sender<Vec<u8>>,
+    _pumps: Vec<Task<()>>,
+}
+
+struct Deferred {
+    token: u64,
+    request: Box<(EvidenceQuery, EvidenceContext)>,
+    reply: Reply,
+    deadline: Instant,
+}
+
+struct Waiting {
+    token: u64,
+    reply: Reply,
+}
+
+enum Step {
+    Command(Command_),
+    Closed,
+    Event(Event),
+    Tick,
+}
+
+struct Supervisor {
+    config: ProcessConfig,
+    client: Client,
+    executor: Rc<LocalExecutor<'static>>,
+    events_tx: Sender<Event>,
+    events: Receiver<Event>,
+    running: Option<Running>,
+    generation: u64,
+    waiting: HashMap<RequestId, Waiting>,
+    deferred: Vec<Deferred>,
+    epoch: Instant,
+    failures: u32,
+    restart_at: Option<Instant>,
+}
+
+impl Supervisor {
+    fn new(config: ProcessConfig, executor: Rc<LocalExecutor<'static>>) -> Self {
+        let (events_tx, events) = async_channel::bounded(OUTPUT_QUEUE);
+        Supervisor {
+            client: Client::new(config.client.clone()),
+            config,
+            executor,
+            events_tx,
+            events,
+            running: None,
+            generation: 0,
+            waiting: HashMap::new(),
+            deferred: Vec::new(),
+            epoch: Instant::now(),
+            failures: 0,
+            restart_at: None,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn log(&self, line: &str) {
+        (self.config.log)(line);
+    }
+
+    fn spawn_error(&self, source: io::Error) -> ProviderError {
+        ProviderError::Spawn {
+            command: self.config.command.clone(),
+            source,
+        }
+    }
+
+    fn start_child(&mut self) -> Result<(), ProviderError> {
+        let Some((program, args)) = self.config.command.split_first() else {
+            return Err(self.spawn_error(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "empty command: name the provider program and its arguments",
+            )));
+        };
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|source| self.spawn_error(source))?;
+        self.generation = self.generation.wrapping_add(1);
+        let generation = self.generation;
+        let mut pumps = Vec::with_capacity(3);
+        if let Some(stdout) = child.stdout.take() {
+            let events = self.events_tx.clone();
+            pumps.push(self.executor.spawn(stdout_pump(stdout, generation, events)));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            let log = Arc::clone(&self.config.log);
+            pumps.push(self.executor.spawn(stderr_pump(stderr, log)));
+        }
+        let (stdin_tx, stdin_rx) = async_channel::unbounded();
+        if let Some(stdin) = child.stdin.take() {
+            pumps.push(self.executor.spawn(stdin_pump(stdin, stdin_rx)));
+        }
+        self.running = Some(Running {
+            child,
+            generation,
+            stdin: stdin_tx,
+            _pumps: pumps,
+        });
+        Ok(())
+    }
+
+    fn stop_child(&mut self) {
+        if let Some(mut running) = self.running.take() {
+            // SIGKILL; async-process reaps the child in the background.
+            let _ = running.child.kill();
+        }
+    }
+
+    async fn run(mut self, commands: Receiver<Command_>) {
+        loop {
+            self.flush();
+            let wake = self.next_wake();
+            let step = {
+                let command = async {
+                    match commands.recv().await {
+                        Ok(command) => Step::Command(command),
+                        Err(_) => Step::Closed,
+                    }
+                };
+                let event = async {
+                    match self.events.recv().await {
+                        Ok(event) => Step::Event(event),
+                        Err(_) => futures_lite::future::pending().await,
+                    }
+                };
+                let timer = async {
+                    match wake {
+                        Some(at) => {
+                            Timer::at(at).await;
+                        }
+                        None => futures_lite::future::pending::<()>().await,
+                    }
+                    Step::Tick
+                };
+                futures_lite::future::or(command, futures_lite::future::or(event, timer)).await
+            };
+            match step {
+                Step::Command(Command_::Query {
+                    token,
+                    request,
+                    reply,
+                }) => {
+                    let deadline = Instant::now()
+                        + Duration::from_millis(self.config.client.request_timeout_ms);
+                    self.deferred.push(Deferred {
+                        token,
+                        request,
+                        reply,
+                        deadline,
+                    });
+                    if self.running.is_none() && self.restart_at.is_none() {
+                        self.restart_now();
+                    }
+                    self.submit_deferred();
+                }
+                Step::Command(Command_::Cancel(token)) => self.cancel(token),
+                Step::Event(Event::Output(generation, bytes)) => {
+                    if self.is_current(generation) {
+                        self.client.handle_input(&bytes);
+                    }
+                }
+                Step::Event(Event::OutputEnd(generation)) => {
+                    if self.is_current(generation) {
+                        self.client.handle_input(&[]);
+                    }
+                }
+                Step::Closed => {
+                    self.client
+                        .connection_lost("the provider client was shut down");
+                    self.dispatch();
+                    for deferred in std::mem::take(&mut self.deferred) {
+                        let _ = deferred.reply.try_send(Err(ProviderError::ShutDown));
+                    }
+                    self.stop_child();
+                    return;
+                }
+                Step::Tick => {}
+            }
+            self.after_step();
+        }
+    }
+
+    /// Timeouts, answers and restarts after anything happened.
+    fn after_step(&mut self) {
+        let now = self.now();
+        self.client.handle_timeout(now);
+        let timed_out = self.dispatch();
+        self.expire_deferred();
+        if timed_out && self.running.is_some() {
+            self.schedule_restart("the provider did not answer in time");
+        }
+        if self.client.needs_restart() {
+            self.schedule_restart("the provider's stream broke");
+        }
+        if let Some(restart_at) = self.restart_at {
+            if Instant::now() >= restart_at {
+                self.restart_now();
+                self.submit_deferred();
+            }
+        }
+    }
+
+    fn next_wake(&self) -> Option<Instant> {
+        let client = self
+            .client
+            .poll_timeout()
+            .map(|deadline| self.epoch + Duration::from_millis(deadline));
+        let deferred = self.deferred.iter().map(|deferred| deferred.deadline).min();
+        [client, deferred, self.restart_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    fn cancel(&mut self, token: u64) {
+        self.deferred.retain(|deferred| deferred.token != token);
+        let id = self
+            .waiting
+            .iter()
+            .find(|(_, waiting)| waiting.token == token)
+            .map(|(id, _)| *id);
+        if let Some(id) = id {
+            // The Cancelled answer is dispatched to a reply nobody reads.
+            self.client.cancel(id);
+        }
+    }
+
+    fn expire_deferred(&mut self) {
+        let now = Instant::now();
+        let timeout = self.config.client.request_timeout_ms;
+        let (expired, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|deferred| deferred.deadline <= now);
+        self.deferred = kept;
+        for deferred in expired {
+            let _ = deferred
+                .reply
+                .try_send(Err(ProviderError::Query(QueryError::Timeout(timeout))));
+        }
+    }
+
+    fn submit_deferred(&mut self) {
+        if self.running.is_none() {
+            return;
+        }
+        for deferred in std::mem::take(&mut self.deferred) {
+            let (query, context) = &*deferred.request;
+            let id = self.client.query(query, context, self.now());
+            self.waiting.insert(
+                id,
+                Waiting {
+                    token: deferred.token,
+                    reply: deferred.reply,
+                },
+            );
+        }
+    }
+
+    fn is_current(&self, generation: u64) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|running| running.generation == generation)
+    }
+
+    /// Stop the child now, fail what it still owed, and start a fresh one
+    /// after the backoff delay.
+    fn schedule_restart(&mut self, reason: &str) {
+        if self.restart_at.is_some() {
+            return;
+        }
+        self.stop_child();
+        self.client
+            .connection_lost(&format!("{reason}; the provider is being restarted"));
+        self.dispatch();
+        let delay = backoff(
+            self.config.restart_backoff_initial,
+            self.config.restart_backoff_max,
+            self.failures,
+        );
+        self.failures = self.failures.saturating_add(1);
+        self.log(&format!("{reason}; restarting it in {} ms", delay.as_millis()));
+        self.restart_at = Some(Instant::now() + delay);
+    }
+
+    fn restart_now(&mut self) {
+        self.restart_at = None;
+        self.stop_child();
+        let now = self.now();
+        self.client.restart(now);
+        self.dispatch();
+        if let Err(error) = self.start_child() {
+            self.log(&error.to_string());
+            // Queries waiting for this child learn why it is not there.
+            for deferred in std::mem::take(&mut self.deferred) {
+                let error = match &error {
+                    ProviderError::Spawn { command, source } => ProviderError::Spawn {
+                        command: command.clone(),
+                        source: io::Error::new(source.kind(), source.to_string()),
+                    },
+                    _ => ProviderError::ShutDown,
+                };
+                let _ = deferred.reply.try_send(Err(error));
+            }
+            self.schedule_restart("the provider could not be started");
+        }
+    }
+
+    /// Deliver the client's answers. True when one of them was a timeout.
+    fn dispatch(&mut self) -> bool {
+        let mut timed_out = false;
+        while let Some(event) = self.client.poll_event() {
+            match event {
+                ClientEvent::Answer { id, outcome } => {
+                    match &outcome {
+                        Err(QueryError::Timeout(_)) => timed_out = true,
+                        // The child answered: it is alive and in sync.
+                        Ok(_)
+                        | Err(QueryError::Provider { .. })
+                        | Err(QueryError::BadResult(_))
+                        | Err(QueryError::Verification(_)) => self.failures = 0,
+                        Err(_) => {}
+                    }
+                    if let Some(waiting) = self.waiting.remove(&id) {
+                        let _ = waiting.reply.try_send(outcome.map_err(ProviderError::Query));
+                    }
+                }
+                ClientEvent::Skipped(skipped) => {
+                    self.log(&format!("ignored a provider message: {skipped:?}"));
+                }
+                ClientEvent::Fatal(reason) => {
+                    self.log(&format!("provider connection broken: {reason}"));
+                }
+                _ => {}
+            }
+        }
+        timed_out
+    }
+
+    fn flush(&mut self) {
+        let Some(running) = &self.running else {
+            // Nothing to write to: the client is reset before the next child.
+            return;
+        };
+        while let Some(bytes) = self.client.poll_transmit() {
+            if running.stdin.try_send(bytes).is_err() {
+                break;
+            }
+        }
+    }
+}
+
+/// `initial * 2^failures`, at most `max`.
+fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+    initial
+        .saturating_mul(1u32 << failures.min(16))
+        .min(max)
+}
+
+async fn stdout_pump(mut stdout: ChildStdout, generation: u64, events: Sender<Event>) {
+    let mut buffer = vec![0u8; READ_CHUNK];
+    loop {
+        match stdout.read(&mut buffer).await {
+            Ok(0) | Err(_) => {
+                let _ = events.send(Event::OutputEnd(generation)).await;
+                return;
+            }
+            Ok(read) => {
+                let bytes = buffer.get(..read).unwrap_or_default().to_vec();
+                if events.send(Event::Output(generation, bytes)).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+async fn stderr_pump(stderr: ChildStderr, log: LogSink) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    loop {
+        let available = match reader.fill_buf().await {
+            Ok(available) if !available.is_empty() => available,
+            _ => break,
+        };
+        let (take, ends_line) = match available.iter().position(|byte| *byte == b'\n') {
+            Some(index) => (index.saturating_add(1), true),
+            None => (available.len(), false),
+        };
+        let room = MAX_LOG_LINE.saturating_sub(line.len());
+        line.extend_from_slice(available.get(..take.min(room)).unwrap_or_default());
+        reader.consume(take);
+        if ends_line || line.len() >= MAX_LOG_LINE {
+            log(String::from_utf8_lossy(&line).trim_end());
+            line.clear();
+        }
+    }
+    if !line.is_empty() {
+        log(String::from_utf8_lossy(&line).trim_end());
+    }
+}
+
+async fn stdin_pump(mut stdin: ChildStdin, chunks: Receiver<Vec<u8>>) {
+    while let Ok(chunk) = chunks.recv().await {
+        if stdin.write_all(&chunk).await.is_err() || stdin.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let initial = Duration::from_millis(10);
+        let max = Duration::from_millis(100);
+        let delays: Vec<u128> = (0..6)
+            .map(|failures| backoff(initial, max, failures).as_millis())
+            .collect();
+        assert_eq!(delays, vec![10, 20, 40, 80, 100, 100]);
+        assert_eq!(backoff(initial, max, u32::MAX), max);
+    }
+}

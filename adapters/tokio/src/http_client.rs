@@ -1,0 +1,415 @@
+//! The HTTP provider client on hyper (HTTP/1.1).
+//!
+//! [`HttpProvider::query`] POSTs one `tools/call` of `evidence_query` to
+//! the configured URL and verifies the answer through the core [`Client`],
+//! exactly like the child-process client: the same request bytes, the same
+//! id matching, the same hash (and signature) checks, the same deadline
+//! ([`Client::poll_timeout`], answered [`QueryError::Timeout`]).
+//!
+//! Rules: the URL must be `https://` unless
+//! [`HttpProviderConfig::allow_insecure_http`] is set, and this build has no
+//! TLS stack, so `https://` URLs are refused with a clear error (terminate
+//! TLS in a local proxy, or wait for a TLS-enabled build). Redirects are
+//! never followed: a 3xx is a [`ProviderError::HttpStatus`] carrying its
+//! `Location`, as is every other non-2xx. The bearer token goes in
+//! `Authorization`, the context's correlation id in `x-correlation-id`.
+//! Limits: a connect timeout, the request deadline, and a response cap
+//! (checked against `Content-Length` before reading, counted while reading).
+//! One connection per query; nothing is pooled.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::frame::Framing;
+use evidence_wire::http::{BodyLimit, CONTENT_TYPE_JSON};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+use crate::error::ProviderError;
+
+/// Bytes of a non-2xx body read to explain the failure.
+const ERROR_DETAIL_BYTES: usize = 4096;
+
+/// How to reach an HTTP provider.
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct HttpProviderConfig {
+    /// The URL to POST to, e.g. `https://evidence.example.com/rpc`.
+    pub url: String,
+    /// Allow plain `http://` (default false: only for loopback or trusted networks).
+    pub allow_insecure_http: bool,
+    /// Sent as `Authorization: Bearer <token>`.
+    pub bearer_token: Option<String>,
+    /// How long connecting may take (default 2 s, Decision Gate's default).
+    pub connect_timeout: Duration,
+    /// The protocol settings: request timeout (`request_timeout_ms`, default
+    /// 10 s), trust policy, canonicalization profile, frame limits.
+    pub client: ClientConfig,
+    /// Most bytes an answer may hold (default 1 MiB).
+    pub max_response_bytes: usize,
+}
+
+impl HttpProviderConfig {
+    /// POST to `url` with default settings.
+    pub fn new(url: impl Into<String>) -> Self {
+        HttpProviderConfig {
+            url: url.into(),
+            allow_insecure_http: false,
+            bearer_token: None,
+            connect_timeout: Duration::from_millis(2000),
+            client: ClientConfig::default(),
+            max_response_bytes: 1024 * 1024,
+        }
+    }
+
+    /// The same settings allowing (or not) plain `http://`.
+    pub fn with_insecure_http(mut self, allow: bool) -> Self {
+        self.allow_insecure_http = allow;
+        self
+    }
+
+    /// The same settings with a bearer token.
+    pub fn with_bearer_token(mut self, token: impl Into<String>) -> Self {
+        self.bearer_token = Some(token.into());
+        self
+    }
+
+    /// The same settings with `client`.
+    pub fn with_client(mut self, client: ClientConfig) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The same settings with a connect timeout.
+    pub fn with_connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// The same settings with a response cap.
+    pub fn with_max_response_bytes(mut self, limit: usize) -> Self {
+        self.max_response_bytes = limit;
+        self
+    }
+}
+
+impl std::fmt::Debug for HttpProviderConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpProviderConfig")
+            .field("url", &self.url)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field(
+                "bearer_token",
+                &self.bearer_token.as_ref().map(|_| "<redacted>"),
+            )
+            .field("connect_timeout", &self.connect_timeout)
+            .field("client", &self.client)
+            .field("max_response_bytes", &self.max_response_bytes)
+            .finish()
+    }
+}
+
+#[derive(Debug)]
+struct Target {
+    /// Host for connecting (IPv6 without brackets).
+    host: String,
+    port: u16,
+    /// `Host` header value.
+    authority: HeaderValue,
+    /// Request target (path and query).
+    path: Uri,
+    authorization: Option<HeaderValue>,
+}
+
+/// A provider reached over HTTP. Cheap to clone; queries may run concurrently.
+#[derive(Clone, Debug)]
+pub struct HttpProvider {
+    config: Arc<HttpProviderConfig>,
+    target: Arc<Target>,
+}
+
+impl HttpProvider {
+    /// Check the URL and settings; nothing is connected yet.
+    pub fn new(config: HttpProviderConfig) -> Result<Self, ProviderError> {
+        let refuse = |reason: &str| ProviderError::Url {
+            url: config.url.clone(),
+            reason: reason.to_owned(),
+        };
+        let uri: Uri = config
+            .url
+            .parse()
+            .map_err(|error| refuse(&format!("not a valid URL: {error}")))?;
+        match uri.scheme_str() {
+            Some("http") if config.allow_insecure_http => {}
+            Some("http") => {
+                return Err(refuse(
+                    "plain http:// sends queries and the bearer token unencrypted; use https://, or set allow_insecure_http = true for a loopback or trusted network",
+                ));
+            }
+            Some("https") => {
+                return Err(refuse(
+                    "https:// needs TLS, and this build of evidence-wire-tokio has no TLS stack; put a TLS-terminating proxy on this host and use http://127.0.0.1:<port> with allow_insecure_http = true",
+                ));
+            }
+            _ => return Err(refuse("the URL must start with https:// (or http:// with allow_insecure_http)")),
+        }
+        let Some(authority) = uri.authority() else {
+            return Err(refuse("the URL names no host"));
+        };
+        if authority.as_str().contains('@') {
+            return Err(refuse(
+                "credentials in the URL are not supported; use the bearer token setting",
+            ));
+        }
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_owned();
+        if host.is_empty() {
+            return Err(refuse("the URL names no host"));
+        }
+        let port = authority.port_u16().unwrap_or(80);
+        let path: Uri = uri
+            .path_and_query()
+            .map_or("/", |path| path.as_str())
+            .parse()
+            .map_err(|error| refuse(&format!("invalid path: {error}")))?;
+        let authority = HeaderValue::try_from(authority.as_str())
+            .map_err(|_| refuse("the host cannot be sent in a Host header"))?;
+        let authorization = match &config.bearer_token {
+            None => None,
+            Some(token) => {
+                let mut value = HeaderValue::try_from(format!("Bearer {token}")).map_err(|_| {
+                    refuse("the bearer token holds characters an HTTP header cannot carry")
+                })?;
+                value.set_sensitive(true);
+                Some(value)
+            }
+        };
+        Ok(HttpProvider {
+            target: Arc::new(Target {
+                host,
+                port,
+                authority,
+                path,
+                authorization,
+            }),
+            config: Arc::new(config),
+        })
+    }
+
+    /// Ask one query and wait for its verified answer (or its typed failure).
+    pub async fn query(
+        &self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+    ) -> Result<VerifiedEvidence, ProviderError> {
+        let epoch = Instant::now();
+        let mut settings = self.config.client.clone();
+        settings.handshake = false;
+        settings.framing = Framing::NewlineDelimited;
+        let mut client = Client::new(settings);
+        let id = client.query(query, context, 0);
+        let mut body = Vec::new();
+        while let Some(bytes) = client.poll_transmit() {
+            body.extend_from_slice(&bytes);
+        }
+        if body.last() == Some(&b'\n') {
+            body.pop();
+        }
+        let deadline_ms = client
+            .poll_timeout()
+            .unwrap_or(self.config.client.request_timeout_ms);
+        let deadline = epoch + Duration::from_millis(deadline_ms);
+        let posted =
+            tokio::time::timeout_at(deadline, self.post(body, context.correlation_id.as_deref()))
+                .await;
+        match posted {
+            Err(_elapsed) => client.handle_timeout(deadline_ms),
+            Ok(Err(error)) => return Err(error),
+            Ok(Ok(answer)) => {
+                let header = format!("Content-Length: {}\r\n\r\n", answer.len());
+                client.handle_input(header.as_bytes());
+                if !answer.is_empty() {
+                    client.handle_input(&answer);
+                }
+            }
+        }
+        take_answer(&mut client, id)
+    }
+
+    fn address(&self) -> String {
+        if self.target.host.contains(':') {
+            format!("[{}]:{}", self.target.host, self.target.port)
+        } else {
+            format!("{}:{}", self.target.host, self.target.port)
+        }
+    }
+
+    async fn post(&self, body: Vec<u8>, correlation: Option<&str>) -> Result<Vec<u8>, ProviderError> {
+        let address = self.address();
+        let connect = TcpStream::connect((self.target.host.as_str(), self.target.port));
+        let stream = match tokio::time::timeout(self.config.connect_timeout, connect).await {
+            Err(_) => {
+                return Err(ProviderError::Connect {
+                    address,
+                    reason: format!(
+                        "no connection within {} ms",
+                        self.config.connect_timeout.as_millis()
+                    ),
+                });
+            }
+            Ok(Err(error)) => {
+                return Err(ProviderError::Connect {
+                    address,
+                    reason: error.to_string(),
+                });
+            }
+            Ok(Ok(stream)) => stream,
+        };
+        let _ = stream.set_nodelay(true);
+        let lost = |error: hyper::Error| {
+            ProviderError::Query(QueryError::ConnectionLost(format!(
+                "HTTP exchange with {address} failed: {error}"
+            )))
+        };
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+            .await
+            .map_err(lost)?;
+
+        let mut request = Request::new(Full::new(Bytes::from(body)));
+        *request.method_mut() = Method::POST;
+        *request.uri_mut() = self.target.path.clone();
+        let headers = request.headers_mut();
+        headers.insert(header::HOST, self.target.authority.clone());
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_JSON));
+        headers.insert(header::ACCEPT, HeaderValue::from_static(CONTENT_TYPE_JSON));
+        headers.insert(
+            header::USER_AGENT,
+            HeaderValue::from_static(concat!("evidence-wire/", env!("CARGO_PKG_VERSION"))),
+        );
+        if let Some(authorization) = &self.target.authorization {
+            headers.insert(header::AUTHORIZATION, authorization.clone());
+        }
+        // A correlation id that cannot be a header value still travels in
+        // the body's context; only the header is left out.
+        if let Some(value) = correlation.and_then(|id| HeaderValue::try_from(id).ok()) {
+            headers.insert("x-correlation-id", value);
+        }
+
+        let limit = self.config.max_response_bytes;
+        let exchange = async {
+            let response = sender.send_request(request).await.map_err(lost)?;
+            let status = response.status();
+            if !status.is_success() {
+                let location = response
+                    .headers()
+                    .get(header::LOCATION)
+                    .map(|value| String::from_utf8_lossy(value.as_bytes()).into_owned());
+                let detail = error_detail(response.into_body()).await;
+                return Err(ProviderError::HttpStatus {
+                    status: status.as_u16(),
+                    location,
+                    detail,
+                });
+            }
+            let mut counted = BodyLimit::new(limit);
+            let declared = response
+                .headers()
+                .get(header::CONTENT_LENGTH)
+                .map(HeaderValue::as_bytes);
+            if counted.check_declared(declared).is_err() {
+                return Err(ProviderError::ResponseTooLarge { limit });
+            }
+            let mut body = response.into_body();
+            let mut bytes = Vec::new();
+            while let Some(frame) = body.frame().await {
+                let frame = frame.map_err(lost)?;
+                if let Ok(data) = frame.into_data() {
+                    counted
+                        .accept(data.len())
+                        .map_err(|_| ProviderError::ResponseTooLarge { limit })?;
+                    bytes.extend_from_slice(&data);
+                }
+            }
+            Ok(bytes)
+        };
+        let mut exchange = std::pin::pin!(exchange);
+        let mut connection = std::pin::pin!(connection);
+        tokio::select! {
+            result = &mut exchange => return result,
+            done = &mut connection => {
+                if let Err(error) = done {
+                    return Err(lost(error));
+                }
+            }
+        }
+        exchange.await
+    }
+}
+
+/// The JSON-RPC error message of a non-2xx body, or the start of the body.
+async fn error_detail(mut body: Incoming) -> String {
+    let mut bytes = Vec::new();
+    while bytes.len() < ERROR_DETAIL_BYTES {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    let room = ERROR_DETAIL_BYTES.saturating_sub(bytes.len());
+                    bytes.extend_from_slice(data.get(..room.min(data.len())).unwrap_or_default());
+                }
+            }
+            Some(Err(_)) | None => break,
+        }
+    }
+    if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&bytes) {
+        if let Some(message) = value
+            .pointer("/error/message")
+            .and_then(serde_json::Value::as_str)
+        {
+            let detail = value
+                .pointer("/error/data/detail")
+                .and_then(serde_json::Value::as_str);
+            return match detail {
+                Some(detail) => format!("{message}: {detail}"),
+                None => message.to_owned(),
+            };
+        }
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.trim();
+    if text.is_empty() {
+        "empty body".to_owned()
+    } else {
+        text.chars().take(200).collect()
+    }
+}
+
+fn take_answer(client: &mut Client, id: RequestId) -> Result<VerifiedEvidence, ProviderError> {
+    let mut skipped = Vec::new();
+    while let Some(event) = client.poll_event() {
+        match event {
+            ClientEvent::Answer { id: answered, outcome } if answered == id => {
+                return outcome.map_err(ProviderError::Query);
+            }
+            ClientEvent::Skipped(reason) => skipped.push(format!("{reason:?}")),
+            ClientEvent::Fatal(reason) => skipped.push(reason),
+            _ => {}
+        }
+    }
+    let detail = if skipped.is_empty() {
+        "the body is empty; expected one JSON-RPC response".to_owned()
+    } else {
+        skipped.join("; ")
+    };
+    Err(ProviderError::UnexpectedResponse(detail))
+}

@@ -1,0 +1,170 @@
+// Drive an MCP server with the official MCP TypeScript SDK client
+// (@modelcontextprotocol/sdk).
+//
+// Usage:
+//   node mcp_ts_client.mjs --stdio PROGRAM [ARG...]   spawn the server, newline-delimited stdio
+//   node mcp_ts_client.mjs --http URL                 streamable HTTP
+//
+// The same sequence as mcp_python_client.py: initialize, tools/list,
+// tools/call evidence_query (parsed by the SDK's result schema),
+// tools/call decision_gate_docs_search, resources/list, resources/read, an
+// unknown resource and an unknown tool. Checks that need only the SDK's view
+// are made here; the report (one JSON line on stdout) goes to the Rust test.
+// Exit status 0 = every check here held, 1 = one failed, 2 = usage.
+
+import { createHash } from "node:crypto";
+import { peerRequire } from "./peer_modules.mjs";
+
+const require = peerRequire();
+const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
+const { StdioClientTransport } = require("@modelcontextprotocol/sdk/client/stdio.js");
+const { StreamableHTTPClientTransport } = require("@modelcontextprotocol/sdk/client/streamableHttp.js");
+const { McpError } = require("@modelcontextprotocol/sdk/types.js");
+
+const TRIGGER_TIME = 1710000000000;
+const CONTEXT = {
+  tenant_id: 1,
+  namespace_id: 1,
+  run_id: "run-1",
+  scenario_id: "s",
+  stage_id: "st",
+  trigger_id: "t",
+  trigger_time: { kind: "unix_millis", value: TRIGGER_TIME },
+  correlation_id: null,
+};
+const TIMEOUT = { timeout: 20000 };
+
+class CheckFailed extends Error {}
+
+function check(condition, message) {
+  if (!condition) throw new CheckFailed(message);
+}
+
+// RFC 8785 for the values used here (ASCII strings, safe integers, objects).
+function canonical(value) {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (value !== null && typeof value === "object") {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((key) => `${JSON.stringify(key)}:${canonical(value[key])}`).join(",")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+function deepEqual(a, b) {
+  return canonical(a) === canonical(b);
+}
+
+async function run(transport) {
+  const report = { sdk: "@modelcontextprotocol/sdk (TypeScript)" };
+  const client = new Client({ name: "evidence-wire-interop", version: "0.0.0" });
+  await client.connect(transport, TIMEOUT);
+  try {
+    report.server_name = client.getServerVersion()?.name ?? null;
+    const capabilities = client.getServerCapabilities() ?? {};
+    check(capabilities.tools, "server did not announce the tools capability");
+    report.has_resources_capability = Boolean(capabilities.resources);
+
+    const listing = await client.listTools(undefined, TIMEOUT);
+    report.tools = listing.tools;
+    const names = listing.tools.map((tool) => tool.name);
+    check(names.includes("evidence_query"), `tools/list lacks evidence_query: ${names}`);
+    for (const tool of listing.tools) {
+      check(tool.description, `tool ${tool.name} has no description`);
+      check(tool.inputSchema?.type === "object", `tool ${tool.name} inputSchema is not an object schema`);
+    }
+
+    const result = await client.callTool(
+      {
+        name: "evidence_query",
+        arguments: { query: { provider_id: "evidence-wire", check_id: "time_now" }, context: CONTEXT },
+      },
+      undefined,
+      TIMEOUT,
+    );
+    check(!result.isError, `evidence_query failed: ${JSON.stringify(result)}`);
+    check(result.structuredContent, "evidence_query result has no structuredContent");
+    const texts = result.content.filter((item) => item.type === "text").map((item) => item.text);
+    check(texts.length === 1, `expected exactly one text item, got ${result.content.map((item) => item.type)}`);
+    check(deepEqual(JSON.parse(texts[0]), result.structuredContent), "the text item and structuredContent disagree");
+    const evidence = result.structuredContent;
+    if (evidence.value?.kind === "json" && evidence.evidence_hash) {
+      const ours = createHash("sha256").update(canonical(evidence.value.value), "utf8").digest("hex");
+      check(evidence.evidence_hash.value === ours, `evidence_hash is not sha256 of the canonical value (${ours})`);
+      report.hash_checked_in_js = ours;
+    }
+    report.evidence = {
+      structured_content: evidence,
+      text: texts[0],
+      content_types: result.content.map((item) => item.type),
+    };
+
+    if (names.includes("decision_gate_docs_search")) {
+      const docs = await client.callTool(
+        { name: "decision_gate_docs_search", arguments: { query: "evidence hash", max_sections: 2 } },
+        undefined,
+        TIMEOUT,
+      );
+      check(!docs.isError, `docs search failed: ${JSON.stringify(docs)}`);
+      report.docs_search = {
+        structured_content: docs.structuredContent ?? null,
+        content_types: docs.content.map((item) => item.type),
+        text: docs.content.find((item) => item.type === "text")?.text ?? null,
+      };
+    }
+
+    if (capabilities.resources) {
+      const resources = await client.listResources(undefined, TIMEOUT);
+      report.resources = resources.resources;
+      if (resources.resources.length > 0) {
+        const first = resources.resources[0];
+        const read = await client.readResource({ uri: first.uri }, TIMEOUT);
+        check(read.contents.length === 1, `resources/read returned ${read.contents.length} items`);
+        report.resource_read = {
+          uri: read.contents[0].uri,
+          mime_type: read.contents[0].mimeType ?? null,
+          text: read.contents[0].text ?? null,
+        };
+      }
+      try {
+        await client.readResource({ uri: "decision-gate://docs/no-such-document" }, TIMEOUT);
+        report.unknown_resource_error = null;
+      } catch (error) {
+        check(error instanceof McpError, `unknown resource: not a JSON-RPC error: ${error}`);
+        report.unknown_resource_error = error.code;
+      }
+    }
+
+    try {
+      const unknown = await client.callTool({ name: "no_such_tool", arguments: {} }, undefined, TIMEOUT);
+      report.unknown_tool = { result: unknown };
+    } catch (error) {
+      check(error instanceof McpError, `unknown tool: not a JSON-RPC error: ${error}`);
+      report.unknown_tool = { error_code: error.code, message: error.message };
+    }
+  } finally {
+    await client.close();
+  }
+  return report;
+}
+
+async function main(argv) {
+  let transport;
+  if (argv.length >= 2 && argv[0] === "--stdio") {
+    transport = new StdioClientTransport({ command: argv[1], args: argv.slice(2), stderr: "inherit" });
+  } else if (argv.length === 2 && argv[0] === "--http") {
+    transport = new StreamableHTTPClientTransport(new URL(argv[1]));
+  } else {
+    console.error("usage: mcp_ts_client.mjs --stdio PROGRAM [ARG...] | --http URL");
+    return 2;
+  }
+  try {
+    const report = await run(transport);
+    console.log(JSON.stringify(report));
+    return 0;
+  } catch (error) {
+    console.error(`mcp_ts_client: ${error instanceof CheckFailed ? "check failed" : "error"}: ${error?.stack ?? error}`);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,256 @@
+//! `misbehave`: a stdio evidence provider that breaks the protocol on
+//! purpose, for the adapter test matrix.
+//!
+//! ```text
+//! misbehave MODE [--state FILE] [--times N] [--delay-ms N]
+//! ```
+//!
+//! It serves `evidence_query` with the blocking adapter (either framing,
+//! detected from the first byte) and answers each query with the value
+//! `{"check_id": ..., "params": ...}` and its correct SHA-256 hash. MODE
+//! chooses how it misbehaves instead:
+//!
+//! | mode | on a query |
+//! | --- | --- |
+//! | `good` | answers correctly |
+//! | `crash-request` | exits (code 3) right after reading the request |
+//! | `crash-half` | writes the first half of its answer, then exits |
+//! | `hang` | reads the request and never answers |
+//! | `garbage` | prints a line that is not a frame instead of its answer |
+//! | `desync` | prints a Content-Length no decoder can skip (a fatal framing error) |
+//! | `wrong-id` | answers with an id the caller never used |
+//! | `slow` | answers after `--delay-ms` (default 200) |
+//!
+//! With `--state FILE` it misbehaves only `--times` times (default 1)
+//! across restarts, counting in FILE, and answers correctly afterwards:
+//! that is how a test asserts "the next query succeeds after restart".
+//! It writes one line to stderr when it starts (`misbehave: Mode ready`)
+//! and one each time it misbehaves (`... on purpose`), so tests can check
+//! that the caller captures stderr. Test tool only: it
+//! trusts its argv and panics on a bad one.
+
+#![forbid(unsafe_code)]
+
+use std::fs;
+use std::io::{self, Write};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use evidence_wire::canonical::Profile;
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue};
+use evidence_wire::frame::{self, Decoder, Limits};
+use evidence_wire::server::{Server, ServerConfig, ServerEvent};
+use evidence_wire_blocking::Handler;
+use serde_json::{Value, json};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Good,
+    CrashRequest,
+    CrashHalf,
+    Hang,
+    Garbage,
+    Desync,
+    WrongId,
+    Slow,
+}
+
+impl Mode {
+    fn parse(text: &str) -> Mode {
+        match text {
+            "good" => Mode::Good,
+            "crash-request" => Mode::CrashRequest,
+            "crash-half" => Mode::CrashHalf,
+            "hang" => Mode::Hang,
+            "garbage" => Mode::Garbage,
+            "desync" => Mode::Desync,
+            "wrong-id" => Mode::WrongId,
+            "slow" => Mode::Slow,
+            other => panic!("misbehave: unknown mode {other:?}"),
+        }
+    }
+}
+
+/// How often the provider still has to misbehave, shared by the handler
+/// (worker threads) and the output writer, and across restarts via a file.
+struct Budget {
+    mode: Mode,
+    state: Option<PathBuf>,
+    times: u64,
+    lock: Mutex<()>,
+}
+
+impl Budget {
+    /// True when this query should be mishandled; counts it.
+    fn take(&self) -> bool {
+        if self.mode == Mode::Good {
+            return false;
+        }
+        let Some(state) = &self.state else {
+            return true;
+        };
+        let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let used: u64 = fs::read_to_string(state)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(0);
+        if used >= self.times {
+            return false;
+        }
+        fs::write(state, (used + 1).to_string()).expect("misbehave: cannot write the state file");
+        true
+    }
+}
+
+struct Misbehaving {
+    budget: Arc<Budget>,
+    delay: Duration,
+}
+
+impl Handler for Misbehaving {
+    fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
+        let mode = self.budget.mode;
+        if matches!(mode, Mode::CrashRequest | Mode::Hang | Mode::Slow) && self.budget.take() {
+            match mode {
+                Mode::CrashRequest => {
+                    eprintln!("misbehave: crashing on purpose after reading a request");
+                    std::process::exit(3);
+                }
+                Mode::Hang => {
+                    eprintln!("misbehave: hanging on purpose");
+                    // Bounded, so a forgotten child ends on its own.
+                    std::thread::sleep(Duration::from_secs(30));
+                    std::process::exit(4);
+                }
+                _ => std::thread::sleep(self.delay),
+            }
+        }
+        let value = json!({"check_id": query.check_id, "params": query.params});
+        EvidenceValue::json(&value)
+            .ok()
+            .map(EvidenceResult::with_value)
+            .and_then(|result| result.with_computed_hash(Profile::Rfc8785).ok())
+            .expect("misbehave: cannot build the answer")
+    }
+
+    fn observe(&self, event: &ServerEvent) {
+        if let ServerEvent::Cancelled { ticket, reason } = event {
+            eprintln!("misbehave: {ticket} cancelled: {reason:?}");
+        }
+    }
+}
+
+/// Passes frames through to stdout, except the answers it must spoil.
+struct Output {
+    budget: Arc<Budget>,
+    decoder: Decoder,
+    stdout: io::Stdout,
+}
+
+impl Output {
+    fn emit(&mut self, body: &[u8]) -> io::Result<()> {
+        let framing = self
+            .decoder
+            .framing()
+            .unwrap_or(frame::Framing::ContentLength);
+        let mut framed = Vec::new();
+        frame::encode(framing, body, &mut framed).map_err(io::Error::other)?;
+        let is_answer = serde_json::from_slice::<Value>(body)
+            .ok()
+            .filter(|message| message.pointer("/result/content").is_some());
+        let mode = self.budget.mode;
+        let spoil = matches!(
+            mode,
+            Mode::CrashHalf | Mode::Garbage | Mode::Desync | Mode::WrongId
+        );
+        let mut out = self.stdout.lock();
+        match is_answer {
+            Some(mut message) if spoil && self.budget.take() => match mode {
+                Mode::CrashHalf => {
+                    let half = framed.get(..framed.len() / 2).unwrap_or_default();
+                    out.write_all(half)?;
+                    out.flush()?;
+                    eprintln!("misbehave: crashing on purpose in the middle of an answer");
+                    std::process::exit(3);
+                }
+                Mode::Garbage => {
+                    eprintln!("misbehave: printing garbage on purpose");
+                    out.write_all(b"this is not a frame, the provider is confused\n\n")?;
+                }
+                Mode::Desync => {
+                    eprintln!("misbehave: desynchronizing the stream on purpose");
+                    out.write_all(b"Content-Length: 99999999999999999999999999\r\n\r\n")?;
+                }
+                _ => {
+                    eprintln!("misbehave: answering with a wrong id on purpose");
+                    let wrong = message
+                        .get("id")
+                        .and_then(Value::as_i64)
+                        .map_or(Value::from("not-yours"), |id| Value::from(id + 1_000_000));
+                    message["id"] = wrong;
+                    let body = serde_json::to_vec(&message).map_err(io::Error::other)?;
+                    let mut reframed = Vec::new();
+                    frame::encode(framing, &body, &mut reframed).map_err(io::Error::other)?;
+                    out.write_all(&reframed)?;
+                }
+            },
+            _ => out.write_all(&framed)?,
+        }
+        out.flush()
+    }
+}
+
+impl Write for Output {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.decoder.push(bytes);
+        while let Some(next) = self.decoder.poll_frame() {
+            let frame = next.map_err(io::Error::other)?;
+            self.emit(&frame.body)?;
+        }
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.stdout.flush()
+    }
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mode = Mode::parse(&args.next().unwrap_or_else(|| "good".to_owned()));
+    let mut state = None;
+    let mut times = 1;
+    let mut delay = Duration::from_millis(200);
+    while let Some(flag) = args.next() {
+        let value = args.next().expect("misbehave: a flag needs a value");
+        match flag.as_str() {
+            "--state" => state = Some(PathBuf::from(value)),
+            "--times" => times = value.parse().expect("misbehave: --times N"),
+            "--delay-ms" => {
+                delay = Duration::from_millis(value.parse().expect("misbehave: --delay-ms N"));
+            }
+            other => panic!("misbehave: unknown flag {other:?}"),
+        }
+    }
+    eprintln!("misbehave: {mode:?} ready");
+    let budget = Arc::new(Budget {
+        mode,
+        state,
+        times,
+        lock: Mutex::new(()),
+    });
+    let output = Output {
+        budget: Arc::clone(&budget),
+        decoder: Decoder::new(Limits::default()),
+        stdout: io::stdout(),
+    };
+    let handler = Misbehaving { budget, delay };
+    let server = Server::new(ServerConfig::default());
+    if let Err(error) =
+        evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output)
+    {
+        eprintln!("misbehave: {error}");
+        std::process::exit(1);
+    }
+}

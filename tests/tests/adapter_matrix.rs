@@ -1,0 +1,671 @@
+//! The cross-adapter integration matrix (issue 6).
+//!
+//! One set of cases, written once against the [`Row`] trait, runs against
+//! every runtime adapter's child-process provider client: blocking std,
+//! smol (driven by `smol::block_on`), the same smol adapter driven by
+//! `async_std::task::block_on`, and tokio (with the `tokio-row` feature).
+//! The children are real processes: `misbehave` (tests/src/bin, served by
+//! the blocking adapter), `smol-provider` (served by the smol adapter) and
+//! the CLI's `evidence-wire serve`.
+//!
+//! Each misbehaving child misbehaves once (counted in a state file, across
+//! restarts); every case asserts the typed error of the bad query and that
+//! the next query succeeds on the restarted child. Timeouts are a few
+//! hundred milliseconds, restart backoff 20 ms: the matrix runs in seconds.
+
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use evidence_wire::client::{ClientConfig, QueryError};
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime, VerifiedEvidence};
+use evidence_wire::frame::Framing;
+use serde_json::{Value, json};
+
+/// How long a query may wait in the failure cases.
+const TIMEOUT_MS: u64 = 400;
+/// First restart delay.
+const BACKOFF: Duration = Duration::from_millis(20);
+
+/// The child to run and how to talk to it.
+struct Spec {
+    command: Vec<String>,
+    framing: Framing,
+    timeout_ms: u64,
+    log: Log,
+}
+
+impl Spec {
+    fn new(command: Vec<String>, framing: Framing) -> Self {
+        Spec {
+            command,
+            framing,
+            timeout_ms: TIMEOUT_MS,
+            log: Log::default(),
+        }
+    }
+
+    fn client(&self) -> ClientConfig {
+        let mut client = ClientConfig::default();
+        client.framing = self.framing;
+        client.request_timeout_ms = self.timeout_ms;
+        client
+    }
+}
+
+/// The lines an adapter logged (the child's stderr and its own notes).
+#[derive(Clone, Default)]
+struct Log(Arc<Mutex<Vec<String>>>);
+
+impl Log {
+    fn sink(&self) -> Arc<dyn Fn(&str) + Send + Sync> {
+        let lines = Arc::clone(&self.0);
+        Arc::new(move |line: &str| {
+            if let Ok(mut lines) = lines.lock() {
+                lines.push(line.to_owned());
+            }
+        })
+    }
+
+    /// Waits (bounded) for a line containing `needle`: stderr is read by
+    /// its own pump and may trail the answers.
+    fn wait_for(&self, needle: &str) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let found = self
+                .0
+                .lock()
+                .map(|lines| lines.iter().any(|line| line.contains(needle)))
+                .unwrap_or(false);
+            if found || Instant::now() >= deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits (bounded) until at least `count` lines contain `needle`.
+    fn wait_for_count(&self, needle: &str, count: usize) -> usize {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            let found = self
+                .0
+                .lock()
+                .map(|lines| lines.iter().filter(|line| line.contains(needle)).count())
+                .unwrap_or(0);
+            if found >= count || Instant::now() >= deadline {
+                return found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn dump(&self) -> String {
+        self.0.lock().map(|lines| lines.join("\n")).unwrap_or_default()
+    }
+}
+
+/// What a failed query looked like, whatever the adapter.
+#[derive(Debug)]
+enum Failure {
+    Query(QueryError),
+    Spawn(String),
+    Other(#[allow(dead_code, reason = "shown through Debug in failure messages")] String),
+}
+
+type Outcome = Result<VerifiedEvidence, Failure>;
+
+/// One adapter's child-process provider client.
+trait Row: Sized {
+    /// Start the child.
+    fn spawn(spec: &Spec) -> Result<Self, Failure>;
+    /// Ask all `queries` at once (pipelined) and wait for every outcome.
+    fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome>;
+}
+
+mod rows {
+    use super::*;
+
+    pub struct Blocking(evidence_wire_blocking::ProcessProvider);
+
+    fn blocking_failure(error: evidence_wire_blocking::ProviderError) -> Failure {
+        use evidence_wire_blocking::ProviderError as E;
+        match error {
+            E::Query(error) => Failure::Query(error),
+            E::Spawn { .. } => Failure::Spawn(error.to_string()),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    impl Row for Blocking {
+        fn spawn(spec: &Spec) -> Result<Self, Failure> {
+            use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+            let config = ProcessConfig::new(spec.command.clone())
+                .with_client(spec.client())
+                .with_log(spec.log.sink())
+                .with_backoff(BACKOFF, BACKOFF * 10);
+            ProcessProvider::spawn(config).map(Blocking).map_err(blocking_failure)
+        }
+
+        fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome> {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = queries
+                    .iter()
+                    .map(|(query, context)| {
+                        scope.spawn(move || {
+                            self.0
+                                .query(query.clone(), context.clone())
+                                .map_err(blocking_failure)
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|handle| {
+                        handle
+                            .join()
+                            .unwrap_or_else(|_| Err(Failure::Other("query thread panicked".into())))
+                    })
+                    .collect()
+            })
+        }
+    }
+
+    pub fn smol_failure(error: evidence_wire_smol::ProviderError) -> Failure {
+        use evidence_wire_smol::ProviderError as E;
+        match error {
+            E::Query(error) => Failure::Query(error),
+            E::Spawn { .. } => Failure::Spawn(error.to_string()),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    pub fn smol_spawn(spec: &Spec) -> Result<evidence_wire_smol::ProcessProvider, Failure> {
+        use evidence_wire_smol::{ProcessConfig, ProcessProvider};
+        let config = ProcessConfig::new(spec.command.clone())
+            .with_client(spec.client())
+            .with_log(spec.log.sink())
+            .with_backoff(BACKOFF, BACKOFF * 10);
+        ProcessProvider::spawn(config).map_err(smol_failure)
+    }
+
+    async fn smol_query_all(
+        provider: &evidence_wire_smol::ProcessProvider,
+        queries: &[(EvidenceQuery, EvidenceContext)],
+    ) -> Vec<Outcome> {
+        futures_util::future::join_all(queries.iter().map(|(query, context)| async move {
+            provider.query(query, context).await.map_err(smol_failure)
+        }))
+        .await
+    }
+
+    /// The smol adapter on smol's executor.
+    pub struct Smol(evidence_wire_smol::ProcessProvider);
+
+    impl Row for Smol {
+        fn spawn(spec: &Spec) -> Result<Self, Failure> {
+            smol_spawn(spec).map(Smol)
+        }
+
+        fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome> {
+            ::smol::block_on(smol_query_all(&self.0, queries))
+        }
+    }
+
+    /// The same smol adapter on async-std's executor.
+    pub struct AsyncStd(evidence_wire_smol::ProcessProvider);
+
+    impl Row for AsyncStd {
+        fn spawn(spec: &Spec) -> Result<Self, Failure> {
+            smol_spawn(spec).map(AsyncStd)
+        }
+
+        fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome> {
+            ::async_std::task::block_on(smol_query_all(&self.0, queries))
+        }
+    }
+
+    /// The tokio adapter on a current-thread tokio runtime.
+    #[cfg(feature = "tokio-row")]
+    pub struct Tokio {
+        provider: evidence_wire_tokio::ProcessProvider,
+        runtime: tokio::runtime::Runtime,
+    }
+
+    #[cfg(feature = "tokio-row")]
+    fn tokio_failure(error: evidence_wire_tokio::ProviderError) -> Failure {
+        use evidence_wire_tokio::ProviderError as E;
+        match error {
+            E::Query(error) => Failure::Query(error),
+            E::Spawn { .. } => Failure::Spawn(error.to_string()),
+            other => Failure::Other(other.to_string()),
+        }
+    }
+
+    #[cfg(feature = "tokio-row")]
+    impl Row for Tokio {
+        fn spawn(spec: &Spec) -> Result<Self, Failure> {
+            use evidence_wire_tokio::{ProcessConfig, ProcessProvider};
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| Failure::Other(error.to_string()))?;
+            let mut config = ProcessConfig::new(spec.command.clone())
+                .with_client(spec.client())
+                .with_log(spec.log.sink());
+            config.restart_backoff_initial = BACKOFF;
+            config.restart_backoff_max = BACKOFF * 10;
+            let provider = {
+                let _entered = runtime.enter();
+                ProcessProvider::spawn(config).map_err(tokio_failure)?
+            };
+            Ok(Tokio { provider, runtime })
+        }
+
+        fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome> {
+            let provider = &self.provider;
+            self.runtime.block_on(futures_util::future::join_all(queries.iter().map(
+                |(query, context)| async move {
+                    provider.query(query, context).await.map_err(tokio_failure)
+                },
+            )))
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Children and queries.
+
+fn misbehave(mode: &str, extra: &[&str]) -> Vec<String> {
+    let mut command = vec![env!("CARGO_BIN_EXE_misbehave").to_owned(), mode.to_owned()];
+    command.extend(extra.iter().map(|arg| (*arg).to_owned()));
+    command
+}
+
+/// `misbehave MODE --state <fresh file>`: misbehaves once, then behaves.
+fn misbehave_once(mode: &str) -> (Vec<String>, StateFile) {
+    let state = StateFile::new();
+    let path = state.0.to_string_lossy().into_owned();
+    (misbehave(mode, &["--state", &path, "--times", "1"]), state)
+}
+
+/// A fresh path in the temp dir, removed when dropped.
+struct StateFile(PathBuf);
+
+impl StateFile {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let name = format!(
+            "evidence-wire-matrix-{}-{}.count",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        );
+        let path = std::env::temp_dir().join(name);
+        let _ = std::fs::remove_file(&path);
+        StateFile(path)
+    }
+
+    fn count(&self) -> u64 {
+        std::fs::read_to_string(&self.0)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for StateFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn probe(n: u64) -> (EvidenceQuery, EvidenceContext) {
+    (
+        EvidenceQuery::new("matrix", "probe").with_params(json!({"n": n})),
+        EvidenceContext::adhoc(TriggerTime::Logical(1)),
+    )
+}
+
+fn one<R: Row>(row: &R, n: u64) -> Outcome {
+    row.query_all(&[probe(n)])
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| Err(Failure::Other("no outcome".into())))
+}
+
+/// Asserts `outcome` is the test providers' answer to `probe(n)`, hashed.
+fn assert_echo(outcome: &Outcome, n: u64, log: &Log) {
+    let verified = match outcome {
+        Ok(verified) => verified,
+        Err(failure) => panic!("query {n} failed: {failure:?}\nlog:\n{}", log.dump()),
+    };
+    let value = verified
+        .result()
+        .value
+        .as_ref()
+        .and_then(|value| value.to_value().ok());
+    assert_eq!(
+        value,
+        Some(json!({"check_id": "probe", "params": {"n": n}})),
+        "query {n} got another query's answer"
+    );
+    assert!(verified.hash().is_some(), "query {n}: no verified hash");
+}
+
+fn spawn<R: Row>(spec: &Spec) -> R {
+    match R::spawn(spec) {
+        Ok(row) => row,
+        Err(failure) => panic!("cannot start {:?}: {failure:?}", spec.command),
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cases, generic over the row.
+
+fn good<R: Row>(framing: Framing) {
+    let spec = Spec::new(misbehave("good", &[]), framing);
+    let row = spawn::<R>(&spec);
+    assert_echo(&one(&row, 1), 1, &spec.log);
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    assert!(
+        spec.log.wait_for("misbehave: Good ready"),
+        "the child's stderr was not captured into the log:\n{}",
+        spec.log.dump()
+    );
+}
+
+fn pipelined<R: Row>(command: Vec<String>, framing: Framing) {
+    let mut spec = Spec::new(command, framing);
+    spec.timeout_ms = 5_000;
+    let row = spawn::<R>(&spec);
+    let queries: Vec<_> = (0..32).map(probe).collect();
+    let outcomes = row.query_all(&queries);
+    assert_eq!(outcomes.len(), 32);
+    for (n, outcome) in (0..32).zip(&outcomes) {
+        assert_echo(outcome, n, &spec.log);
+    }
+}
+
+/// Four queries to a child that answers each after 300 ms on four worker
+/// threads: pipelined, they take about 300 ms; one at a time, 1200 ms.
+fn pipelined_concurrently<R: Row>() {
+    let mut spec = Spec::new(
+        misbehave("slow", &["--delay-ms", "300"]),
+        Framing::ContentLength,
+    );
+    spec.timeout_ms = 5_000;
+    let row = spawn::<R>(&spec);
+    // Warm the child up so its start-up time is not measured.
+    let _ = one(&row, 100);
+    let queries: Vec<_> = (0..4).map(probe).collect();
+    let started = Instant::now();
+    let outcomes = row.query_all(&queries);
+    let elapsed = started.elapsed();
+    for (n, outcome) in (0..4).zip(&outcomes) {
+        assert_echo(outcome, n, &spec.log);
+    }
+    assert!(
+        elapsed < Duration::from_millis(1_100),
+        "4 queries to a 300 ms provider took {elapsed:?}: they were not pipelined"
+    );
+}
+
+/// Asserts the first query fails as `expected` says, and that the next one
+/// succeeds on the restarted child.
+fn fails_once_then_recovers<R: Row>(
+    mode: &str,
+    framing: Framing,
+    expected: impl Fn(&Failure) -> bool,
+    log_needle: &str,
+) {
+    let (command, state) = misbehave_once(mode);
+    let spec = Spec::new(command, framing);
+    let row = spawn::<R>(&spec);
+    let started = Instant::now();
+    let first = one(&row, 1);
+    let took = started.elapsed();
+    match &first {
+        Err(failure) if expected(failure) => {}
+        other => panic!(
+            "{mode}: expected its typed error, got {other:?} after {took:?}\nlog:\n{}",
+            spec.log.dump()
+        ),
+    }
+    assert_eq!(state.count(), 1, "{mode}: the child did not misbehave exactly once");
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    assert!(
+        spec.log.wait_for(log_needle),
+        "{mode}: log lacks {log_needle:?}:\n{}",
+        spec.log.dump()
+    );
+    // The second answer came from a fresh child: two starts were logged.
+    let starts = spec.log.wait_for_count(" ready", 2);
+    assert!(
+        starts >= 2,
+        "{mode}: the child was not restarted ({starts} start):\n{}",
+        spec.log.dump()
+    );
+}
+
+fn is_timeout(failure: &Failure) -> bool {
+    matches!(failure, Failure::Query(QueryError::Timeout(ms)) if *ms == TIMEOUT_MS)
+}
+
+fn is_lost(needle: &'static str) -> impl Fn(&Failure) -> bool {
+    move |failure| matches!(failure, Failure::Query(QueryError::ConnectionLost(reason)) if reason.contains(needle))
+}
+
+fn crash_request<R: Row>(framing: Framing) {
+    fails_once_then_recovers::<R>(
+        "crash-request",
+        framing,
+        is_lost("closed its output"),
+        "crashing on purpose after reading a request",
+    );
+}
+
+fn crash_half<R: Row>(framing: Framing) {
+    fails_once_then_recovers::<R>(
+        "crash-half",
+        framing,
+        is_lost("mid-message"),
+        "crashing on purpose in the middle of an answer",
+    );
+}
+
+fn hang<R: Row>(framing: Framing) {
+    fails_once_then_recovers::<R>("hang", framing, is_timeout, "hanging on purpose");
+}
+
+fn garbage<R: Row>(framing: Framing) {
+    // Garbage is skipped, never taken as an answer: the query times out.
+    fails_once_then_recovers::<R>("garbage", framing, is_timeout, "garbage on purpose");
+}
+
+fn desync<R: Row>(framing: Framing) {
+    fails_once_then_recovers::<R>(
+        "desync",
+        framing,
+        is_lost("desynchronized"),
+        "desynchronizing the stream on purpose",
+    );
+}
+
+fn wrong_id<R: Row>(framing: Framing) {
+    // An answer to an id never asked is not taken: the query times out.
+    fails_once_then_recovers::<R>("wrong-id", framing, is_timeout, "wrong id on purpose");
+}
+
+fn slow_within_timeout<R: Row>() {
+    let mut spec = Spec::new(
+        misbehave("slow", &["--delay-ms", "100"]),
+        Framing::NewlineDelimited,
+    );
+    spec.timeout_ms = 2_000;
+    let row = spawn::<R>(&spec);
+    assert_echo(&one(&row, 7), 7, &spec.log);
+}
+
+fn smol_served<R: Row>(framing: Framing) {
+    let command = vec![
+        env!("CARGO_BIN_EXE_smol-provider").to_owned(),
+        "--delay-ms".to_owned(),
+        "5".to_owned(),
+    ];
+    pipelined::<R>(command.clone(), framing);
+    let spec = Spec::new(command, framing);
+    let row = spawn::<R>(&spec);
+    assert_echo(&one(&row, 3), 3, &spec.log);
+    assert!(spec.log.wait_for("smol-provider: ready"), "{}", spec.log.dump());
+}
+
+fn cli_serve<R: Row>(framing: Framing) {
+    let cli = cli_binary();
+    let mut spec = Spec::new(vec![cli, "serve".to_owned()], framing);
+    spec.timeout_ms = 5_000;
+    let row = spawn::<R>(&spec);
+    let query = EvidenceQuery::new("evidence-wire", "time_now");
+    let context = EvidenceContext::adhoc(TriggerTime::UnixMillis(1_700_000_000_000));
+    let outcomes = row.query_all(&[(query.clone(), context.clone()), (query, context)]);
+    for outcome in outcomes {
+        let verified = match outcome {
+            Ok(verified) => verified,
+            Err(failure) => panic!("the CLI failed: {failure:?}\nlog:\n{}", spec.log.dump()),
+        };
+        assert!(verified.result().error.is_none(), "{:?}", verified.result());
+        assert!(verified.result().value.is_some());
+        assert!(verified.hash().is_some());
+    }
+}
+
+fn spawn_failure<R: Row>() {
+    let spec = Spec::new(
+        vec!["/nonexistent/evidence-wire-provider".to_owned()],
+        Framing::ContentLength,
+    );
+    match R::spawn(&spec) {
+        Err(Failure::Spawn(message)) => {
+            assert!(message.contains("/nonexistent/evidence-wire-provider"), "{message}");
+        }
+        Err(other) => panic!("expected a spawn error, got {other:?}"),
+        Ok(_) => panic!("a missing program was started"),
+    }
+}
+
+/// Dropping a smol query future cancels the query: the child is told
+/// (`notifications/cancelled`, which `misbehave` logs) and the provider
+/// stays usable. Runtime-specific, so outside the matrix.
+#[test]
+fn smol_dropped_query_is_cancelled() {
+    let mut spec = Spec::new(
+        misbehave("slow", &["--delay-ms", "300"]),
+        Framing::NewlineDelimited,
+    );
+    spec.timeout_ms = 5_000;
+    let provider = match rows::smol_spawn(&spec) {
+        Ok(provider) => provider,
+        Err(failure) => panic!("cannot start misbehave: {failure:?}"),
+    };
+    let (query, context) = probe(1);
+    let gave_up = ::smol::block_on(futures_util::future::select(
+        Box::pin(provider.query(&query, &context)),
+        Box::pin(::smol::Timer::after(Duration::from_millis(50))),
+    ));
+    assert!(
+        matches!(gave_up, futures_util::future::Either::Right(_)),
+        "the slow query answered within 50 ms"
+    );
+    drop(gave_up);
+    assert!(
+        spec.log.wait_for("cancelled by the caller"),
+        "the child never heard of the cancellation:\n{}",
+        spec.log.dump()
+    );
+    let (query, context) = probe(2);
+    let outcome = ::smol::block_on(provider.query(&query, &context)).map_err(rows::smol_failure);
+    assert_echo(&outcome, 2, &spec.log);
+}
+
+/// The CLI binary: `EVIDENCE_WIRE_CLI` if set, otherwise built (once per
+/// test process) with `cargo build -p evidence-wire-cli`, which is a no-op
+/// when it is fresh; cargo reports where the executable is.
+fn cli_binary() -> String {
+    static CLI: OnceLock<String> = OnceLock::new();
+    CLI.get_or_init(|| {
+        if let Some(path) = std::env::var_os("EVIDENCE_WIRE_CLI") {
+            return path.to_string_lossy().into_owned();
+        }
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
+        let output = Command::new(cargo)
+            .args(["build", "--quiet", "--message-format=json", "--manifest-path"])
+            .arg(manifest)
+            .args(["-p", "evidence-wire-cli", "--bin", "evidence-wire"])
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run cargo to build the CLI: {error}"));
+        assert!(
+            output.status.success(),
+            "cargo build -p evidence-wire-cli failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .filter_map(|message| {
+                message
+                    .get("executable")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned)
+            })
+            .last()
+            .unwrap_or_else(|| panic!("cargo did not report the CLI executable"))
+    })
+    .clone()
+}
+
+// ---------------------------------------------------------------------------
+// The matrix: every case for every row.
+
+macro_rules! matrix {
+    ($($(#[$attr:meta])* $row:ident => $ty:ty),* $(,)?) => {$(
+        $(#[$attr])*
+        mod $row {
+            use super::*;
+            type R = $ty;
+
+            #[test] fn good_content_length() { good::<R>(Framing::ContentLength) }
+            #[test] fn good_ndjson() { good::<R>(Framing::NewlineDelimited) }
+            #[test] fn pipelined_32_content_length() {
+                pipelined::<R>(misbehave("good", &[]), Framing::ContentLength)
+            }
+            #[test] fn pipelined_32_ndjson() {
+                pipelined::<R>(misbehave("good", &[]), Framing::NewlineDelimited)
+            }
+            #[test] fn pipelined_queries_run_concurrently() { pipelined_concurrently::<R>() }
+            #[test] fn crash_mid_request() { crash_request::<R>(Framing::ContentLength) }
+            #[test] fn crash_mid_answer() { crash_half::<R>(Framing::NewlineDelimited) }
+            #[test] fn hang_times_out() { hang::<R>(Framing::ContentLength) }
+            #[test] fn garbage_times_out() { garbage::<R>(Framing::NewlineDelimited) }
+            #[test] fn desync_loses_connection() { desync::<R>(Framing::ContentLength) }
+            #[test] fn wrong_id_times_out() { wrong_id::<R>(Framing::NewlineDelimited) }
+            #[test] fn slow_answer_within_timeout() { slow_within_timeout::<R>() }
+            #[test] fn smol_served_content_length() { smol_served::<R>(Framing::ContentLength) }
+            #[test] fn smol_served_ndjson() { smol_served::<R>(Framing::NewlineDelimited) }
+            #[test] fn cli_serve_content_length() { cli_serve::<R>(Framing::ContentLength) }
+            #[test] fn cli_serve_ndjson() { cli_serve::<R>(Framing::NewlineDelimited) }
+            #[test] fn missing_program_is_a_spawn_error() { spawn_failure::<R>() }
+        }
+    )*};
+}
+
+matrix! {
+    blocking => rows::Blocking,
+    smol => rows::Smol,
+    async_std => rows::AsyncStd,
+    #[cfg(feature = "tokio-row")]
+    tokio => rows::Tokio,
+}
