@@ -227,9 +227,7 @@ fn main() -> ExitCode {
     let config = cli.config.as_deref();
     let outcome = match cli.command {
         Command::Serve(args) => load_config(config).and_then(|loaded| serve(args, &loaded)),
-        Command::Query(args) => {
-            load_config(config).and_then(|loaded| query(args, &loaded, config))
-        }
+        Command::Query(args) => load_config(config).and_then(|loaded| query(args, &loaded, config)),
         Command::Hash(args) => hash(args),
         Command::Verify(args) => verify(args),
         Command::Contract(args) => load_config(config).and_then(|loaded| contract(args, &loaded)),
@@ -343,7 +341,11 @@ fn framing_of(arg: FramingArg) -> Framing {
     }
 }
 
-fn target(args: &QueryArgs, config: &Config, config_path: Option<&Path>) -> Result<Target, Failure> {
+fn target(
+    args: &QueryArgs,
+    config: &Config,
+    config_path: Option<&Path>,
+) -> Result<Target, Failure> {
     if let Some(name) = &args.provider {
         let provider: &ProviderConfig = config.provider(name).ok_or_else(|| {
             let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
@@ -352,7 +354,10 @@ fn target(args: &QueryArgs, config: &Config, config_path: Option<&Path>) -> Resu
             } else if names.is_empty() {
                 format!("--provider {name}: the configuration has no [[providers]]")
             } else {
-                format!("--provider {name}: no such provider; the configuration has {}", names.join(", "))
+                format!(
+                    "--provider {name}: no such provider; the configuration has {}",
+                    names.join(", ")
+                )
             })
         })?;
         if provider.provider_type == ProviderType::Builtin {
@@ -372,17 +377,25 @@ fn target(args: &QueryArgs, config: &Config, config_path: Option<&Path>) -> Resu
         return Ok(Target {
             command,
             framing: framing_of(args.framing),
-            provider_id: args.provider_id.clone().unwrap_or_else(|| provider.name.clone()),
+            provider_id: args
+                .provider_id
+                .clone()
+                .unwrap_or_else(|| provider.name.clone()),
             contract: provider.contract.clone(),
             trust,
-            timeout_ms: args.timeout_ms.unwrap_or(provider.timeouts.request_timeout_ms),
+            timeout_ms: args
+                .timeout_ms
+                .unwrap_or(provider.timeouts.request_timeout_ms),
         });
     }
     if !args.command.is_empty() {
         return Ok(Target {
             command: args.command.clone(),
             framing: framing_of(args.framing),
-            provider_id: args.provider_id.clone().unwrap_or_else(|| "evidence-wire".to_owned()),
+            provider_id: args
+                .provider_id
+                .clone()
+                .unwrap_or_else(|| "evidence-wire".to_owned()),
             contract: None,
             trust: TrustPolicy::Audit,
             timeout_ms: args.timeout_ms.unwrap_or(10_000),
@@ -436,7 +449,11 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
     let target = target(&args, config, config_path)?;
     if let Some(contract) = &target.contract {
         let check = contract.check(&args.check).ok_or_else(|| {
-            let checks: Vec<&str> = contract.checks.iter().map(|c| c.check_id.as_str()).collect();
+            let checks: Vec<&str> = contract
+                .checks
+                .iter()
+                .map(|c| c.check_id.as_str())
+                .collect();
             Failure::usage(format!(
                 "provider {} has no check {:?}; its checks are {}",
                 target.provider_id,
@@ -543,7 +560,8 @@ fn hash(args: HashArgs) -> Result<u8, Failure> {
     let digest: HashDigest = value
         .digest(options.profile)
         .map_err(|error| Failure::evidence(error.to_string()))?;
-    let text = serde_json::to_string(&digest).map_err(|error| Failure::evidence(error.to_string()))?;
+    let text =
+        serde_json::to_string(&digest).map_err(|error| Failure::evidence(error.to_string()))?;
     writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
 }

@@ -278,7 +278,10 @@ impl BundledProvider {
     fn read_file(&self, relative: &str) -> Result<(Vec<u8>, String), EvidenceError> {
         let (path, display) = self.resolve(relative)?;
         let metadata = fs::metadata(&path).map_err(|error| {
-            EvidenceError::new("file_unreadable", format!("cannot stat {relative:?}: {error}"))
+            EvidenceError::new(
+                "file_unreadable",
+                format!("cannot stat {relative:?}: {error}"),
+            )
         })?;
         if !metadata.is_file() {
             return Err(EvidenceError::new(
@@ -290,14 +293,20 @@ impl BundledProvider {
             return Err(file_too_large(relative, self.settings.max_file_bytes));
         }
         let file = fs::File::open(&path).map_err(|error| {
-            EvidenceError::new("file_unreadable", format!("cannot open {relative:?}: {error}"))
+            EvidenceError::new(
+                "file_unreadable",
+                format!("cannot open {relative:?}: {error}"),
+            )
         })?;
         let mut bytes = Vec::new();
         // Read at most one byte past the limit, in case the file grew.
         file.take(self.settings.max_file_bytes.saturating_add(1))
             .read_to_end(&mut bytes)
             .map_err(|error| {
-                EvidenceError::new("file_unreadable", format!("cannot read {relative:?}: {error}"))
+                EvidenceError::new(
+                    "file_unreadable",
+                    format!("cannot read {relative:?}: {error}"),
+                )
             })?;
         if bytes.len() as u64 > self.settings.max_file_bytes {
             return Err(file_too_large(relative, self.settings.max_file_bytes));
@@ -309,7 +318,10 @@ impl BundledProvider {
         let relative = string_param(params, "path")?;
         let (path, display) = self.resolve(relative)?;
         let metadata = fs::metadata(&path).map_err(|error| {
-            EvidenceError::new("file_unreadable", format!("cannot stat {relative:?}: {error}"))
+            EvidenceError::new(
+                "file_unreadable",
+                format!("cannot stat {relative:?}: {error}"),
+            )
         })?;
         if !metadata.is_file() {
             return Err(EvidenceError::new(
@@ -372,7 +384,10 @@ impl BundledProvider {
         let url = string_param(params, "url")?;
         let http = &self.settings.http;
         let uri: ureq::http::Uri = url.parse().map_err(|error| {
-            EvidenceError::new("invalid_params", format!("params.url {url:?} is not a URL: {error}"))
+            EvidenceError::new(
+                "invalid_params",
+                format!("params.url {url:?} is not a URL: {error}"),
+            )
         })?;
         match uri.scheme_str() {
             Some("https") => {}
@@ -418,14 +433,18 @@ impl BundledProvider {
                 "http_timeout",
                 format!("GET {url} took longer than {} ms", http.timeout_ms),
             ),
-            other => EvidenceError::new("http_request_failed", format!("GET {url} failed: {other}")),
+            other => {
+                EvidenceError::new("http_request_failed", format!("GET {url} failed: {other}"))
+            }
         })?;
         let status = response.status().as_u16();
         let mut result = if body {
             if !response.status().is_success() {
                 return Err(EvidenceError::new(
                     "http_status_not_success",
-                    format!("GET {url} answered {status}; the body of a non-2xx answer is not hashed (redirects are not followed)"),
+                    format!(
+                        "GET {url} answered {status}; the body of a non-2xx answer is not hashed (redirects are not followed)"
+                    ),
                 ));
             }
             let bytes = response
@@ -436,7 +455,10 @@ impl BundledProvider {
                 .map_err(|error| match error {
                     ureq::Error::BodyExceedsLimit(_) => EvidenceError::new(
                         "http_body_too_large",
-                        format!("the body of {url} is larger than the {}-byte limit", http.max_body_bytes),
+                        format!(
+                            "the body of {url} is larger than the {}-byte limit",
+                            http.max_body_bytes
+                        ),
                     ),
                     ureq::Error::Timeout(_) => EvidenceError::new(
                         "http_timeout",
@@ -451,7 +473,10 @@ impl BundledProvider {
                 .digest(Profile::Rfc8785)
                 .map_err(|error| EvidenceError::new("internal_error", error.to_string()))?;
             let value = serde_json::to_value(&digest).map_err(|error| {
-                EvidenceError::new("internal_error", format!("cannot encode the digest: {error}"))
+                EvidenceError::new(
+                    "internal_error",
+                    format!("cannot encode the digest: {error}"),
+                )
             })?;
             json_result(&value)?
         } else {
@@ -515,7 +540,10 @@ fn file_too_large(relative: &str, limit: u64) -> EvidenceError {
 
 fn json_result(value: &Value) -> Result<EvidenceResult, EvidenceError> {
     let value = EvidenceValue::json(value).map_err(|error| {
-        EvidenceError::new("internal_error", format!("cannot encode the value: {error}"))
+        EvidenceError::new(
+            "internal_error",
+            format!("cannot encode the value: {error}"),
+        )
     })?;
     Ok(EvidenceResult::with_value(value))
 }

@@ -1,0 +1,841 @@
+//! End-to-end tests of the `evidence-wire` binary: every bundled check's
+//! success and documented failures through `query` (the provider is the
+//! binary's own `serve`, spawned over stdio), `hash` on the wire-facts
+//! examples, `verify` on good and tampered evidence, `config check`,
+//! `contract`, `--help`, and the exit codes 0 / 1 / 2.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+const BIN: &str = env!("CARGO_BIN_EXE_evidence-wire");
+
+/// A context with a fixed trigger time, so time checks are reproducible.
+const CONTEXT: &str = r#"{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1710000000000},"correlation_id":null}"#;
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new() -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "evidence-wire-cli-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&path).expect("temp dir");
+        TempDir(path)
+    }
+
+    fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).expect("parent dir");
+        }
+        std::fs::write(&path, text).expect("write file");
+        path
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    run_in(args, stdin, None, &[])
+}
+
+fn run_in(args: &[&str], stdin: Option<&[u8]>, cwd: Option<&Path>, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(BIN);
+    command
+        .args(args)
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(cwd) = cwd {
+        command.current_dir(cwd);
+    }
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command.spawn().expect("spawn evidence-wire");
+    {
+        let mut input = child.stdin.take().expect("stdin");
+        if let Some(bytes) = stdin {
+            input.write_all(bytes).expect("write stdin");
+        }
+    }
+    child.wait_with_output().expect("wait evidence-wire")
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("exited normally")
+}
+
+fn stdout_json(output: &Output) -> Value {
+    serde_json::from_slice(&output.stdout).unwrap_or_else(|error| {
+        panic!(
+            "stdout is not JSON ({error}): {}\nstderr: {}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    })
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// `query` against the bundled provider with the fixed context.
+fn query(root: Option<&Path>, config: Option<&Path>, check: &str, params: Option<Value>) -> Output {
+    let mut args: Vec<String> = Vec::new();
+    if let Some(config) = config {
+        args.push("--config".into());
+        args.push(config.display().to_string());
+    }
+    args.extend([
+        "query".into(),
+        "--check".into(),
+        check.into(),
+        "--context".into(),
+        CONTEXT.into(),
+    ]);
+    if let Some(params) = params {
+        args.push("--params".into());
+        args.push(params.to_string());
+    }
+    if let Some(root) = root {
+        args.push("--root".into());
+        args.push(root.display().to_string());
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    run(&args, None)
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let output = run(&["hash", "--bytes"], Some(bytes));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    stdout_json(&output)["value"]
+        .as_str()
+        .expect("hex")
+        .to_owned()
+}
+
+/// Asserts a successful result with `value` and a hash that `hash` agrees with.
+fn assert_evidence(output: &Output, value: &Value) -> Value {
+    assert_eq!(code(output), 0, "stderr: {}", stderr(output));
+    let result = stdout_json(output);
+    assert_eq!(result["error"], Value::Null);
+    assert_eq!(result["value"], json!({"kind": "json", "value": value}));
+    let canonical = run(&["hash"], Some(value.to_string().as_bytes()));
+    assert_eq!(result["evidence_hash"], stdout_json(&canonical));
+    result
+}
+
+fn assert_error(output: &Output, expected_code: &str) -> Value {
+    assert_eq!(
+        code(output),
+        1,
+        "stdout: {}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+    let result = stdout_json(output);
+    assert_eq!(result["error"]["code"], expected_code, "{result}");
+    assert_eq!(result["value"], Value::Null);
+    result
+}
+
+#[test]
+fn time_now_is_the_trigger_time() {
+    let output = query(None, None, "time_now", None);
+    let result = assert_evidence(&output, &json!(1_710_000_000_000_i64));
+    // The worked example of wire-facts §1.
+    assert_eq!(
+        result["evidence_hash"]["value"],
+        "8e3359f0c6a336723783a5550104e05046b7caa8ab214fdf0c891bea1ad97083"
+    );
+    assert_eq!(result["content_type"], "application/json");
+}
+
+#[test]
+fn time_after_and_before_compare_the_trigger_time() {
+    let cases = [
+        (
+            "time_after",
+            json!({"timestamp": "2024-01-01T00:00:00Z"}),
+            true,
+        ),
+        (
+            "time_after",
+            json!({"timestamp": 1_710_000_000_000_i64}),
+            false,
+        ),
+        (
+            "time_before",
+            json!({"timestamp": "2030-01-01T00:00:00Z"}),
+            true,
+        ),
+        ("time_before", json!({"timestamp": 1_000_i64}), false),
+    ];
+    for (check, params, expected) in cases {
+        let output = query(None, None, check, Some(params));
+        assert_evidence(&output, &json!(expected));
+    }
+    let output = query(
+        None,
+        None,
+        "time_after",
+        Some(json!({"timestamp": "yesterday"})),
+    );
+    assert_error(&output, "invalid_params");
+}
+
+#[test]
+fn time_checks_refuse_a_logical_trigger_time() {
+    let context = CONTEXT.replace("unix_millis", "logical");
+    let output = run(
+        &[
+            "query",
+            "--check",
+            "time_after",
+            "--params",
+            r#"{"timestamp":1}"#,
+            "--context",
+            &context,
+        ],
+        None,
+    );
+    assert_error(&output, "unsupported_trigger_time");
+}
+
+#[test]
+fn env_get_is_denied_by_default_and_reads_allow_listed_keys() {
+    let output = run_in(
+        &[
+            "query",
+            "--check",
+            "env_get",
+            "--params",
+            r#"{"key":"EW_CLI_TEST"}"#,
+        ],
+        None,
+        None,
+        &[("EW_CLI_TEST", "production")],
+    );
+    assert_error(&output, "env_key_denied");
+
+    let dir = TempDir::new();
+    let config = dir.write(
+        "ew.toml",
+        "[bundled.env]\nallow = [\"EW_CLI_TEST\", \"EW_CLI_UNSET\"]\nmax_value_bytes = 16\n",
+    );
+    let config = config.display().to_string();
+    let ask = |key: &str, value: &str| {
+        run_in(
+            &[
+                "--config",
+                &config,
+                "query",
+                "--check",
+                "env_get",
+                "--params",
+                &json!({"key": key}).to_string(),
+            ],
+            None,
+            None,
+            &[("EW_CLI_TEST", value)],
+        )
+    };
+    let result = assert_evidence(&ask("EW_CLI_TEST", "production"), &json!("production"));
+    assert_eq!(
+        result["evidence_hash"]["value"],
+        "80be2eb0944c0453a6ad339a56e1c8f39f8cc57a4e627758246ccfd274176fd8"
+    );
+    assert_error(
+        &ask("EW_CLI_TEST", "a value longer than sixteen bytes"),
+        "env_value_too_large",
+    );
+    assert_error(&ask("EW_CLI_UNSET", "x"), "env_not_set");
+}
+
+#[test]
+fn file_size_reports_the_seed_anchor() {
+    let dir = TempDir::new();
+    dir.write("reports/report.json", r#"{"status":"approved","count":42}"#);
+    let output = query(
+        Some(&dir.0),
+        None,
+        "file_size",
+        Some(json!({"path": "reports/report.json"})),
+    );
+    let result = assert_evidence(&output, &json!(32));
+    assert_eq!(
+        result["evidence_ref"],
+        json!({"uri": "dg+file://evidence-root/reports/report.json"})
+    );
+    assert_eq!(
+        result["evidence_anchor"],
+        json!({
+            "anchor_type": "file_path_rooted",
+            "anchor_value": r#"{"path":"reports/report.json","root_id":"evidence-root","size":32}"#
+        })
+    );
+}
+
+#[test]
+fn json_path_reads_files_under_the_root_only() {
+    let dir = TempDir::new();
+    dir.write("report.json", r#"{"status":"approved","count":42}"#);
+    dir.write("broken.json", "{not json");
+    let root = Some(dir.0.as_path());
+
+    let whole = query(
+        root,
+        None,
+        "json_path",
+        Some(json!({"file": "report.json"})),
+    );
+    let result = assert_evidence(&whole, &json!({"status": "approved", "count": 42}));
+    assert_eq!(
+        result["evidence_hash"]["value"],
+        "c831e95a8fc9805621f8ae15b07b11ebae6d9d1cece66d891bf3152bf6cf2ed7"
+    );
+    assert_eq!(
+        result["evidence_anchor"]["anchor_value"],
+        r#"{"path":"report.json","root_id":"evidence-root"}"#
+    );
+
+    let status = query(
+        root,
+        None,
+        "json_path",
+        Some(json!({"file": "report.json", "jsonpath": "$.status"})),
+    );
+    assert_evidence(&status, &json!("approved"));
+
+    let cases = [
+        (
+            json!({"file": "report.json", "jsonpath": "$.missing"}),
+            "jsonpath_not_found",
+        ),
+        (
+            json!({"file": "report.json", "jsonpath": "$[?"}),
+            "invalid_jsonpath",
+        ),
+        (json!({"file": "broken.json"}), "invalid_json"),
+        (json!({"file": "absent.json"}), "file_not_found"),
+        (json!({"file": "../report.json"}), "path_outside_root"),
+        (json!({"file": "/etc/passwd"}), "path_outside_root"),
+    ];
+    for (params, expected) in cases {
+        let output = query(root, None, "json_path", Some(params));
+        assert_error(&output, expected);
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn json_path_refuses_a_symlink_out_of_the_root() {
+    let outside = TempDir::new();
+    outside.write("secret.json", r#"{"secret":true}"#);
+    let dir = TempDir::new();
+    std::os::unix::fs::symlink(outside.0.join("secret.json"), dir.0.join("link.json"))
+        .expect("symlink");
+    let output = query(
+        Some(&dir.0),
+        None,
+        "json_path",
+        Some(json!({"file": "link.json"})),
+    );
+    assert_error(&output, "path_outside_root");
+}
+
+#[test]
+fn json_path_refuses_files_over_the_size_limit() {
+    let dir = TempDir::new();
+    dir.write("big.json", &format!("[{}]", vec!["1"; 200].join(",")));
+    let config = dir.write(
+        "ew.toml",
+        &format!(
+            "[bundled]\nroot = {:?}\n[bundled.json]\nmax_file_bytes = 64\n",
+            dir.0.display().to_string()
+        ),
+    );
+    let output = query(
+        None,
+        Some(&config),
+        "json_path",
+        Some(json!({"file": "big.json"})),
+    );
+    assert_error(&output, "file_too_large");
+}
+
+/// A one-shot-per-connection HTTP server on loopback answering every
+/// request with `status`, `headers` and `body`, for at most `requests`
+/// connections.
+fn http_server(
+    status: &'static str,
+    headers: &'static str,
+    body: &'static str,
+    requests: usize,
+) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    thread::spawn(move || {
+        for stream in listener.incoming().take(requests) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            let mut reader = BufReader::new(stream.try_clone().expect("clone"));
+            let mut line = String::new();
+            while reader.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+                if line == "\r\n" {
+                    break;
+                }
+                line.clear();
+            }
+            let answer = format!(
+                "HTTP/1.1 {status}\r\n{headers}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(answer.as_bytes());
+        }
+    });
+    port
+}
+
+fn http_config(dir: &TempDir, insecure: bool, host: &str) -> PathBuf {
+    dir.write(
+        "http.toml",
+        &format!(
+            "[bundled.http]\nallow_hosts = [{host:?}]\nallow_insecure_http = {insecure}\ntimeout_ms = 2000\nmax_body_bytes = 64\n"
+        ),
+    )
+}
+
+#[test]
+fn http_status_and_body_hash_on_loopback() {
+    let dir = TempDir::new();
+    let config = http_config(&dir, true, "127.0.0.1");
+    let port = http_server("200 OK", "", "hello", 2);
+    let url = format!("http://127.0.0.1:{port}/health");
+
+    let status = query(
+        None,
+        Some(&config),
+        "http_status",
+        Some(json!({"url": url})),
+    );
+    let result = assert_evidence(&status, &json!(200));
+    assert_eq!(result["evidence_ref"]["uri"], url);
+
+    let hash = query(
+        None,
+        Some(&config),
+        "http_body_hash",
+        Some(json!({"url": url})),
+    );
+    assert_evidence(
+        &hash,
+        &json!({"algorithm": "sha256", "value": sha256_hex(b"hello")}),
+    );
+}
+
+#[test]
+fn http_checks_do_not_follow_redirects() {
+    let dir = TempDir::new();
+    let config = http_config(&dir, true, "127.0.0.1");
+    let port = http_server(
+        "302 Found",
+        "Location: http://127.0.0.1:9/elsewhere\r\n",
+        "",
+        2,
+    );
+    let url = format!("http://127.0.0.1:{port}/");
+    let status = query(
+        None,
+        Some(&config),
+        "http_status",
+        Some(json!({"url": url})),
+    );
+    assert_evidence(&status, &json!(302));
+    let hash = query(
+        None,
+        Some(&config),
+        "http_body_hash",
+        Some(json!({"url": url})),
+    );
+    assert_error(&hash, "http_status_not_success");
+}
+
+#[test]
+fn http_checks_refuse_plain_http_other_hosts_and_big_bodies() {
+    let dir = TempDir::new();
+    let secure_only = http_config(&dir, false, "127.0.0.1");
+    let output = query(
+        None,
+        Some(&secure_only),
+        "http_status",
+        Some(json!({"url": "http://127.0.0.1:9/"})),
+    );
+    assert_error(&output, "http_insecure_refused");
+
+    let other = TempDir::new();
+    let other_host = http_config(&other, true, "example.com");
+    let output = query(
+        None,
+        Some(&other_host),
+        "http_status",
+        Some(json!({"url": "http://127.0.0.1:9/"})),
+    );
+    assert_error(&output, "http_host_not_allowed");
+
+    let big = TempDir::new();
+    let config = http_config(&big, true, "127.0.0.1");
+    let port = http_server(
+        "200 OK",
+        "",
+        "this body is longer than the sixty-four byte limit set in the configuration",
+        1,
+    );
+    let output = query(
+        None,
+        Some(&config),
+        "http_body_hash",
+        Some(json!({"url": format!("http://127.0.0.1:{port}/")})),
+    );
+    assert_error(&output, "http_body_too_large");
+}
+
+#[test]
+fn bad_requests_are_usage_errors() {
+    // Unknown check: refused before the provider is called.
+    let output = query(None, None, "no_such_check", None);
+    assert_eq!(code(&output), 2);
+    assert!(stderr(&output).contains("time_now"), "{}", stderr(&output));
+    // Params that do not match the check's params_schema.
+    let output = query(None, None, "file_size", Some(json!({"pth": "x"})));
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).contains("params_schema"),
+        "{}",
+        stderr(&output)
+    );
+    // Params that are not JSON.
+    let output = run(&["query", "--check", "time_now", "--params", "{"], None);
+    assert_eq!(code(&output), 2);
+    // A missing config file.
+    let output = run(
+        &[
+            "--config",
+            "/nonexistent/ew.toml",
+            "query",
+            "--check",
+            "time_now",
+        ],
+        None,
+    );
+    assert_eq!(code(&output), 2);
+    // An unknown subcommand.
+    let output = run(&["frobnicate"], None);
+    assert_eq!(code(&output), 2);
+    for output in [&output] {
+        assert!(!stderr(output).contains("panicked"), "{}", stderr(output));
+    }
+}
+
+#[test]
+fn query_an_ad_hoc_command_in_both_framings() {
+    for (framing, handshake) in [
+        ("content-length", false),
+        ("ndjson", true),
+        ("ndjson", false),
+    ] {
+        let mut args = vec![
+            "query",
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+            "--framing",
+            framing,
+        ];
+        if handshake {
+            args.push("--handshake");
+        }
+        args.extend(["--command", BIN, "serve"]);
+        let output = run(&args, None);
+        assert_evidence(&output, &json!(1_710_000_000_000_i64));
+    }
+}
+
+#[test]
+fn query_a_provider_that_is_not_there() {
+    let output = run(
+        &[
+            "query",
+            "--check",
+            "time_now",
+            "--timeout-ms",
+            "2000",
+            "--command",
+            "/nonexistent/provider",
+        ],
+        None,
+    );
+    assert_eq!(code(&output), 2, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("/nonexistent/provider"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn hash_reproduces_the_wire_facts_examples() {
+    let cases: [(&[&str], &str, &str); 6] = [
+        (
+            &[],
+            r#""hello""#,
+            "5aa762ae383fbb727af3c7a36d4940a5b8c40a989452d2304fc958ff3f354e7a",
+        ),
+        (
+            &[],
+            r#"{"status":"approved","count":42}"#,
+            "c831e95a8fc9805621f8ae15b07b11ebae6d9d1cece66d891bf3152bf6cf2ed7",
+        ),
+        (
+            &[],
+            r#"{"b":[1,2.5,{"z":null,"a":"x"}],"a":{"d":1e2,"c":-0}}"#,
+            "f9c76828f16f72ed31412d253cd4db6441bcd562b8a42f2c11a70a26e31956ed",
+        ),
+        (
+            &[],
+            "1.0",
+            "6b86b273ff34fce19d6b804eff5a3f5747ada4eaa22f1d49c01e52ddb7875b4b",
+        ),
+        (
+            &["--bytes"],
+            "hello",
+            "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        ),
+        (
+            &["--profile", "decision-gate"],
+            r#"{"a b":1,"a":2,"n":9007199254740993}"#,
+            "d8a324fae07e90e275c3c73412629b2e8c2cdb23f2465e6f666658524285d74d",
+        ),
+    ];
+    for (flags, input, expected) in cases {
+        let mut args = vec!["hash"];
+        args.extend_from_slice(flags);
+        let output = run(&args, Some(input.as_bytes()));
+        assert_eq!(code(&output), 0, "{input}: {}", stderr(&output));
+        assert_eq!(
+            stdout_json(&output),
+            json!({"algorithm": "sha256", "value": expected}),
+            "{input}"
+        );
+    }
+    let output = run(
+        &["hash", "--canonical"],
+        Some(br#"{"b":[1,2.5,{"z":null,"a":"x"}],"a":{"d":1e2,"c":-0}}"#),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"a\":{\"c\":0,\"d\":100},\"b\":[1,2.5,{\"a\":\"x\",\"z\":null}]}\n"
+    );
+    let output = run(
+        &["hash", "--canonical", "--profile", "decision-gate"],
+        Some(br#"{"a":1,"a b":2,"a!":3,"ab":4}"#),
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"a b\":2,\"a!\":3,\"a\":1,\"ab\":4}\n"
+    );
+    // I-JSON: duplicate names are refused, with exit 1 and one line.
+    let output = run(&["hash"], Some(br#"{"a":1,"a":2}"#));
+    assert_eq!(code(&output), 1);
+    assert_eq!(stderr(&output).lines().count(), 1, "{}", stderr(&output));
+}
+
+fn signed_hello() -> Value {
+    let signature = "e4285475a284b843913b0a8d21709cd9d5e709f9a3ecc5c7a774fb31ba6f7c13587f6d247e8869fe7c693513911fc1755a9d8fb07ebf437e1ba81de36318190f";
+    let bytes: Vec<u8> = (0..64)
+        .map(|i| u8::from_str_radix(&signature[i * 2..i * 2 + 2], 16).expect("hex"))
+        .collect();
+    json!({
+        "value": {"kind": "json", "value": "hello"},
+        "lane": "verified",
+        "error": null,
+        "evidence_hash": {"algorithm": "sha256", "value": "5aa762ae383fbb727af3c7a36d4940a5b8c40a989452d2304fc958ff3f354e7a"},
+        "evidence_ref": null,
+        "evidence_anchor": null,
+        "signature": {"scheme": "ed25519", "key_id": "k1", "signature": bytes},
+        "content_type": "application/json"
+    })
+}
+
+const PUBLIC_KEY: &str = "k1=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c";
+
+#[test]
+fn verify_accepts_good_evidence_and_refuses_tampering() {
+    let dir = TempDir::new();
+    let good = dir.write("good.json", &signed_hello().to_string());
+    let good = good.display().to_string();
+    let output = run(&["verify", &good, "--key", PUBLIC_KEY], None);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(stdout_json(&output)["value"]["value"], "hello");
+
+    let mut tampered_value = signed_hello();
+    tampered_value["value"]["value"] = json!("hellO");
+    let mut tampered_hash = signed_hello();
+    tampered_hash["evidence_hash"]["value"] = json!("0".repeat(64));
+    let mut truncated = signed_hello();
+    truncated["signature"]["signature"]
+        .as_array_mut()
+        .expect("array")
+        .pop();
+    let mut unsigned = signed_hello();
+    unsigned["signature"] = Value::Null;
+    let cases = [
+        (tampered_value, PUBLIC_KEY, "value_mismatch"),
+        (tampered_hash, PUBLIC_KEY, "hash_mismatch"),
+        (truncated, PUBLIC_KEY, "invalid_signature_bytes"),
+        (unsigned, PUBLIC_KEY, "missing_signature"),
+        (
+            signed_hello(),
+            "k2=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c",
+            "key_not_authorized",
+        ),
+    ];
+    for (index, (result, key, kind)) in cases.into_iter().enumerate() {
+        let path = dir.write(&format!("bad{index}.json"), &result.to_string());
+        let output = run(&["verify", &path.display().to_string(), "--key", key], None);
+        assert_eq!(code(&output), 1, "case {index}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(kind),
+            "case {index}: {}",
+            stderr(&output)
+        );
+        assert!(
+            output.stdout.is_empty(),
+            "case {index}: nothing printed on failure"
+        );
+    }
+    // Without --key, a hash-only audit; the tampered value still fails.
+    let mut tampered = signed_hello();
+    tampered["value"]["value"] = json!("bye");
+    let path = dir.write("audit.json", &tampered.to_string());
+    let output = run(&["verify", &path.display().to_string()], None);
+    assert_eq!(code(&output), 1);
+    let output = run(&["verify", "-"], Some(b"not json"));
+    assert_eq!(code(&output), 2);
+}
+
+#[test]
+fn config_check_passes_the_example_and_fails_a_bad_file() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/evidence-wire.toml"
+    );
+    let output = run(&["config", "check", example], None);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(String::from_utf8_lossy(&output.stdout).contains("ok"));
+
+    let dir = TempDir::new();
+    let bad = dir.write("bad.toml", "[[providers]]\nname = \"time\"\ntype = \"mcp\"\ncommand = [\"x\"]\ncapabilities_path = \"c.json\"\n");
+    let output = run(&["config", "check", &bad.display().to_string()], None);
+    assert_eq!(code(&output), 2);
+    assert_eq!(stderr(&output).lines().count(), 1, "{}", stderr(&output));
+    assert!(stderr(&output).contains("time"), "{}", stderr(&output));
+
+    let unknown = dir.write("unknown.toml", "[server]\nbnid = \"127.0.0.1:1\"\n");
+    let output = run(&["config", "check", &unknown.display().to_string()], None);
+    assert_eq!(code(&output), 2);
+    assert!(
+        stderr(&output).contains("bnid") && stderr(&output).contains("line 2"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn contract_is_a_valid_capabilities_contract_for_every_check() {
+    let output = run(&["contract", "--provider-id", "bundled"], None);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let text = String::from_utf8(output.stdout).expect("utf-8");
+    let contract =
+        evidence_wire::contract::ProviderContract::from_json_str(&text).expect("contract parses");
+    contract.validate("bundled").expect("contract validates");
+    let ids: Vec<&str> = contract
+        .checks
+        .iter()
+        .map(|check| check.check_id.as_str())
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            "time_now",
+            "time_after",
+            "time_before",
+            "env_get",
+            "json_path",
+            "file_size",
+            "http_status",
+            "http_body_hash"
+        ]
+    );
+    // Every example's params pass the check's own params schema.
+    for check in &contract.checks {
+        for example in &check.examples {
+            check
+                .validate_params(&example.params)
+                .unwrap_or_else(|error| panic!("{}: {error}", check.check_id));
+        }
+    }
+}
+
+#[test]
+fn every_command_has_help_with_an_example() {
+    for command in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["query", "--help"],
+        &["hash", "--help"],
+        &["verify", "--help"],
+        &["contract", "--help"],
+        &["config", "check", "--help"],
+        &["docs", "search", "--help"],
+    ] {
+        let output = run(command, None);
+        assert_eq!(code(&output), 0, "{command:?}");
+        let text = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            text.contains("Example"),
+            "{command:?} has no example:\n{text}"
+        );
+    }
+}
+
+#[test]
+fn serve_exits_cleanly_on_end_of_input() {
+    let request = br#"{"jsonrpc":"2.0","id":1,"method":"ping"}
+"#;
+    let output = run(&["serve"], Some(request));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let mut answer = String::new();
+    output
+        .stdout
+        .as_slice()
+        .read_to_string(&mut answer)
+        .expect("utf-8");
+    assert_eq!(answer, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+}
