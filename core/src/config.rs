@@ -1146,6 +1146,19 @@ impl ServerConfig {
         }
         check_name_list("server.tools.allowlist", &self.tools.allowlist, "tool")?;
         check_name_list("server.tools.denylist", &self.tools.denylist, "tool")?;
+        if self.tools.mode == ToolsMode::Passthrough {
+            for (list, names) in [
+                ("server.tools.allowlist", &self.tools.allowlist),
+                ("server.tools.denylist", &self.tools.denylist),
+            ] {
+                if !names.is_empty() {
+                    return Err(invalid(
+                        list,
+                        "is not empty but server.tools.mode is \"passthrough\", which shows every tool and would ignore it; set mode = \"filter\" or empty the list",
+                    ));
+                }
+            }
+        }
         self.check_exposure(self.bind)
     }
 }

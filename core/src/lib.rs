@@ -26,6 +26,7 @@
 //! | [`http`] | HTTP transport decisions: routes, auth, Origin, statuses, body limit, SSE |
 //! | [`docs`] | embedded docs registry, deterministic section search, MCP resources |
 //! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |
+//! | [`log`] | validation log records (data only; adapters write them) |
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -55,6 +56,7 @@ pub mod error;
 pub mod evidence;
 pub mod frame;
 pub mod http;
+pub mod log;
 pub mod policy;
 pub mod schema;
 pub mod server;

@@ -100,28 +100,27 @@ pub struct ToolDefinition {
 }
 
 impl ToolDefinition {
-    /// The `evidence_query` tool.
+    /// The `evidence_query` tool, with exactly the input and output JSON
+    /// Schemas of `spec/schemas/evidence_query.{input,output}.schema.json`
+    /// ([`crate::schema::ToolIo::evidence_query`]): `tools/list` shows them and
+    /// the server validates arguments against the input schema.
     pub fn evidence_query() -> Self {
-        ToolDefinition {
-            name: EVIDENCE_QUERY_TOOL.to_owned(),
-            description: "Resolve a Decision Gate evidence query.".to_owned(),
-            input_schema: json!({
-                "type": "object",
-                "properties": {
-                    "query": {
-                        "type": "object",
-                        "properties": {
-                            "provider_id": {"type": "string"},
-                            "check_id": {"type": "string"},
-                            "params": {}
-                        },
-                        "required": ["provider_id", "check_id"]
-                    },
-                    "context": {"type": "object"}
-                },
-                "required": ["query", "context"]
-            }),
-            output_schema: None,
+        match crate::schema::ToolIo::evidence_query() {
+            Ok(io) => ToolDefinition {
+                name: io.name,
+                description: io.description,
+                input_schema: io.input_schema,
+                output_schema: io.output_schema,
+            },
+            // The schemas are compiled into the crate and a test parses
+            // them, so this cannot happen; answer with a minimal object
+            // schema rather than panic.
+            Err(_) => ToolDefinition {
+                name: EVIDENCE_QUERY_TOOL.to_owned(),
+                description: "Resolve a Decision Gate evidence query.".to_owned(),
+                input_schema: json!({"type": "object"}),
+                output_schema: None,
+            },
         }
     }
 
@@ -430,8 +429,10 @@ impl Server {
             #[cfg(feature = "std")]
             schemas: crate::schema::SchemaRegistry::new(),
         };
+        let definition = ToolDefinition::evidence_query();
+        server.register_schemas(&definition);
         server.tools.push(Tool {
-            definition: ToolDefinition::evidence_query(),
+            definition,
             kind: ToolKind::Evidence,
         });
         server
@@ -449,6 +450,8 @@ impl Server {
                 name: EVIDENCE_QUERY_TOOL.to_owned(),
                 ..definition
             };
+            let definition = tool.definition.clone();
+            self.register_schemas(&definition);
         }
     }
 
@@ -462,7 +465,9 @@ impl Server {
         self.add_tool(definition, ToolKind::Inline(handler));
     }
 
-    fn add_tool(&mut self, definition: ToolDefinition, kind: ToolKind) {
+    /// Registers (or replaces) a tool's schemas in the schema registry; a
+    /// schema that does not compile leaves the tool answering `INTERNAL_ERROR`.
+    fn register_schemas(&mut self, definition: &ToolDefinition) {
         #[cfg(feature = "std")]
         self.schemas.register(crate::schema::ToolIo {
             name: definition.name.clone(),
@@ -470,6 +475,12 @@ impl Server {
             input_schema: definition.input_schema.clone(),
             output_schema: definition.output_schema.clone(),
         });
+        #[cfg(not(feature = "std"))]
+        let _ = definition;
+    }
+
+    fn add_tool(&mut self, definition: ToolDefinition, kind: ToolKind) {
+        self.register_schemas(&definition);
         self.tools
             .retain(|tool| tool.definition.name != definition.name);
         self.tools.push(Tool { definition, kind });
@@ -960,12 +971,12 @@ impl Server {
         }
         match &tool.kind {
             ToolKind::Evidence => {
-                let arguments: EvidenceQueryArguments = match serde_json::from_str(arguments_text) {
+                let arguments = match self.evidence_arguments(&name, arguments_text) {
                     Ok(arguments) => arguments,
-                    Err(error) => {
-                        let detail = format!(
-                            "evidence_query arguments must be {{query, context}} as spec/evidence.md describes: {error}"
-                        );
+                    Err(EvidenceInputError::Schema(violation)) => {
+                        return self.reply_tool_io_error(id, batch, violation, name);
+                    }
+                    Err(EvidenceInputError::Typed(detail)) => {
                         return self.reply_error(
                             id,
                             batch,
@@ -998,23 +1009,20 @@ impl Server {
                 };
                 #[cfg(feature = "std")]
                 if let Err(violation) = self.schemas.validate_input(&name, &arguments) {
-                    // data.pointer: the JSON pointer of the first failure (issue 3).
-                    let object = violation
-                        .error
-                        .to_error_object(Some(id), Some(&violation.detail));
-                    let object = object.with_pointer(violation.pointer.clone());
-                    let body = json!({"jsonrpc": "2.0", "id": id, "error": object});
-                    self.reply(batch, serde_json::to_vec(&body).unwrap_or_default());
-                    return RequestOutcome {
-                        tool: Some(name),
-                        error: Some(violation.error),
-                        detail: Some(violation.detail),
-                    };
+                    return self.reply_tool_io_error(id, batch, violation, name);
                 }
                 let output_schema = tool.definition.output_schema.clone();
                 if let ToolKind::Inline(handler) = &tool.kind {
                     let handler = Arc::clone(handler);
                     let result = handler(&arguments);
+                    // Output outside the schema is answered INTERNAL_ERROR;
+                    // the outcome says so too (validation logs record it).
+                    #[cfg(feature = "std")]
+                    if let Ok(structured) = &result {
+                        if let Err(violation) = self.schemas.validate_output(&name, structured) {
+                            return self.reply_tool_io_error(id, batch, violation, name);
+                        }
+                    }
                     if let Err(ToolFailure::InvalidInput(detail)) = &result {
                         let detail = detail.clone();
                         return self.reply_error(
@@ -1039,6 +1047,69 @@ impl Server {
                 RequestOutcome::accepted(Some(name))
             }
         }
+    }
+
+    /// The arguments of an `evidence_query` call: checked against the
+    /// tool's input schema in the registry (with `std`), then read into
+    /// their typed form, which also checks what the schema cannot (an id
+    /// that fits in 64 bits, for one).
+    fn evidence_arguments(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<EvidenceQueryArguments, EvidenceInputError> {
+        let typed = |error: serde_json::Error| {
+            EvidenceInputError::Typed(format!(
+                "evidence_query arguments must be {{query, context}} as spec/evidence.md describes: {error}"
+            ))
+        };
+        #[cfg(feature = "std")]
+        {
+            let value: Value = serde_json::from_str(text).map_err(typed)?;
+            self.schemas
+                .validate_input(name, &value)
+                .map_err(EvidenceInputError::Schema)?;
+            <EvidenceQueryArguments as serde::Deserialize>::deserialize(&value).map_err(typed)
+        }
+        #[cfg(not(feature = "std"))]
+        {
+            let _ = name;
+            serde_json::from_str(text).map_err(typed)
+        }
+    }
+
+    /// Answers a tool I/O failure with its JSON pointer in `data.pointer`.
+    #[cfg(feature = "std")]
+    fn reply_tool_io_error(
+        &mut self,
+        id: &Value,
+        batch: Option<u64>,
+        violation: crate::schema::ToolIoError,
+        tool: String,
+    ) -> RequestOutcome {
+        let object = violation
+            .error
+            .to_error_object(Some(id), Some(&violation.detail))
+            .with_pointer(violation.pointer);
+        let body = json!({"jsonrpc": "2.0", "id": id, "error": object});
+        self.reply(batch, serde_json::to_vec(&body).unwrap_or_default());
+        RequestOutcome {
+            tool: Some(tool),
+            error: Some(violation.error),
+            detail: Some(violation.detail),
+        }
+    }
+
+    /// Without `std` there is no schema registry, so no schema failure.
+    #[cfg(not(feature = "std"))]
+    fn reply_tool_io_error(
+        &mut self,
+        id: &Value,
+        batch: Option<u64>,
+        violation: crate::schema::ToolIoError,
+        tool: String,
+    ) -> RequestOutcome {
+        self.reply_error(id, batch, violation.error, violation.detail, Some(tool))
     }
 
     fn tool_reply(
@@ -1219,6 +1290,15 @@ impl Server {
         }
         self.transmits.push_back(out);
     }
+}
+
+/// Why the arguments of an `evidence_query` call were refused.
+enum EvidenceInputError {
+    /// They fail the tool's input schema (answered with `data.pointer`).
+    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    Schema(crate::schema::ToolIoError),
+    /// They fit the schema but not the typed form.
+    Typed(String),
 }
 
 struct RequestOutcome {

@@ -375,6 +375,119 @@ fn tools_list_uses_the_dialect_key() {
     assert!(tool["description"].as_str().is_some_and(|d| !d.is_empty()));
 }
 
+fn spec_schema(which: &str) -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("../spec/schemas/evidence_query.{which}.schema.json"));
+    serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn tools_list_shows_exactly_the_spec_schemas_of_evidence_query() {
+    let input = spec_schema("input");
+    let output = spec_schema("output");
+    assert_ne!(input, json!({"type": "object"}), "the spec schema is the real one");
+
+    let mut server = new_server();
+    server.handle_input(&cl(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+    let dg = out_json(&mut server, Framing::ContentLength);
+    let tool = &dg[0]["result"]["tools"][0];
+    assert_eq!(tool["name"], "evidence_query");
+    assert_eq!(tool["input_schema"], input);
+    // Decision Gate's tools/list carries no output schema.
+    assert_eq!(tool.as_object().map(|tool| tool.len()), Some(3), "{tool}");
+
+    let mut server = new_server();
+    server.handle_input(&nl(&initialize(json!(0), "2025-06-18")));
+    server.handle_input(&nl(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+    let mcp = out_json(&mut server, Framing::NewlineDelimited);
+    let tool = &mcp[1]["result"]["tools"][0];
+    assert_eq!(tool["inputSchema"], input);
+    assert_eq!(tool["outputSchema"], output);
+}
+
+/// Sends `evidence_query` with `arguments` and returns the one reply.
+fn evidence_call_reply(arguments: &Value) -> (Value, Vec<ServerEvent>) {
+    let mut server = new_server();
+    let body = json!({"jsonrpc":"2.0","id":"q","method":"tools/call",
+        "params":{"name":"evidence_query","arguments":arguments}});
+    server.handle_input(&nl(&body.to_string()));
+    let mut replies = out_json(&mut server, Framing::NewlineDelimited);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    (replies.remove(0), events(&mut server))
+}
+
+fn arguments_with(pointer: &str, value: Value) -> Value {
+    let mut arguments = json!({"query":{"provider_id":"p","check_id":"c","params":{"x":1}},
+        "context":context()});
+    *arguments.pointer_mut(pointer).expect("pointer into the good arguments") = value;
+    arguments
+}
+
+#[test]
+fn invalid_evidence_query_input_reports_the_json_pointer() {
+    let mut with_extra = arguments_with("/query/provider_id", json!("p"));
+    with_extra["query"]["unexpected"] = json!(true);
+    let mut without_context = arguments_with("/query/provider_id", json!("p"));
+    without_context.as_object_mut().unwrap().remove("context");
+    let cases: [(Value, &str); 8] = [
+        (arguments_with("/context/tenant_id", json!(0)), "/context/tenant_id"),
+        (arguments_with("/context/namespace_id", json!("x7")), "/context/namespace_id"),
+        (
+            arguments_with("/context/trigger_time/kind", json!("wall_clock")),
+            "/context/trigger_time/kind",
+        ),
+        (arguments_with("/context/trigger_time/value", json!(1.5)), "/context/trigger_time/value"),
+        (arguments_with("/query/provider_id", json!("")), "/query/provider_id"),
+        (arguments_with("/context/run_id", json!(7)), "/context/run_id"),
+        (with_extra, "/query"),
+        (without_context, ""),
+    ];
+    for (arguments, pointer) in cases {
+        let (reply, events) = evidence_call_reply(&arguments);
+        assert_eq!(error_code(&reply), -32602, "{arguments}: {reply}");
+        assert_eq!(reply["id"], "q");
+        let data = &reply["error"]["data"];
+        assert_eq!(data["kind"], "invalid_tool_input", "{reply}");
+        assert_eq!(data["pointer"], pointer, "{arguments}: {reply}");
+        assert!(
+            data["detail"].as_str().is_some_and(|detail| detail.contains(&format!("`{pointer}`"))),
+            "the detail names the place: {reply}"
+        );
+        assert!(events.is_empty(), "no query reaches the embedder: {events:?}");
+    }
+}
+
+#[test]
+fn evidence_query_input_the_schema_allows_is_still_read_into_its_typed_form() {
+    // Accepted by the schema (a string of digits, at most 20 long), refused
+    // by the typed form (it does not fit in 64 bits): INVALID_TOOL_INPUT
+    // without a pointer, since serde does not say where.
+    let too_big = arguments_with("/context/tenant_id", json!("99999999999999999999"));
+    let (reply, events) = evidence_call_reply(&too_big);
+    assert_eq!(error_code(&reply), -32602, "{reply}");
+    assert!(reply["error"]["data"].get("pointer").is_none(), "{reply}");
+    assert!(events.is_empty());
+
+    // The older `predicate` and string ids still read as before.
+    let mut legacy = arguments_with("/context/tenant_id", json!("12"));
+    let query = legacy["query"].as_object_mut().unwrap();
+    query.remove("check_id");
+    query.insert("predicate".into(), json!("legacy"));
+    let mut server = new_server();
+    let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
+        "params":{"name":"evidence_query","arguments":legacy}});
+    server.handle_input(&nl(&body.to_string()));
+    assert!(raw_out(&mut server).is_empty(), "accepted: nothing answered yet");
+    match events(&mut server).as_slice() {
+        [ServerEvent::EvidenceQuery { query, context, .. }] => {
+            assert_eq!(query.check_id, "legacy");
+            assert_eq!(query.params, Some(json!({"x": 1})));
+            assert_eq!(context.tenant_id.get(), 12);
+        }
+        other => panic!("expected one EvidenceQuery, got {other:?}"),
+    }
+}
+
 #[test]
 fn forced_dialect_ignores_the_handshake() {
     let mut server = server_with(|config| {

@@ -1,113 +1,88 @@
-//! Framing throughput, ours against `lsp-server` (`Message::read`), on the
-//! same deterministic, structured JSON-RPC messages (nested objects, numbers,
-//! short strings) of about 100 B, 10 KB and 1 MB.
+//! Framing and envelope throughput, ours against the peers, on the same
+//! deterministic, structured `tools/call` bodies (see `common/mod.rs`) of
+//! about 100 B (1000 per iteration), 10 KB (20) and 1 MB (1), fed whole, in
+//! 4 KiB chunks and in 1-byte chunks.
 //!
-//! What each side parses:
-//! - `ours/frame`: Content-Length framing only (body located, zero-copy).
-//! - `ours/frame+validate`: framing, then serde_json validates the body
-//!   (`IgnoredAny`), the floor of any envelope parse.
-//! - `lsp-server`: framing plus a full parse into `serde_json::Value`-based
-//!   `Message`; it allocates the declared length up front and has no limits.
+//! What each side parses (benchmark ids `<side>/<feeding>`):
+//! - `ours-cl-frame`: Content-Length framing only (body located, zero-copy).
+//! - `ours-cl-envelope`: Content-Length framing, then `envelope::validate`
+//!   under `Policy::mcp()`: the message checked and split into id, method and
+//!   raw (unparsed) params, which is all a server needs to dispatch.
+//! - `ours-nd-envelope`: the same over newline-delimited framing.
+//! - `lsp-server`: `Message::read` (Content-Length): framing plus a full
+//!   parse into `serde_json::Value` params; allocates the declared length up
+//!   front; reads from a `BufRead` fed by a reader returning at most
+//!   `chunk` bytes per `read`.
+//! - `rmcp`: rmcp's stdio codec `JsonRpcMessageCodec<ClientJsonRpcMessage>`
+//!   (newline-delimited, tokio-util `Decoder`): framing plus a full typed
+//!   parse (tool arguments into a `serde_json::Map`).
+//! - `lines-serde`: tokio-util `LinesCodec` (UTF-8 checked `String` per line)
+//!   + serde_json into `{id: Value, method: String, params: &RawValue}`, the
+//!   same envelope split as ours, hand-rolled.
+//! - `ignoredany/bodies`: serde_json validate-only (`IgnoredAny`) over the
+//!   already-split bodies, no framing: the floor of any correct JSON parse
+//!   (the ">= 70 %" reference).
 //!
-//! Inputs are fed whole, in 4 KiB chunks and in 1-byte chunks (ours; lsp-server
-//! reads from a `BufRead`, so chunking does not apply to it).
+//! Medians land in `target/criterion/frame_<size>/...`; `bench-report`
+//! turns them into ratios in BENCHMARKS.md.
 
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use evidence_wire::frame::{Decoder, Framing, Limits, encode};
-use std::hint::black_box;
+#[path = "common/mod.rs"]
+mod common;
+#[path = "common/framing.rs"]
+mod framing;
 
-/// A deterministic `tools/call` message of roughly `target` bytes.
-fn message(target: usize) -> Vec<u8> {
-    let mut checks = Vec::new();
-    let mut i = 0u64;
-    loop {
-        let item = serde_json::json!({
-            "check_id": format!("check_{i}"),
-            "params": {"path": format!("reports/{i}/summary.json"), "limit": i * 7 % 1000, "ratio": (i as f64) / 7.0},
-            "tags": ["ci", "gate", format!("t{}", i % 13)],
-            "nested": {"a": {"b": {"c": [i, i + 1, {"d": i % 2 == 0}]}}}
-        });
-        checks.push(item);
-        i += 1;
-        let body = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "evidence_query", "arguments": {"batch": checks}}
-        });
-        let bytes = serde_json::to_vec(&body).unwrap();
-        if bytes.len() >= target || target < 200 {
-            return bytes;
-        }
-    }
-}
-
-fn stream(body: &[u8], copies: usize) -> Vec<u8> {
-    let mut out = Vec::new();
-    for _ in 0..copies {
-        encode(Framing::ContentLength, body, &mut out).unwrap();
-    }
-    out
-}
-
-fn ours(input: &[u8], chunk: usize, validate: bool) -> usize {
-    let limits = Limits {
-        max_header_bytes: 8 * 1024,
-        max_body_bytes: 2 * 1024 * 1024,
-    };
-    let mut decoder = Decoder::with_framing(Framing::ContentLength, limits);
-    let mut frames = 0;
-    for piece in input.chunks(chunk) {
-        decoder.push(piece);
-        while let Some(frame) = decoder.poll_frame() {
-            let frame = frame.unwrap();
-            if validate {
-                serde_json::from_slice::<serde::de::IgnoredAny>(&frame.body).unwrap();
-            }
-            frames += 1;
-        }
-    }
-    frames
-}
-
-fn lsp(input: &[u8]) -> usize {
-    let mut reader = std::io::BufReader::new(input);
-    let mut frames = 0;
-    while let Some(message) = lsp_server::Message::read(&mut reader).unwrap() {
-        black_box(message);
-        frames += 1;
-    }
-    frames
-}
+use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use evidence_wire::frame::Framing;
+use framing::{FEEDINGS, ignored_any, lines_serde, lsp, ours, rmcp_codec, stream};
 
 fn bench(c: &mut Criterion) {
-    for (label, size, copies) in [
-        ("100B", 100, 1000),
-        ("10KB", 10_000, 20),
-        ("1MB", 1_000_000, 1),
-    ] {
-        let body = message(size);
-        let input = stream(&body, copies);
-        assert_eq!(ours(&input, usize::MAX, true), copies);
-        assert_eq!(lsp(&input), copies);
-        let mut group = c.benchmark_group(format!("frame/{label}"));
-        group.throughput(Throughput::Bytes(input.len() as u64));
-        group.sample_size(20);
-        for (name, chunk) in [("whole", usize::MAX), ("4KiB", 4096), ("1B", 1)] {
-            if chunk == 1 && size > 10_000 {
-                continue; // 1-byte feeding of 1 MB is covered by the 10 KB case
-            }
-            group.bench_with_input(BenchmarkId::new("ours/frame", name), &input, |b, i| {
-                b.iter(|| ours(i, chunk, false))
+    for (label, size, copies) in common::SIZES {
+        let body = common::request(size);
+        let cl = stream(Framing::ContentLength, &body, copies);
+        let nd = stream(Framing::NewlineDelimited, &body, copies);
+        let bodies = vec![body.clone(); copies];
+        // Every side must see every message, or the comparison is void.
+        assert_eq!(ours(Framing::ContentLength, &cl, 4096, true), copies);
+        assert_eq!(ours(Framing::NewlineDelimited, &nd, 4096, true), copies);
+        assert_eq!(lsp(&cl, 4096), copies);
+        assert_eq!(rmcp_codec(&nd, 4096), copies);
+        assert_eq!(lines_serde(&nd, 4096), copies);
+        eprintln!(
+            "frame_{label}: body {} bytes x {copies}, {} bytes per iteration (Content-Length)",
+            body.len(),
+            cl.len()
+        );
+
+        let mut group = c.benchmark_group(format!("frame_{label}"));
+        group.throughput(Throughput::Elements(copies as u64));
+        group.sample_size(10);
+        if size >= 1_000_000 {
+            group.sampling_mode(SamplingMode::Flat);
+        }
+        for (feeding, chunk) in FEEDINGS {
+            group.bench_with_input(BenchmarkId::new("ours-cl-frame", feeding), &cl, |b, i| {
+                b.iter(|| ours(Framing::ContentLength, i, chunk, false))
             });
-            group.bench_with_input(
-                BenchmarkId::new("ours/frame+validate", name),
-                &input,
-                |b, i| b.iter(|| ours(i, chunk, true)),
-            );
+            group.bench_with_input(BenchmarkId::new("ours-cl-envelope", feeding), &cl, |b, i| {
+                b.iter(|| ours(Framing::ContentLength, i, chunk, true))
+            });
+            group.bench_with_input(BenchmarkId::new("ours-nd-envelope", feeding), &nd, |b, i| {
+                b.iter(|| ours(Framing::NewlineDelimited, i, chunk, true))
+            });
+            group.bench_with_input(BenchmarkId::new("lsp-server", feeding), &cl, |b, i| {
+                b.iter(|| lsp(i, chunk))
+            });
+            group.bench_with_input(BenchmarkId::new("rmcp", feeding), &nd, |b, i| {
+                b.iter(|| rmcp_codec(i, chunk))
+            });
+            group.bench_with_input(BenchmarkId::new("lines-serde", feeding), &nd, |b, i| {
+                b.iter(|| lines_serde(i, chunk))
+            });
         }
         group.bench_with_input(
-            BenchmarkId::new("lsp-server/read", "bufread"),
-            &input,
-            |b, i| b.iter(|| lsp(i)),
+            BenchmarkId::new("ignoredany", "bodies"),
+            &bodies,
+            |b, i| b.iter(|| ignored_any(i)),
         );
         group.finish();
     }

@@ -115,11 +115,11 @@ async function decisionGateDialect(argv) {
     check(item.type === "json", `Decision Gate dialect: content[0] is ${item.type}, not json`);
     const evidence = item.json;
     check(evidence.value?.value === times[index], `answer ${index} carries ${evidence.value?.value}, not ${times[index]} (ids mixed up?)`);
+    const ours = sha256(canonical(evidence.value.value));
     if (evidence.evidence_hash) {
-      const ours = sha256(canonical(evidence.value.value));
       check(evidence.evidence_hash.value === ours, `answer ${index}: evidence_hash is not sha256 of the canonical value`);
     }
-    report.pipelined.push(evidence);
+    report.pipelined.push({ evidence, computed_hash: ours });
   });
 
   report.unknown_tool = await errorCode(

@@ -36,6 +36,7 @@ struct Spec {
     command: Vec<String>,
     framing: Framing,
     timeout_ms: u64,
+    backoff: Duration,
     log: Log,
 }
 
@@ -45,6 +46,7 @@ impl Spec {
             command,
             framing,
             timeout_ms: TIMEOUT_MS,
+            backoff: BACKOFF,
             log: Log::default(),
         }
     }
@@ -105,7 +107,10 @@ impl Log {
     }
 
     fn dump(&self) -> String {
-        self.0.lock().map(|lines| lines.join("\n")).unwrap_or_default()
+        self.0
+            .lock()
+            .map(|lines| lines.join("\n"))
+            .unwrap_or_default()
     }
 }
 
@@ -147,8 +152,10 @@ mod rows {
             let config = ProcessConfig::new(spec.command.clone())
                 .with_client(spec.client())
                 .with_log(spec.log.sink())
-                .with_backoff(BACKOFF, BACKOFF * 10);
-            ProcessProvider::spawn(config).map(Blocking).map_err(blocking_failure)
+                .with_backoff(spec.backoff, spec.backoff * 10);
+            ProcessProvider::spawn(config)
+                .map(Blocking)
+                .map_err(blocking_failure)
         }
 
         fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome> {
@@ -189,7 +196,7 @@ mod rows {
         let config = ProcessConfig::new(spec.command.clone())
             .with_client(spec.client())
             .with_log(spec.log.sink())
-            .with_backoff(BACKOFF, BACKOFF * 10);
+            .with_backoff(spec.backoff, spec.backoff * 10);
         ProcessProvider::spawn(config).map_err(smol_failure)
     }
 
@@ -229,7 +236,8 @@ mod rows {
         }
     }
 
-    /// The tokio adapter on a current-thread tokio runtime.
+    /// The tokio adapter on a one-worker multi-thread tokio runtime (its
+    /// supervisor and pumps keep running between queries, as in a service).
     #[cfg(feature = "tokio-row")]
     pub struct Tokio {
         provider: evidence_wire_tokio::ProcessProvider,
@@ -250,15 +258,15 @@ mod rows {
     impl Row for Tokio {
         fn spawn(spec: &Spec) -> Result<Self, Failure> {
             use evidence_wire_tokio::{ProcessConfig, ProcessProvider};
-            let runtime = tokio::runtime::Builder::new_current_thread()
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(1)
                 .enable_all()
                 .build()
                 .map_err(|error| Failure::Other(error.to_string()))?;
-            let mut config = ProcessConfig::new(spec.command.clone())
+            let config = ProcessConfig::new(spec.command.clone())
                 .with_client(spec.client())
-                .with_log(spec.log.sink());
-            config.restart_backoff_initial = BACKOFF;
-            config.restart_backoff_max = BACKOFF * 10;
+                .with_log(spec.log.sink())
+                .with_backoff(spec.backoff, spec.backoff * 10);
             let provider = {
                 let _entered = runtime.enter();
                 ProcessProvider::spawn(config).map_err(tokio_failure)?
@@ -268,11 +276,12 @@ mod rows {
 
         fn query_all(&self, queries: &[(EvidenceQuery, EvidenceContext)]) -> Vec<Outcome> {
             let provider = &self.provider;
-            self.runtime.block_on(futures_util::future::join_all(queries.iter().map(
-                |(query, context)| async move {
-                    provider.query(query, context).await.map_err(tokio_failure)
-                },
-            )))
+            self.runtime
+                .block_on(futures_util::future::join_all(queries.iter().map(
+                    |(query, context)| async move {
+                        provider.query(query, context).await.map_err(tokio_failure)
+                    },
+                )))
         }
     }
 }
@@ -435,7 +444,11 @@ fn fails_once_then_recovers<R: Row>(
             spec.log.dump()
         ),
     }
-    assert_eq!(state.count(), 1, "{mode}: the child did not misbehave exactly once");
+    assert_eq!(
+        state.count(),
+        1,
+        "{mode}: the child did not misbehave exactly once"
+    );
     assert_echo(&one(&row, 2), 2, &spec.log);
     assert!(
         spec.log.wait_for(log_needle),
@@ -500,6 +513,31 @@ fn wrong_id<R: Row>(framing: Framing) {
     fails_once_then_recovers::<R>("wrong-id", framing, is_timeout, "wrong id on purpose");
 }
 
+/// A query that arrives while the child waits for its restart (a long
+/// backoff) fails by its own timeout instead of waiting for the restart.
+fn query_during_backoff_times_out<R: Row>() {
+    let mut spec = Spec::new(misbehave("crash-request", &[]), Framing::ContentLength);
+    spec.backoff = Duration::from_secs(3);
+    let row = spawn::<R>(&spec);
+    let first = one(&row, 1);
+    assert!(
+        matches!(first, Err(Failure::Query(QueryError::ConnectionLost(_)))),
+        "{first:?}"
+    );
+    let started = Instant::now();
+    let second = one(&row, 2);
+    let took = started.elapsed();
+    assert!(
+        matches!(&second, Err(failure) if is_timeout(failure)),
+        "{second:?}\nlog:\n{}",
+        spec.log.dump()
+    );
+    assert!(
+        took < Duration::from_millis(2_000),
+        "the query waited {took:?} for a restart 3 s away"
+    );
+}
+
 fn slow_within_timeout<R: Row>() {
     let mut spec = Spec::new(
         misbehave("slow", &["--delay-ms", "100"]),
@@ -520,7 +558,11 @@ fn smol_served<R: Row>(framing: Framing) {
     let spec = Spec::new(command, framing);
     let row = spawn::<R>(&spec);
     assert_echo(&one(&row, 3), 3, &spec.log);
-    assert!(spec.log.wait_for("smol-provider: ready"), "{}", spec.log.dump());
+    assert!(
+        spec.log.wait_for("smol-provider: ready"),
+        "{}",
+        spec.log.dump()
+    );
 }
 
 fn cli_serve<R: Row>(framing: Framing) {
@@ -549,7 +591,10 @@ fn spawn_failure<R: Row>() {
     );
     match R::spawn(&spec) {
         Err(Failure::Spawn(message)) => {
-            assert!(message.contains("/nonexistent/evidence-wire-provider"), "{message}");
+            assert!(
+                message.contains("/nonexistent/evidence-wire-provider"),
+                "{message}"
+            );
         }
         Err(other) => panic!("expected a spawn error, got {other:?}"),
         Ok(_) => panic!("a missing program was started"),
@@ -602,7 +647,12 @@ fn cli_binary() -> String {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
         let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
         let output = Command::new(cargo)
-            .args(["build", "--quiet", "--message-format=json", "--manifest-path"])
+            .args([
+                "build",
+                "--quiet",
+                "--message-format=json",
+                "--manifest-path",
+            ])
             .arg(manifest)
             .args(["-p", "evidence-wire-cli", "--bin", "evidence-wire"])
             .output()
@@ -621,7 +671,7 @@ fn cli_binary() -> String {
                     .and_then(Value::as_str)
                     .map(str::to_owned)
             })
-            .last()
+            .next_back()
             .unwrap_or_else(|| panic!("cargo did not report the CLI executable"))
     })
     .clone()
@@ -653,6 +703,9 @@ macro_rules! matrix {
             #[test] fn desync_loses_connection() { desync::<R>(Framing::ContentLength) }
             #[test] fn wrong_id_times_out() { wrong_id::<R>(Framing::NewlineDelimited) }
             #[test] fn slow_answer_within_timeout() { slow_within_timeout::<R>() }
+            #[test] fn query_during_backoff_times_out() {
+                super::query_during_backoff_times_out::<R>()
+            }
             #[test] fn smol_served_content_length() { smol_served::<R>(Framing::ContentLength) }
             #[test] fn smol_served_ndjson() { smol_served::<R>(Framing::NewlineDelimited) }
             #[test] fn cli_serve_content_length() { cli_serve::<R>(Framing::ContentLength) }

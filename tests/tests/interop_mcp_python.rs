@@ -14,7 +14,9 @@ mod interop_support;
 
 use std::process::Command;
 
-use interop_support::{PEER_TIMEOUT, check_mcp_sdk_report, cli_binary, peer_script, run, venv_python};
+use interop_support::{
+    PEER_TIMEOUT, check_mcp_sdk_report, cli_binary, peer_script, run, venv_python,
+};
 
 #[test]
 fn python_sdk_client_over_stdio() {
@@ -31,6 +33,5 @@ fn python_sdk_client_over_stdio() {
         evidence_wire::server::SUPPORTED_PROTOCOL_VERSIONS.contains(&version),
         "negotiated {version:?}"
     );
-    assert_eq!(report["hash_checked_in_python"], interop_support::HASH_OF_TRIGGER_TIME);
     check_mcp_sdk_report(&report);
 }

@@ -11,7 +11,9 @@ mod interop_support;
 
 use std::process::Command;
 
-use interop_support::{PEER_TIMEOUT, check_mcp_sdk_report, cli_binary, peer_script, peers_node, run};
+use interop_support::{
+    PEER_TIMEOUT, check_mcp_sdk_report, cli_binary, peer_script, peers_node, run,
+};
 
 #[test]
 fn typescript_sdk_client_over_stdio() {
@@ -22,6 +24,5 @@ fn typescript_sdk_client_over_stdio() {
         .args(["--stdio", &cli_binary(), "serve"]);
     let output = run(&mut command, b"", PEER_TIMEOUT);
     let report = output.report("the MCP TypeScript SDK client");
-    assert_eq!(report["hash_checked_in_js"], interop_support::HASH_OF_TRIGGER_TIME);
     check_mcp_sdk_report(&report);
 }

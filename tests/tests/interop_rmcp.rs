@@ -25,7 +25,7 @@ use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::frame::Framing;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, ProviderError};
 use interop_support::{
-    HASH_OF_TRIGGER_TIME, TRIGGER_TIME, cli_binary, expected_time_now_evidence, peer_context,
+    TRIGGER_TIME, assert_time_now_evidence, cli_binary, expected_time_now_evidence, peer_context,
     repo_root, run,
 };
 use rmcp::model::{
@@ -54,7 +54,8 @@ fn object(value: Value) -> Map<String, Value> {
 }
 
 /// The checks every rmcp session against our server runs.
-async fn exercise(client: &RunningService<RoleClient, ()>) {
+/// Returns the `structuredContent` of the evidence call.
+async fn exercise(client: &RunningService<RoleClient, ()>) -> Option<Value> {
     let info = client.peer_info().expect("rmcp saw the initialize result");
     let name = info.server_info.as_ref().map(|server| server.name.as_str());
     assert_eq!(name, Some("evidence-wire"));
@@ -64,8 +65,17 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
     assert!(names.contains(&"evidence_query"), "{names:?}");
     assert!(names.contains(&SEARCH_TOOL_NAME), "{names:?}");
     for tool in &tools {
-        assert_eq!(tool.input_schema.get("type"), Some(&json!("object")), "{}", tool.name);
-        assert!(tool.description.as_deref().is_some_and(|text| !text.is_empty()));
+        assert_eq!(
+            tool.input_schema.get("type"),
+            Some(&json!("object")),
+            "{}",
+            tool.name
+        );
+        assert!(
+            tool.description
+                .as_deref()
+                .is_some_and(|text| !text.is_empty())
+        );
     }
 
     let arguments = json!({
@@ -77,28 +87,38 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
         .await
         .expect("tools/call evidence_query");
     assert_ne!(result.is_error, Some(true), "{result:?}");
-    let structured = result.structured_content.clone().expect("structuredContent");
-    assert_eq!(structured["value"], json!({"kind": "json", "value": TRIGGER_TIME}));
-    assert_eq!(structured["evidence_hash"]["value"], HASH_OF_TRIGGER_TIME);
+    let structured = result
+        .structured_content
+        .clone()
+        .expect("structuredContent");
+    assert_time_now_evidence(&structured, "rmcp structuredContent");
     let text = result
         .content
         .first()
         .and_then(|item| item.as_text())
         .map(|text| text.text.clone())
         .expect("a text item");
-    assert_eq!(serde_json::from_str::<Value>(&text).ok(), Some(structured.clone()));
+    assert_eq!(
+        serde_json::from_str::<Value>(&text).ok(),
+        Some(structured.clone())
+    );
 
     let registry = DocsRegistry::with_default_corpus(DocsLimits::default()).expect("docs corpus");
     let search_arguments = json!({"query": "evidence hash", "max_sections": 2});
     let search = client
         .call_tool(
-            CallToolRequestParams::new(SEARCH_TOOL_NAME).with_arguments(object(search_arguments.clone())),
+            CallToolRequestParams::new(SEARCH_TOOL_NAME)
+                .with_arguments(object(search_arguments.clone())),
         )
         .await
         .expect("docs search");
     assert_eq!(
         search.structured_content,
-        Some(registry.call_search(&search_arguments).expect("registry search"))
+        Some(
+            registry
+                .call_search(&search_arguments)
+                .expect("registry search")
+        )
     );
 
     let resources = client.list_all_resources().await.expect("resources/list");
@@ -124,6 +144,7 @@ async fn exercise(client: &RunningService<RoleClient, ()>) {
         Err(ServiceError::McpError(error)) => assert_eq!(error.code.0, -32001, "{error:?}"),
         other => panic!("an unknown tool must be a JSON-RPC error, got {other:?}"),
     }
+    Some(structured)
 }
 
 fn serve_command() -> tokio::process::Command {
@@ -134,12 +155,13 @@ fn serve_command() -> tokio::process::Command {
 
 #[test]
 fn rmcp_client_calls_our_server() {
-    let expected = expected_time_now_evidence();
+    expected_time_now_evidence(); // built outside the runtime (it runs the CLI)
     runtime().block_on(async {
         let session = async {
-            let transport = TokioChildProcess::new(serve_command()).expect("spawn evidence-wire serve");
+            let transport =
+                TokioChildProcess::new(serve_command()).expect("spawn evidence-wire serve");
             let client = ().serve(transport).await.expect("rmcp initialize handshake");
-            exercise(&client).await;
+            let first = exercise(&client).await;
             let again = client
                 .call_tool(
                     CallToolRequestParams::new("evidence_query").with_arguments(object(json!({
@@ -149,7 +171,7 @@ fn rmcp_client_calls_our_server() {
                 )
                 .await
                 .expect("second call");
-            assert_eq!(again.structured_content, Some(expected.clone()));
+            assert_eq!(again.structured_content, first, "same query, same answer");
             client.cancel().await.expect("close");
         };
         tokio::time::timeout(Duration::from_secs(120), session)
@@ -162,7 +184,8 @@ fn rmcp_client_calls_our_server() {
 fn rmcp_auto_lifecycle_falls_back_to_initialize() {
     runtime().block_on(async {
         let session = async {
-            let transport = TokioChildProcess::new(serve_command()).expect("spawn evidence-wire serve");
+            let transport =
+                TokioChildProcess::new(serve_command()).expect("spawn evidence-wire serve");
             let started = Instant::now();
             let lifecycle = ClientLifecycleMode::Auto {
                 preferred_versions: vec![ProtocolVersion::V_2026_07_28],
@@ -195,7 +218,12 @@ fn rmcp_provider() -> String {
             let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
             let mut command = Command::new(cargo);
             command
-                .args(["build", "--quiet", "--message-format=json", "--manifest-path"])
+                .args([
+                    "build",
+                    "--quiet",
+                    "--message-format=json",
+                    "--manifest-path",
+                ])
                 .arg(repo_root().join("Cargo.toml"))
                 .args(["-p", "evidence-wire-tests", "--example", "rmcp-provider"]);
             let output = run(&mut command, b"", Duration::from_secs(900));
@@ -209,7 +237,12 @@ fn rmcp_provider() -> String {
                 .stdout
                 .lines()
                 .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                .filter_map(|message| message.get("executable").and_then(Value::as_str).map(str::to_owned))
+                .filter_map(|message| {
+                    message
+                        .get("executable")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
                 .last()
                 .unwrap_or_else(|| panic!("cargo did not report the example executable"))
         })
@@ -230,12 +263,21 @@ fn our_client_calls_an_rmcp_server() {
     client.framing = Framing::NewlineDelimited;
     client.handshake = true;
     client.request_timeout_ms = 30_000;
-    let provider = ProcessProvider::spawn(ProcessConfig::new(vec![rmcp_provider()]).with_client(client))
-        .unwrap_or_else(|error| panic!("cannot start rmcp-provider: {error}"));
+    let provider =
+        ProcessProvider::spawn(ProcessConfig::new(vec![rmcp_provider()]).with_client(client))
+            .unwrap_or_else(|error| panic!("cannot start rmcp-provider: {error}"));
 
-    let object = ask(&provider, "echo", json!({"status": "approved", "count": 42})).expect("echo");
+    let object = ask(
+        &provider,
+        "echo",
+        json!({"status": "approved", "count": 42}),
+    )
+    .expect("echo");
     assert_eq!(object["evidence_hash"]["value"], HASH_OBJECT);
-    assert_eq!(object["value"]["value"], json!({"status": "approved", "count": 42}));
+    assert_eq!(
+        object["value"]["value"],
+        json!({"status": "approved", "count": 42})
+    );
 
     match ask(&provider, "bad_hash", json!("hello")) {
         Err(ProviderError::Query(QueryError::Verification(error))) => {

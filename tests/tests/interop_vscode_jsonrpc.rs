@@ -20,7 +20,7 @@ use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::frame::Framing;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, ProviderError};
 use interop_support::{
-    HASH_OF_TRIGGER_TIME, PEER_TIMEOUT, TRIGGER_TIME, cli_binary, expected_time_now_evidence,
+    HASH_OF_TRIGGER_TIME, PEER_TIMEOUT, TRIGGER_TIME, assert_time_now_evidence, cli_binary,
     peer_script, peers_node, run,
 };
 use serde_json::{Value, json};
@@ -43,25 +43,56 @@ fn vscode_jsonrpc_client_drives_our_server() {
     let dg = &report["decision_gate"];
     let times: Vec<Value> = dg["pipelined"]
         .as_array()
-        .map(|answers| answers.iter().map(|answer| answer["value"]["value"].clone()).collect())
+        .map(|answers| {
+            answers
+                .iter()
+                .map(|answer| answer["evidence"]["value"]["value"].clone())
+                .collect()
+        })
         .unwrap_or_default();
     assert_eq!(
         times,
-        vec![json!(TRIGGER_TIME), json!(1_710_000_000_001_i64), json!(1_700_000_000_000_i64)],
+        vec![
+            json!(TRIGGER_TIME),
+            json!(1_710_000_000_001_i64),
+            json!(1_700_000_000_000_i64)
+        ],
         "pipelined answers matched to their requests: {report:#}"
     );
-    assert_eq!(dg["pipelined"][0]["evidence_hash"]["value"], HASH_OF_TRIGGER_TIME);
-    assert_eq!(dg["unknown_tool"]["code"], -32001, "TOOL_NOT_FOUND: {report:#}");
-    assert_eq!(dg["unknown_method"]["code"], -32601, "method not found: {report:#}");
-    assert_eq!(dg["after_notification"]["result"], json!({}), "ping after a notification: {report:#}");
-    assert_eq!(dg["exit"], json!({"code": 0, "signal": null}), "clean exit at end of input");
-    assert_eq!(dg["unexpected"], json!([]), "nothing unasked-for on the stream: {report:#}");
+    assert_eq!(dg["pipelined"][0]["computed_hash"], HASH_OF_TRIGGER_TIME);
+    assert_time_now_evidence(
+        &dg["pipelined"][0]["evidence"],
+        "Decision Gate dialect json item",
+    );
+    assert_eq!(
+        dg["unknown_tool"]["code"], -32001,
+        "TOOL_NOT_FOUND: {report:#}"
+    );
+    assert_eq!(
+        dg["unknown_method"]["code"], -32601,
+        "method not found: {report:#}"
+    );
+    assert_eq!(
+        dg["after_notification"]["result"],
+        json!({}),
+        "ping after a notification: {report:#}"
+    );
+    assert_eq!(
+        dg["exit"],
+        json!({"code": 0, "signal": null}),
+        "clean exit at end of input"
+    );
+    assert_eq!(
+        dg["unexpected"],
+        json!([]),
+        "nothing unasked-for on the stream: {report:#}"
+    );
 
     let mcp = &report["mcp"];
     assert_eq!(mcp["initialize"]["protocolVersion"], "2025-06-18");
     assert_eq!(mcp["initialize"]["serverInfo"]["name"], "evidence-wire");
     assert_eq!(mcp["content_types"], json!(["text"]));
-    assert_eq!(mcp["evidence"], expected_time_now_evidence(), "{report:#}");
+    assert_time_now_evidence(&mcp["evidence"], "MCP dialect structuredContent");
     assert_eq!(mcp["exit"], json!({"code": 0, "signal": null}));
     assert_eq!(mcp["unexpected"], json!([]), "{report:#}");
 }
@@ -92,22 +123,38 @@ fn ask(provider: &ProcessProvider, check: &str, params: Value) -> Result<Value, 
 #[test]
 fn our_client_queries_a_vscode_jsonrpc_server() {
     let Some(node) = peers_node() else { return };
-    for (shape, handshake) in [("json", false), ("structured", true), ("text", true), ("json", true)] {
+    for (shape, handshake) in [
+        ("json", false),
+        ("structured", true),
+        ("text", true),
+        ("json", true),
+    ] {
         let case = format!("shape {shape}, handshake {handshake}");
         let provider = vscode_provider(&node, shape, handshake);
 
         let hello = ask(&provider, "echo", json!({"value": "hello"}))
             .unwrap_or_else(|error| panic!("{case}: {error}"));
-        assert_eq!(hello["value"], json!({"kind": "json", "value": "hello"}), "{case}");
+        assert_eq!(
+            hello["value"],
+            json!({"kind": "json", "value": "hello"}),
+            "{case}"
+        );
         assert_eq!(hello["evidence_hash"]["value"], HASH_HELLO_JSON, "{case}");
 
-        let object = ask(&provider, "echo", json!({"value": {"status": "approved", "count": 42}}))
-            .unwrap_or_else(|error| panic!("{case}: {error}"));
+        let object = ask(
+            &provider,
+            "echo",
+            json!({"value": {"status": "approved", "count": 42}}),
+        )
+        .unwrap_or_else(|error| panic!("{case}: {error}"));
         assert_eq!(object["evidence_hash"]["value"], HASH_OBJECT, "{case}");
 
         let bytes = ask(&provider, "echo_bytes", json!({"text": "hello"}))
             .unwrap_or_else(|error| panic!("{case}: {error}"));
-        assert_eq!(bytes["value"], json!({"kind": "bytes", "value": [104, 101, 108, 108, 111]}));
+        assert_eq!(
+            bytes["value"],
+            json!({"kind": "bytes", "value": [104, 101, 108, 108, 111]})
+        );
         assert_eq!(bytes["evidence_hash"]["value"], HASH_HELLO_BYTES, "{case}");
 
         match ask(&provider, "bad_hash", json!({"value": "hello"})) {
@@ -145,11 +192,20 @@ fn cli_queries_a_vscode_jsonrpc_server() {
     let mut command = Command::new(cli_binary());
     command
         .args(["query", "--provider-id", "vscode", "--check", "echo"])
-        .args(["--params", r#"{"value":"hello"}"#, "--handshake", "--framing", "content-length"])
+        .args([
+            "--params",
+            r#"{"value":"hello"}"#,
+            "--handshake",
+            "--framing",
+            "content-length",
+        ])
         .args(["--timeout-ms", "30000", "--command", &node])
         .arg(peer_script("vscode_server.mjs"));
     let output = run(&mut command, b"", Duration::from_secs(90));
     assert_eq!(output.code(), Some(0), "{output:?}");
     let result: Value = serde_json::from_str(&output.stdout).unwrap_or_default();
-    assert_eq!(result["evidence_hash"]["value"], HASH_HELLO_JSON, "{output:?}");
+    assert_eq!(
+        result["evidence_hash"]["value"], HASH_HELLO_JSON,
+        "{output:?}"
+    );
 }

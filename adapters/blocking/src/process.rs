@@ -321,9 +321,7 @@ impl Supervisor {
         loop {
             self.flush();
             let command = match self.next_wake() {
-                Some(at) => {
-                    commands.recv_timeout(at.saturating_duration_since(Instant::now()))
-                }
+                Some(at) => commands.recv_timeout(at.saturating_duration_since(Instant::now())),
                 None => commands.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
             match command {
@@ -450,7 +448,10 @@ impl Supervisor {
             self.failures,
         );
         self.failures = self.failures.saturating_add(1);
-        (self.config.log)(&format!("{reason}; restarting it in {} ms", delay.as_millis()));
+        (self.config.log)(&format!(
+            "{reason}; restarting it in {} ms",
+            delay.as_millis()
+        ));
         self.restart_at = Some(Instant::now() + delay);
     }
 
@@ -523,9 +524,7 @@ impl Supervisor {
 
 /// `initial * 2^failures`, at most `max`.
 fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
-    initial
-        .saturating_mul(1u32 << failures.min(16))
-        .min(max)
+    initial.saturating_mul(1u32 << failures.min(16)).min(max)
 }
 
 fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {

@@ -7,6 +7,8 @@
 //! flushes them, and returns. A handler that panics gets its query
 //! answered with an error (the panic message goes to stderr through the
 //! default hook). Input is read ahead by at most 16 chunks of 64 KiB.
+//! [`serve_with_log`] also writes one validation log record per message
+//! (`evidence_wire_log`); [`serve`] writes none.
 
 use std::io::{self, Read, Write};
 use std::panic::{self, AssertUnwindSafe};
@@ -16,6 +18,7 @@ use std::thread;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{Server, ServerEvent, Ticket, ToolFailure};
+use evidence_wire_log::ValidationLog;
 use serde_json::Value;
 
 /// Answers the queries of a provider. Called from worker threads.
@@ -58,7 +61,7 @@ enum Input {
     Bytes(Vec<u8>),
     End,
     Failed(io::Error),
-    Evidence(Ticket, EvidenceResult),
+    Evidence(Ticket, Box<EvidenceResult>),
     Tool(Ticket, Result<Value, ToolFailure>),
 }
 
@@ -84,17 +87,16 @@ fn run_job<H: Handler>(handler: &H, job: Job) -> Input {
                     "the provider's handler panicked while answering this query; see its log",
                 ))
             });
-            Input::Evidence(ticket, result)
+            Input::Evidence(ticket, Box::new(result))
         }
         Job::Tool(ticket, name, arguments) => {
-            let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                handler.tool_call(&name, arguments)
-            }))
-            .unwrap_or_else(|_| {
-                Err(ToolFailure::Failed(format!(
-                    "the handler of tool {name:?} panicked; see the provider's log"
-                )))
-            });
+            let result =
+                panic::catch_unwind(AssertUnwindSafe(|| handler.tool_call(&name, arguments)))
+                    .unwrap_or_else(|_| {
+                        Err(ToolFailure::Failed(format!(
+                            "the handler of tool {name:?} panicked; see the provider's log"
+                        )))
+                    });
             Input::Tool(ticket, result)
         }
     }
@@ -114,17 +116,55 @@ pub fn serve_stdio<H: Handler>(
 /// Serve `handler` on `input`/`output` until end of input, then flush
 /// every answer still in flight and return.
 pub fn serve<H, R, W>(
-    mut server: Server,
+    server: Server,
     handler: H,
     workers: usize,
-    mut input: R,
-    mut output: W,
+    input: R,
+    output: W,
 ) -> Result<(), ServeError>
 where
     H: Handler,
     R: Read + Send + 'static,
     W: Write,
 {
+    serve_with_log(
+        server,
+        handler,
+        workers,
+        input,
+        output,
+        &ValidationLog::disabled(),
+    )
+}
+
+/// [`serve_stdio`] writing one validation log record per message to `log`.
+pub fn serve_stdio_with_log<H: Handler>(
+    server: Server,
+    handler: H,
+    workers: usize,
+    log: &ValidationLog,
+) -> Result<(), ServeError> {
+    let stdin = io::stdin();
+    let stdout = io::stdout();
+    serve_with_log(server, handler, workers, stdin, stdout.lock(), log)
+}
+
+/// [`serve`] writing one validation log record per message to `log`
+/// (a failing log never stops the server; see `evidence_wire_log`).
+pub fn serve_with_log<H, R, W>(
+    mut server: Server,
+    handler: H,
+    workers: usize,
+    mut input: R,
+    mut output: W,
+    log: &ValidationLog,
+) -> Result<(), ServeError>
+where
+    H: Handler,
+    R: Read + Send + 'static,
+    W: Write,
+{
+    let mut log = log.stdio();
     let handler = Arc::new(handler);
     // Bounded: a peer that writes faster than answers are produced is
     // slowed down (the reader waits) instead of buffered without end.
@@ -204,7 +244,10 @@ where
                     handler.observe(&ServerEvent::Fatal(error.clone()));
                     failure.get_or_insert(ServeError::Fatal(error.to_string()));
                 }
-                other => handler.observe(&other),
+                other => {
+                    log.observe(&other, server.framing());
+                    handler.observe(&other);
+                }
             }
         }
         let mut wrote = false;
@@ -219,15 +262,21 @@ where
             break;
         }
         match events_rx.recv() {
-            Ok(Input::Bytes(bytes)) => server.handle_input(&bytes),
-            Ok(Input::End) => server.handle_end_of_input(),
+            Ok(Input::Bytes(bytes)) => {
+                log.bytes_received();
+                server.handle_input(&bytes);
+            }
+            Ok(Input::End) => {
+                log.bytes_received();
+                server.handle_end_of_input();
+            }
             Ok(Input::Failed(error)) => {
                 server.handle_end_of_input();
                 failure.get_or_insert(ServeError::Read(error));
             }
             Ok(Input::Evidence(ticket, result)) => {
                 // A cancelled or unknown ticket is dropped: nothing to send.
-                let _ = server.respond(ticket, result);
+                let _ = server.respond(ticket, *result);
             }
             Ok(Input::Tool(ticket, result)) => {
                 let _ = server.respond_tool(ticket, result);

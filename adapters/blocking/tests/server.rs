@@ -93,7 +93,10 @@ fn pipelined(framing: Framing) {
         Framing::ContentLength => b"Content-Length:",
         Framing::NewlineDelimited => b"{",
     };
-    assert!(output.starts_with(prefix), "output framing does not mirror the input");
+    assert!(
+        output.starts_with(prefix),
+        "output framing does not mirror the input"
+    );
     let mut got = answers(&output);
     // Query n waits (8 - n) * 20 ms: on 8 workers, the last comes first.
     assert_eq!(got.first().map(|(id, _)| *id), Some(8), "answers: {got:?}");

@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod docs_cmd;
+mod logging;
 mod provider;
 
 use std::io::{Read, Write};
@@ -28,6 +29,7 @@ use evidence_wire::evidence::{
 use evidence_wire::frame::Framing;
 use evidence_wire::server::{Server, ServerConfig};
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
 use crate::provider::{BundledProvider, BundledSettings};
@@ -51,7 +53,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve the bundled provider on stdio (framing detected from the first byte).
-    #[command(after_help = "Example:\n  evidence-wire serve --root ./evidence")]
+    #[command(
+        after_help = "Examples:\n  evidence-wire serve --root ./evidence\n  evidence-wire serve --http 127.0.0.1:8080"
+    )]
     Serve(ServeArgs),
     /// Query a provider and print the verified EvidenceResult.
     #[command(
@@ -106,6 +110,20 @@ struct ServeArgs {
     /// Worker threads answering queries.
     #[arg(long, default_value_t = 4)]
     workers: usize,
+    /// Serve HTTP on this address (POST /rpc and /mcp, GET /healthz and /readyz)
+    /// instead of stdio; default from [server] transport and bind.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Do not write the envelope validation log (default: [logging] enabled, on).
+    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log"])]
+    no_log: bool,
+    /// Directory of the validation log (default: [logging] dir, or
+    /// runs/mcp_server/envelope_validation under the working directory).
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// Fixed clock and sequential ids in the validation log (byte-identical runs).
+    #[arg(long)]
+    deterministic_log: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -144,8 +162,17 @@ struct QueryArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "command")]
     provider: Option<String>,
     /// Provider program and arguments, spawned without a shell (default: this binary's bundled provider).
-    #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true)]
+    #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true, conflicts_with = "url")]
     command: Vec<String>,
+    /// URL of an HTTP provider (POST, JSON-RPC).
+    #[arg(long, conflicts_with = "provider")]
+    url: Option<String>,
+    /// Allow a plain http:// --url.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    /// Bearer token sent to an HTTP provider.
+    #[arg(long, env = "EVIDENCE_WIRE_BEARER_TOKEN", hide_env_values = true)]
+    bearer_token: Option<String>,
     /// The provider id put in the query (default: the provider's name, or the bundled provider's id).
     #[arg(long)]
     provider_id: Option<String>,
@@ -310,10 +337,90 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     let settings = bundled_settings(config, &args);
     let mut server_config = server_config(config);
     let docs = docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
+    let http = args.http.or(match config.server.transport {
+        evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
+        evidence_wire::config::ServerTransport::Stdio => None,
+    });
+    logging::init_diagnostics();
+    let log = logging::open_validation_log(&args, config);
+    if let Some(address) = http {
+        return serve_http(
+            args.workers,
+            address,
+            config,
+            server_config,
+            docs,
+            settings,
+            log,
+        );
+    }
     let mut server = Server::new(server_config);
     docs.install(&mut server);
-    evidence_wire_blocking::serve_stdio(server, BundledProvider::new(settings), args.workers)
+    let provider = BundledProvider::new(settings);
+    evidence_wire_blocking::serve_stdio_with_log(server, provider, args.workers, &log)
         .map_err(|error| Failure::evidence(error.to_string()))?;
+    Ok(0)
+}
+
+/// `serve --http`: the bundled provider on hyper until Ctrl-C / SIGTERM.
+fn serve_http(
+    workers: usize,
+    address: std::net::SocketAddr,
+    config: &Config,
+    server_config: ServerConfig,
+    docs: evidence_wire::docs::DocsSurface,
+    settings: BundledSettings,
+    log: evidence_wire_blocking::log::ValidationLog,
+) -> Result<u8, Failure> {
+    use evidence_wire::config::ServerAuthMode;
+    config
+        .server
+        .check_exposure(address)
+        .map_err(|error| Failure::usage(error.to_string()))?;
+    let mut http_config = HttpServerConfig::default()
+        .with_max_body_bytes(config.server.limits.max_body_bytes)
+        .with_max_concurrent_requests(config.server.limits.max_in_flight)
+        .with_validation_log(log)
+        .with_prepare(std::sync::Arc::new(move |server: &mut Server| {
+            docs.install(server)
+        }));
+    if config.server.auth.mode == ServerAuthMode::BearerToken {
+        match config.server.auth.bearer_tokens.as_slice() {
+            [token] => http_config = http_config.with_bearer_token(token.clone()),
+            tokens => {
+                return Err(Failure::usage(format!(
+                    "server.auth.bearer_tokens: the HTTP server takes exactly one token, found {}",
+                    tokens.len()
+                )));
+            }
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.clamp(1, 64))
+        .enable_all()
+        .build()
+        .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
+    runtime.block_on(async move {
+        let listener = evidence_wire_tokio::bind_http(address, &http_config)
+            .await
+            .map_err(|error| Failure::usage(format!("cannot serve on {address}: {error}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|error| Failure::usage(error.to_string()))?;
+        eprintln!("evidence-wire: serving HTTP on http://{local} (POST /rpc, POST /mcp)");
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        evidence_wire_tokio::serve_http(
+            listener,
+            server_config,
+            BundledProvider::new(settings),
+            http_config,
+            shutdown,
+        )
+        .await
+        .map_err(|error| Failure::evidence(error.to_string()))
+    })?;
     Ok(0)
 }
 
@@ -324,9 +431,22 @@ fn now_millis() -> i64 {
         .unwrap_or(0)
 }
 
+/// How to reach a provider.
+enum Endpoint {
+    /// A child process on stdio.
+    Command(Vec<String>),
+    /// An HTTP provider.
+    Url {
+        url: String,
+        allow_insecure_http: bool,
+        bearer_token: Option<String>,
+        connect_timeout_ms: u64,
+    },
+}
+
 /// Where a query goes and what is known of the provider beforehand.
 struct Target {
-    command: Vec<String>,
+    endpoint: Endpoint,
     framing: Framing,
     provider_id: String,
     contract: Option<ProviderContract>,
@@ -365,17 +485,25 @@ fn target(
                 "--provider {name} is a Decision Gate built-in, answered inside Decision Gate; query the bundled provider (no --provider) for the equivalent checks"
             )));
         }
-        let Some(command) = provider.command.clone() else {
-            return Err(Failure::usage(format!(
-                "--provider {name} is an HTTP provider ({}); HTTP providers are queried by the tokio adapter's HTTP client, which this command does not yet use",
-                provider.url.as_deref().unwrap_or("no url")
-            )));
+        let endpoint = match (&provider.command, &provider.url) {
+            (Some(command), _) => Endpoint::Command(command.clone()),
+            (None, Some(url)) => Endpoint::Url {
+                url: url.clone(),
+                allow_insecure_http: provider.allow_insecure_http,
+                bearer_token: provider.auth.as_ref().map(|auth| auth.bearer_token.clone()),
+                connect_timeout_ms: provider.timeouts.connect_timeout_ms,
+            },
+            (None, None) => {
+                return Err(Failure::usage(format!(
+                    "--provider {name} has neither command nor url"
+                )));
+            }
         };
         let trust = provider
             .trust_policy()
             .map_err(|error| Failure::usage(error.to_string()))?;
         return Ok(Target {
-            command,
+            endpoint,
             framing: framing_of(args.framing),
             provider_id: args
                 .provider_id
@@ -388,9 +516,27 @@ fn target(
                 .unwrap_or(provider.timeouts.request_timeout_ms),
         });
     }
+    if let Some(url) = &args.url {
+        return Ok(Target {
+            endpoint: Endpoint::Url {
+                url: url.clone(),
+                allow_insecure_http: args.allow_insecure_http,
+                bearer_token: args.bearer_token.clone(),
+                connect_timeout_ms: 2000,
+            },
+            framing: Framing::ContentLength,
+            provider_id: args
+                .provider_id
+                .clone()
+                .unwrap_or_else(|| "evidence-wire".to_owned()),
+            contract: None,
+            trust: TrustPolicy::Audit,
+            timeout_ms: args.timeout_ms.unwrap_or(10_000),
+        });
+    }
     if !args.command.is_empty() {
         return Ok(Target {
-            command: args.command.clone(),
+            endpoint: Endpoint::Command(args.command.clone()),
             framing: framing_of(args.framing),
             provider_id: args
                 .provider_id
@@ -410,6 +556,8 @@ fn target(
         command.push(path.to_string_lossy().into_owned());
     }
     command.push("serve".to_owned());
+    // A one-shot query is not a served run: no validation log in the caller's directory.
+    command.push("--no-log".to_owned());
     if let Some(root) = &args.root {
         command.push("--root".to_owned());
         command.push(root.to_string_lossy().into_owned());
@@ -421,7 +569,7 @@ fn target(
     let provider_id = settings.provider_id.clone();
     let contract = BundledProvider::new(settings).contract();
     Ok(Target {
-        command,
+        endpoint: Endpoint::Command(command),
         framing: Framing::ContentLength,
         provider_id,
         contract: Some(contract),
@@ -475,17 +623,46 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
     client.request_timeout_ms = target.timeout_ms;
     client.profile = args.profile.into();
     client.trust = target.trust;
-    let provider = ProcessProvider::spawn(ProcessConfig::new(target.command).with_client(client))
-        .map_err(|error| Failure::usage(error.to_string()))?;
-    let outcome = provider.query(query, context);
+    let outcome = match target.endpoint {
+        Endpoint::Command(command) => {
+            let provider = ProcessProvider::spawn(ProcessConfig::new(command).with_client(client))
+                .map_err(|error| Failure::usage(error.to_string()))?;
+            provider
+                .query(query, context)
+                .map_err(|error| (error.to_string(), error.to_evidence_result()))
+        }
+        Endpoint::Url {
+            url,
+            allow_insecure_http,
+            bearer_token,
+            connect_timeout_ms,
+        } => {
+            let mut config = HttpProviderConfig::new(url)
+                .with_insecure_http(allow_insecure_http)
+                .with_client(client)
+                .with_connect_timeout(std::time::Duration::from_millis(connect_timeout_ms));
+            if let Some(token) = bearer_token {
+                config = config.with_bearer_token(token);
+            }
+            let provider =
+                HttpProvider::new(config).map_err(|error| Failure::usage(error.to_string()))?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
+            runtime
+                .block_on(provider.query(&query, &context))
+                .map_err(|error| (error.to_string(), error.to_evidence_result()))
+        }
+    };
     let (result, code) = match outcome {
         Ok(verified) => {
             let code = u8::from(verified.result().error.is_some());
             (verified.into_result(), code)
         }
-        Err(error) => {
-            eprintln!("evidence-wire: {error}");
-            (error.to_evidence_result(), 1)
+        Err((message, result)) => {
+            eprintln!("evidence-wire: {message}");
+            (result, 1)
         }
     };
     print_json(&result)?;

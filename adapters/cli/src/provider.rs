@@ -519,6 +519,28 @@ impl Handler for BundledProvider {
     }
 }
 
+/// Over HTTP (tokio) each query runs on the blocking pool: the checks read
+/// files and make blocking HTTP requests.
+impl evidence_wire_tokio::Handler for BundledProvider {
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> impl std::future::Future<Output = EvidenceResult> + Send {
+        let provider = self.clone();
+        async move {
+            tokio::task::spawn_blocking(move || provider.answer(&query, &context))
+                .await
+                .unwrap_or_else(|error| {
+                    EvidenceResult::with_error(EvidenceError::new(
+                        "internal_error",
+                        format!("the check did not finish: {error}"),
+                    ))
+                })
+        }
+    }
+}
+
 /// The check ids this provider answers.
 pub const CHECKS: [&str; 8] = [
     "time_now",

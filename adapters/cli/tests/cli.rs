@@ -839,3 +839,77 @@ fn serve_exits_cleanly_on_end_of_input() {
         .expect("utf-8");
     assert_eq!(answer, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
 }
+
+/// Kills the child when dropped, so a failing test leaves no server behind.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn serve_http_answers_query_url() {
+    let dir = TempDir::new();
+    let child = Command::new(BIN)
+        .args(["serve", "--http", "127.0.0.1:0"])
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .current_dir(&dir.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve --http");
+    let mut child = KillOnDrop(child);
+    let mut stderr = BufReader::new(child.0.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr
+        .read_line(&mut line)
+        .expect("the server announces its address");
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let url = format!("http://{address}/rpc");
+
+    let output = run(
+        &[
+            "query",
+            "--url",
+            &url,
+            "--allow-insecure-http",
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+        ],
+        None,
+    );
+    assert_evidence(&output, &json!(1_710_000_000_000_i64));
+
+    // Plain http:// is refused without the flag, before anything is sent.
+    let output = run(&["query", "--url", &url, "--check", "time_now"], None);
+    assert_ne!(code(&output), 0);
+    assert!(
+        stderr_text(&output).contains("allow_insecure_http"),
+        "{}",
+        stderr_text(&output)
+    );
+
+    // A non-loopback bind without authentication is refused at start-up.
+    let output = run(&["serve", "--http", "0.0.0.0:0"], None);
+    assert_eq!(code(&output), 2, "{}", stderr_text(&output));
+    assert!(
+        stderr_text(&output).contains("auth"),
+        "{}",
+        stderr_text(&output)
+    );
+}
+
+fn stderr_text(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}

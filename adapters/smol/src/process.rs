@@ -352,14 +352,16 @@ impl Supervisor {
             .map_err(|source| self.spawn_error(source))?;
         self.generation = self.generation.wrapping_add(1);
         let generation = self.generation;
-        let mut pumps = Vec::with_capacity(3);
+        let mut pumps = Vec::with_capacity(2);
         if let Some(stdout) = child.stdout.take() {
             let events = self.events_tx.clone();
             pumps.push(self.executor.spawn(stdout_pump(stdout, generation, events)));
         }
         if let Some(stderr) = child.stderr.take() {
+            // Detached: it outlives a stop of the child, so the last lines a
+            // dying child wrote still reach the log; it ends at end of file.
             let log = Arc::clone(&self.config.log);
-            pumps.push(self.executor.spawn(stderr_pump(stderr, log)));
+            self.executor.spawn(stderr_pump(stderr, log)).detach();
         }
         let (stdin_tx, stdin_rx) = async_channel::unbounded();
         if let Some(stdin) = child.stdin.take() {
@@ -553,7 +555,10 @@ impl Supervisor {
             self.failures,
         );
         self.failures = self.failures.saturating_add(1);
-        self.log(&format!("{reason}; restarting it in {} ms", delay.as_millis()));
+        self.log(&format!(
+            "{reason}; restarting it in {} ms",
+            delay.as_millis()
+        ));
         self.restart_at = Some(Instant::now() + delay);
     }
 
@@ -596,7 +601,9 @@ impl Supervisor {
                         Err(_) => {}
                     }
                     if let Some(waiting) = self.waiting.remove(&id) {
-                        let _ = waiting.reply.try_send(outcome.map_err(ProviderError::Query));
+                        let _ = waiting
+                            .reply
+                            .try_send(outcome.map_err(ProviderError::Query));
                     }
                 }
                 ClientEvent::Skipped(skipped) => {
@@ -626,9 +633,7 @@ impl Supervisor {
 
 /// `initial * 2^failures`, at most `max`.
 fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
-    initial
-        .saturating_mul(1u32 << failures.min(16))
-        .min(max)
+    initial.saturating_mul(1u32 << failures.min(16)).min(max)
 }
 
 async fn stdout_pump(mut stdout: ChildStdout, generation: u64, events: Sender<Event>) {

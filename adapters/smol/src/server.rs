@@ -74,7 +74,7 @@ pub enum ServeError {
 }
 
 enum Answer {
-    Evidence(Ticket, EvidenceResult),
+    Evidence(Ticket, Box<EvidenceResult>),
     Tool(Ticket, Result<Value, ToolFailure>),
 }
 
@@ -167,7 +167,7 @@ where
             }
             Step::Answer(Some(Answer::Evidence(ticket, result))) => {
                 // A cancelled ticket is refused: nothing is sent, by design.
-                let _ = server.respond(ticket, result);
+                let _ = server.respond(ticket, *result);
             }
             Step::Answer(Some(Answer::Tool(ticket, result))) => {
                 let _ = server.respond_tool(ticket, result);
@@ -197,7 +197,7 @@ async fn evidence_task<H: Handler>(
                 "the provider's handler panicked while answering this query; see its log",
             ))
         });
-    Answer::Evidence(ticket, result)
+    Answer::Evidence(ticket, Box::new(result))
 }
 
 async fn tool_task<H: Handler>(

@@ -23,7 +23,11 @@ struct Echo {
 }
 
 impl Handler for Echo {
-    async fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
+    async fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> EvidenceResult {
         let n = query
             .params
             .as_ref()
@@ -109,7 +113,10 @@ async fn pipelined_answers_come_concurrently(framing: Framing) {
         Framing::ContentLength => b"Content-Length:",
         Framing::NewlineDelimited => b"{",
     };
-    assert!(output.starts_with(prefix), "output framing does not mirror the input");
+    assert!(
+        output.starts_with(prefix),
+        "output framing does not mirror the input"
+    );
     let mut got = answers(&output);
     // Query n waits (8 - n) * 20 ms: run concurrently, the last comes first.
     assert_eq!(got.first().map(|(id, _)| *id), Some(8), "answers: {got:?}");

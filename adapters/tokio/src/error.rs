@@ -63,7 +63,9 @@ pub enum ProviderError {
         detail: String,
     },
     /// The HTTP answer is larger than the configured cap.
-    #[error("provider answer is larger than the limit of {limit} bytes; raise max_response_bytes if such answers are legitimate")]
+    #[error(
+        "provider answer is larger than the limit of {limit} bytes; raise max_response_bytes if such answers are legitimate"
+    )]
     ResponseTooLarge {
         /// The cap.
         limit: usize,
@@ -100,7 +102,9 @@ impl ProviderError {
                 EvidenceError::new(self.code(), self.to_string())
                     .with_details(json!({ "status": status })),
             ),
-            other => EvidenceResult::with_error(EvidenceError::new(other.code(), other.to_string())),
+            other => {
+                EvidenceResult::with_error(EvidenceError::new(other.code(), other.to_string()))
+            }
         }
     }
 }

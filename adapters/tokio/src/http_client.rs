@@ -159,7 +159,11 @@ impl HttpProvider {
                     "https:// needs TLS, and this build of evidence-wire-tokio has no TLS stack; put a TLS-terminating proxy on this host and use http://127.0.0.1:<port> with allow_insecure_http = true",
                 ));
             }
-            _ => return Err(refuse("the URL must start with https:// (or http:// with allow_insecure_http)")),
+            _ => {
+                return Err(refuse(
+                    "the URL must start with https:// (or http:// with allow_insecure_http)",
+                ));
+            }
         }
         let Some(authority) = uri.authority() else {
             return Err(refuse("the URL names no host"));
@@ -255,7 +259,11 @@ impl HttpProvider {
         }
     }
 
-    async fn post(&self, body: Vec<u8>, correlation: Option<&str>) -> Result<Vec<u8>, ProviderError> {
+    async fn post(
+        &self,
+        body: Vec<u8>,
+        correlation: Option<&str>,
+    ) -> Result<Vec<u8>, ProviderError> {
         let address = self.address();
         let connect = TcpStream::connect((self.target.host.as_str(), self.target.port));
         let stream = match tokio::time::timeout(self.config.connect_timeout, connect).await {
@@ -291,7 +299,10 @@ impl HttpProvider {
         *request.uri_mut() = self.target.path.clone();
         let headers = request.headers_mut();
         headers.insert(header::HOST, self.target.authority.clone());
-        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(CONTENT_TYPE_JSON));
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static(CONTENT_TYPE_JSON),
+        );
         headers.insert(header::ACCEPT, HeaderValue::from_static(CONTENT_TYPE_JSON));
         headers.insert(
             header::USER_AGENT,
@@ -398,7 +409,10 @@ fn take_answer(client: &mut Client, id: RequestId) -> Result<VerifiedEvidence, P
     let mut skipped = Vec::new();
     while let Some(event) = client.poll_event() {
         match event {
-            ClientEvent::Answer { id: answered, outcome } if answered == id => {
+            ClientEvent::Answer {
+                id: answered,
+                outcome,
+            } if answered == id => {
                 return outcome.map_err(ProviderError::Query);
             }
             ClientEvent::Skipped(reason) => skipped.push(format!("{reason:?}")),

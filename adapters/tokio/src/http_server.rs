@@ -30,6 +30,7 @@ use evidence_wire::http::{
     self, Admission, BindRefused, BodyLimit, Exchange, HttpPolicy, HttpReply, RequestHead,
 };
 use evidence_wire::server::{Server, ServerConfig};
+use evidence_wire_log::{HttpCall, ValidationLog};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{HeaderName, HeaderValue};
@@ -68,6 +69,9 @@ pub struct HttpServerConfig {
     pub shutdown_grace: Duration,
     /// Per-request server setup (tools, resources).
     pub prepare: Option<PrepareServer>,
+    /// Where each JSON-RPC request's validation outcomes are recorded
+    /// (default: disabled).
+    pub validation_log: ValidationLog,
 }
 
 impl Default for HttpServerConfig {
@@ -81,6 +85,7 @@ impl Default for HttpServerConfig {
             body_read_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             prepare: None,
+            validation_log: ValidationLog::disabled(),
         }
     }
 }
@@ -110,6 +115,12 @@ impl HttpServerConfig {
         self
     }
 
+    /// The same settings recording validation outcomes to `log`.
+    pub fn with_validation_log(mut self, log: ValidationLog) -> Self {
+        self.validation_log = log;
+        self
+    }
+
     /// The same settings with a per-request server setup.
     pub fn with_prepare(mut self, prepare: PrepareServer) -> Self {
         self.prepare = Some(prepare);
@@ -122,7 +133,10 @@ impl std::fmt::Debug for HttpServerConfig {
         f.debug_struct("HttpServerConfig")
             .field("authenticated", &self.policy.bearer_token.is_some())
             .field("allowed_origins", &self.policy.allowed_origins)
-            .field("allow_loopback_origins", &self.policy.allow_loopback_origins)
+            .field(
+                "allow_loopback_origins",
+                &self.policy.allow_loopback_origins,
+            )
             .field("max_body_bytes", &self.policy.max_body_bytes)
             .field("bind_address", &self.bind_address)
             .field("max_concurrent_requests", &self.max_concurrent_requests)
@@ -221,10 +235,8 @@ where
     }
     let _ = stop.send(true);
     let grace = shared.config.shutdown_grace;
-    let drained = tokio::time::timeout(grace, async {
-        while open.join_next().await.is_some() {}
-    })
-    .await;
+    let drained =
+        tokio::time::timeout(grace, async { while open.join_next().await.is_some() {} }).await;
     if drained.is_err() {
         open.shutdown().await;
     }
@@ -238,7 +250,9 @@ fn is_transient(error: &io::Error) -> bool {
             | io::ErrorKind::ConnectionReset
             | io::ErrorKind::Interrupted
             | io::ErrorKind::WouldBlock
-    ) || error.raw_os_error().is_some_and(|code| code == 23 || code == 24)
+    ) || error
+        .raw_os_error()
+        .is_some_and(|code| code == 23 || code == 24)
 }
 
 async fn serve_connection<H: Handler>(
@@ -250,7 +264,17 @@ async fn serve_connection<H: Handler>(
     let header_read_timeout = shared.config.header_read_timeout;
     let service = service_fn(move |request| {
         let shared = Arc::clone(&shared);
-        async move { Ok::<_, Infallible>(to_response(answer(&shared, request).await)) }
+        async move {
+            // Only JSON-RPC routes are validation-logged (not probes).
+            let route = http::route(request.method().as_str(), request.uri().path());
+            let mut call = matches!(route, http::Route::Call(_))
+                .then(|| shared.config.validation_log.http_call(request.uri().path()));
+            let reply = answer(&shared, request, call.as_mut()).await;
+            if let Some(call) = call {
+                call.finish(&reply);
+            }
+            Ok::<_, Infallible>(to_response(reply))
+        }
     });
     let mut builder = http1::Builder::new();
     builder
@@ -271,7 +295,11 @@ async fn serve_connection<H: Handler>(
     }
 }
 
-async fn answer<H: Handler>(shared: &Shared<H>, request: Request<Incoming>) -> HttpReply {
+async fn answer<H: Handler>(
+    shared: &Shared<H>,
+    request: Request<Incoming>,
+    mut call: Option<&mut HttpCall>,
+) -> HttpReply {
     let plan = {
         let headers = request.headers();
         let header = |name: &str| headers.get(name).map(HeaderValue::as_bytes);
@@ -314,6 +342,9 @@ async fn answer<H: Handler>(shared: &Shared<H>, request: Request<Incoming>) -> H
     let mut tasks = Tasks::new(Arc::clone(&shared.handler));
     loop {
         while let Some(event) = exchange.poll_event() {
+            if let Some(call) = &mut call {
+                call.observe(&event);
+            }
             tasks.offer(event);
         }
         if exchange.is_finished() {
@@ -324,7 +355,7 @@ async fn answer<H: Handler>(shared: &Shared<H>, request: Request<Incoming>) -> H
         };
         // A cancelled ticket is refused: nothing to send for it.
         let _ = match completion {
-            Completion::Evidence(result) => exchange.respond(ticket, result),
+            Completion::Evidence(result) => exchange.respond(ticket, *result),
             Completion::Tool(result) => exchange.respond_tool(ticket, result),
         };
     }

@@ -117,7 +117,7 @@ struct Request {
 /// and kills the child.
 #[derive(Clone, Debug)]
 pub struct ProcessProvider {
-    requests: mpsc::UnboundedSender<Request>,
+    requests: mpsc::UnboundedSender<Box<Request>>,
 }
 
 impl ProcessProvider {
@@ -125,12 +125,13 @@ impl ProcessProvider {
     /// tokio runtime; fails when there is none or when the child cannot be
     /// started the first time.
     pub fn spawn(config: ProcessConfig) -> Result<Self, ProviderError> {
-        let runtime = tokio::runtime::Handle::try_current().map_err(|error| ProviderError::Spawn {
-            command: config.command.clone(),
-            source: io::Error::other(format!(
-                "ProcessProvider::spawn must run inside a tokio runtime: {error}"
-            )),
-        })?;
+        let runtime =
+            tokio::runtime::Handle::try_current().map_err(|error| ProviderError::Spawn {
+                command: config.command.clone(),
+                source: io::Error::other(format!(
+                    "ProcessProvider::spawn must run inside a tokio runtime: {error}"
+                )),
+            })?;
         let (requests, receiver) = mpsc::unbounded_channel();
         let mut supervisor = Supervisor::new(config, receiver);
         let _enter = runtime.enter();
@@ -150,11 +151,11 @@ impl ProcessProvider {
     ) -> Result<VerifiedEvidence, ProviderError> {
         let (reply, answer) = oneshot::channel();
         self.requests
-            .send(Request {
+            .send(Box::new(Request {
                 query: query.clone(),
                 context: context.clone(),
                 reply,
-            })
+            }))
             .map_err(|_| ProviderError::ShutDown)?;
         answer.await.unwrap_or(Err(ProviderError::ShutDown))
     }
@@ -169,7 +170,7 @@ struct Running {
 struct Supervisor {
     config: ProcessConfig,
     client: Client,
-    requests: mpsc::UnboundedReceiver<Request>,
+    requests: mpsc::UnboundedReceiver<Box<Request>>,
     running: Option<Running>,
     waiting: HashMap<RequestId, Reply>,
     deferred: Vec<Request>,
@@ -181,14 +182,14 @@ struct Supervisor {
 }
 
 enum Wake {
-    Request(Option<Request>),
+    Request(Option<Box<Request>>),
     Read(io::Result<usize>),
     Written(io::Result<usize>),
     Timer,
 }
 
 impl Supervisor {
-    fn new(config: ProcessConfig, requests: mpsc::UnboundedReceiver<Request>) -> Self {
+    fn new(config: ProcessConfig, requests: mpsc::UnboundedReceiver<Box<Request>>) -> Self {
         Supervisor {
             client: Client::new(config.client.clone()),
             config,
@@ -273,7 +274,7 @@ impl Supervisor {
                 Wake::Request(Some(request)) => {
                     // While the child is down (backoff), queries wait here
                     // and go to the fresh child.
-                    self.deferred.push(request);
+                    self.deferred.push(*request);
                     if self.running.is_none() && self.restart_at.is_none() {
                         self.restart_now().await;
                     }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{Server, ServerEvent, ToolFailure};
+use evidence_wire_log::ValidationLog;
 use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -88,16 +89,50 @@ pub async fn serve_stdio<H: Handler>(server: Server, handler: H) -> Result<(), S
 /// Serve `handler` on `input`/`output` until end of input, then write and
 /// flush every answer still in flight and return.
 pub async fn serve<H, R, W>(
-    mut server: Server,
+    server: Server,
     handler: H,
-    mut input: R,
-    mut output: W,
+    input: R,
+    output: W,
 ) -> Result<(), ServeError>
 where
     H: Handler,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    serve_with_log(server, handler, input, output, &ValidationLog::disabled()).await
+}
+
+/// [`serve_stdio`] writing one validation log record per message to `log`.
+pub async fn serve_stdio_with_log<H: Handler>(
+    server: Server,
+    handler: H,
+    log: &ValidationLog,
+) -> Result<(), ServeError> {
+    serve_with_log(
+        server,
+        handler,
+        tokio::io::stdin(),
+        tokio::io::stdout(),
+        log,
+    )
+    .await
+}
+
+/// [`serve`] writing one validation log record per message to `log` (a
+/// failing log never stops the server; see `evidence_wire_log`).
+pub async fn serve_with_log<H, R, W>(
+    mut server: Server,
+    handler: H,
+    mut input: R,
+    mut output: W,
+    log: &ValidationLog,
+) -> Result<(), ServeError>
+where
+    H: Handler,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut log = log.stdio();
     let mut tasks = Tasks::new(Arc::new(handler));
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut pending = Vec::new();
@@ -109,6 +144,7 @@ where
             if let ServerEvent::Fatal(error) = &event {
                 failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
             }
+            log.observe(&event, server.framing());
             tasks.offer(event);
         }
         while let Some(bytes) = server.poll_transmit() {
@@ -148,12 +184,13 @@ where
                 if let Some((ticket, completion)) = finished {
                     // A cancelled or unknown ticket is refused: nothing to send.
                     let _ = match completion {
-                        Completion::Evidence(result) => server.respond(ticket, result),
+                        Completion::Evidence(result) => server.respond(ticket, *result),
                         Completion::Tool(result) => server.respond_tool(ticket, result),
                     };
                 }
             }
             read = input.read(&mut buffer), if can_read => {
+                log.bytes_received();
                 match read {
                     Ok(0) => server.handle_end_of_input(),
                     Ok(count) => server.handle_input(buffer.get(..count).unwrap_or_default()),

@@ -20,13 +20,8 @@ use crate::stdio::Handler;
 /// What a finished handler call produced.
 pub(crate) enum Completion {
     /// The answer to an evidence query.
-    Evidence(EvidenceResult),
+    Evidence(Box<EvidenceResult>),
     /// The answer to a tool call.
-    Tool(Result<Value, ToolFailure>),
-}
-
-enum Done {
-    Evidence(EvidenceResult),
     Tool(Result<Value, ToolFailure>),
 }
 
@@ -38,7 +33,7 @@ struct Running {
 /// The handler calls in flight for one connection or request.
 pub(crate) struct Tasks<H> {
     handler: Arc<H>,
-    set: JoinSet<Done>,
+    set: JoinSet<Completion>,
     by_task: HashMap<Id, Running>,
     by_ticket: HashMap<Ticket, AbortHandle>,
 }
@@ -69,7 +64,7 @@ impl<H: Handler> Tasks<H> {
             } => {
                 let handler = Arc::clone(&self.handler);
                 let abort = self.set.spawn(async move {
-                    Done::Evidence(handler.evidence_query(query, context).await)
+                    Completion::Evidence(Box::new(handler.evidence_query(query, context).await))
                 });
                 self.track(ticket, false, abort);
             }
@@ -79,9 +74,9 @@ impl<H: Handler> Tasks<H> {
                 arguments,
             } => {
                 let handler = Arc::clone(&self.handler);
-                let abort = self
-                    .set
-                    .spawn(async move { Done::Tool(handler.tool_call(&name, arguments).await) });
+                let abort = self.set.spawn(async move {
+                    Completion::Tool(handler.tool_call(&name, arguments).await)
+                });
                 self.track(ticket, true, abort);
             }
             ServerEvent::Cancelled { ticket, reason } => {
@@ -114,8 +109,7 @@ impl<H: Handler> Tasks<H> {
             };
             self.by_ticket.remove(&running.ticket);
             let completion = match outcome {
-                Ok(Done::Evidence(result)) => Completion::Evidence(result),
-                Ok(Done::Tool(result)) => Completion::Tool(result),
+                Ok(completion) => completion,
                 Err(error) => {
                     // A cancelled call is answered too: the core drops the
                     // answer of a cancelled ticket (and forgets the ticket).
@@ -127,9 +121,8 @@ impl<H: Handler> Tasks<H> {
                     if running.tool {
                         Completion::Tool(Err(ToolFailure::Failed(reason.to_owned())))
                     } else {
-                        Completion::Evidence(EvidenceResult::with_error(EvidenceError::new(
-                            "internal_error",
-                            reason,
+                        Completion::Evidence(Box::new(EvidenceResult::with_error(
+                            EvidenceError::new("internal_error", reason),
                         )))
                     }
                 }

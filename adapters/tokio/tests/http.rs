@@ -83,7 +83,10 @@ impl Reply {
 
     fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap_or_else(|error| {
-            panic!("JSON body expected ({error}): {:?}", String::from_utf8_lossy(&self.body))
+            panic!(
+                "JSON body expected ({error}): {:?}",
+                String::from_utf8_lossy(&self.body)
+            )
         })
     }
 }
@@ -99,7 +102,9 @@ async fn raw(address: SocketAddr, request: &[u8]) -> Reply {
         let _ = stream.read_to_end(&mut bytes).await;
         bytes
     };
-    let bytes = tokio::time::timeout(LIMIT, exchange).await.expect("reply in time");
+    let bytes = tokio::time::timeout(LIMIT, exchange)
+        .await
+        .expect("reply in time");
     let split = bytes
         .windows(4)
         .position(|window| window == b"\r\n\r\n")
@@ -139,7 +144,12 @@ fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> V
 fn post(path: &str, headers: &[(&str, &str)], message: &Value) -> Vec<u8> {
     let mut all = vec![("Content-Type", "application/json")];
     all.extend_from_slice(headers);
-    request("POST", path, &all, &serde_json::to_vec(message).expect("json"))
+    request(
+        "POST",
+        path,
+        &all,
+        &serde_json::to_vec(message).expect("json"),
+    )
 }
 
 fn insecure_provider(url: String) -> HttpProviderConfig {
@@ -174,12 +184,16 @@ async fn rpc_answers_are_the_stdio_bytes() {
 async fn provider_client_round_trip_verifies_evidence() {
     let server = start(HttpServerConfig::default()).await;
     let provider = HttpProvider::new(insecure_provider(server.url("/rpc"))).expect("provider");
-    let result = ask(&provider, "echo", json!({"k": 1})).await.expect("verified");
+    let result = ask(&provider, "echo", json!({"k": 1}))
+        .await
+        .expect("verified");
     assert_eq!(result["value"]["value"]["params"], json!({"k": 1}));
     assert_eq!(result["evidence_hash"]["algorithm"], "sha256");
     // The MCP endpoint answers in the MCP dialect; the client reads it too.
     let mcp = HttpProvider::new(insecure_provider(server.url("/mcp"))).expect("provider");
-    let result = ask(&mcp, "echo", json!("m")).await.expect("verified over /mcp");
+    let result = ask(&mcp, "echo", json!("m"))
+        .await
+        .expect("verified over /mcp");
     assert_eq!(result["value"]["value"]["params"], "m");
     server.stop().await.expect("clean stop");
 }
@@ -190,18 +204,34 @@ async fn authentication_required_and_refused() {
     let message = call(1, "echo", json!(1));
     let missing = raw(server.address, &post("/rpc", &[], &message)).await;
     assert_eq!(missing.status, 401);
-    assert!(missing.header("www-authenticate").is_some_and(|value| value.starts_with("Bearer")));
+    assert!(
+        missing
+            .header("www-authenticate")
+            .is_some_and(|value| value.starts_with("Bearer"))
+    );
     assert_eq!(missing.json()["error"]["code"], -32004);
     let wrong = raw(
         server.address,
-        &post("/rpc", &[("Authorization", "Bearer s3cret-tokeN")], &message),
+        &post(
+            "/rpc",
+            &[("Authorization", "Bearer s3cret-tokeN")],
+            &message,
+        ),
     )
     .await;
     assert_eq!(wrong.status, 401);
-    assert!(wrong.header("www-authenticate").is_some_and(|value| value.contains("invalid_token")));
+    assert!(
+        wrong
+            .header("www-authenticate")
+            .is_some_and(|value| value.contains("invalid_token"))
+    );
     let right = raw(
         server.address,
-        &post("/rpc", &[("Authorization", "Bearer s3cret-token")], &message),
+        &post(
+            "/rpc",
+            &[("Authorization", "Bearer s3cret-token")],
+            &message,
+        ),
     )
     .await;
     assert_eq!(right.status, 200);
@@ -214,11 +244,12 @@ async fn authentication_required_and_refused() {
     };
     assert_eq!(*status, 401);
     assert!(detail.contains("Unauthenticated"), "{detail}");
-    let with = HttpProvider::new(
-        insecure_provider(server.url("/rpc")).with_bearer_token("s3cret-token"),
-    )
-    .expect("provider");
-    ask(&with, "echo", json!(1)).await.expect("authenticated query");
+    let with =
+        HttpProvider::new(insecure_provider(server.url("/rpc")).with_bearer_token("s3cret-token"))
+            .expect("provider");
+    ask(&with, "echo", json!(1))
+        .await
+        .expect("authenticated query");
     // Probes need no token.
     let health = raw(server.address, &request("GET", "/healthz", &[], b"")).await;
     assert_eq!(health.status, 200);
@@ -250,7 +281,15 @@ async fn oversize_bodies_get_the_canonical_json_error() {
     assert_eq!(counted.status, 413);
     assert_eq!(counted.json()["error"]["code"], -32070);
     // Within the limit: served.
-    let small = raw(server.address, &post("/rpc", &[], &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))).await;
+    let small = raw(
+        server.address,
+        &post(
+            "/rpc",
+            &[],
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
+        ),
+    )
+    .await;
     assert_eq!(small.status, 200);
     server.stop().await.expect("clean stop");
 }
@@ -260,7 +299,11 @@ async fn notifications_get_202_with_an_empty_body() {
     let server = start(HttpServerConfig::default()).await;
     let reply = raw(
         server.address,
-        &post("/mcp", &[], &json!({"jsonrpc": "2.0", "method": "notifications/initialized"})),
+        &post(
+            "/mcp",
+            &[],
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        ),
     )
     .await;
     assert_eq!(reply.status, 202);
@@ -274,7 +317,11 @@ async fn event_stream_accept_gets_one_sse_event() {
     let server = start(HttpServerConfig::default()).await;
     let reply = raw(
         server.address,
-        &post("/rpc", &[("Accept", "text/event-stream")], &call(5, "echo", json!("sse"))),
+        &post(
+            "/rpc",
+            &[("Accept", "text/event-stream")],
+            &call(5, "echo", json!("sse")),
+        ),
     )
     .await;
     assert_eq!(reply.status, 200);
@@ -282,13 +329,20 @@ async fn event_stream_accept_gets_one_sse_event() {
     let text = String::from_utf8(reply.body).expect("utf-8");
     assert!(text.starts_with("event: message\ndata: {"), "{text}");
     assert!(text.ends_with("}\n\n"), "{text}");
-    let data = text.lines().find_map(|line| line.strip_prefix("data: ")).expect("data line");
+    let data = text
+        .lines()
+        .find_map(|line| line.strip_prefix("data: "))
+        .expect("data line");
     let answer: Value = serde_json::from_str(data).expect("JSON data");
     assert_eq!(answer["id"], 5);
     // MCP clients list both types: they get plain JSON.
     let both = raw(
         server.address,
-        &post("/mcp", &[("Accept", "application/json, text/event-stream")], &call(6, "echo", json!(1))),
+        &post(
+            "/mcp",
+            &[("Accept", "application/json, text/event-stream")],
+            &call(6, "echo", json!(1)),
+        ),
     )
     .await;
     assert_eq!(both.header("content-type"), Some("application/json"));
@@ -302,11 +356,19 @@ async fn foreign_origins_are_refused() {
         .with_allowed_origins(vec!["https://gate.example.com".to_owned()]);
     let server = start(config).await;
     let message = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
-    let evil = raw(server.address, &post("/mcp", &[("Origin", "https://evil.example")], &message)).await;
+    let evil = raw(
+        server.address,
+        &post("/mcp", &[("Origin", "https://evil.example")], &message),
+    )
+    .await;
     assert_eq!(evil.status, 403);
     assert_eq!(evil.json()["error"]["code"], -32003);
     for origin in ["https://gate.example.com", "http://localhost:3000"] {
-        let allowed = raw(server.address, &post("/mcp", &[("Origin", origin)], &message)).await;
+        let allowed = raw(
+            server.address,
+            &post("/mcp", &[("Origin", origin)], &message),
+        )
+        .await;
         assert_eq!(allowed.status, 200, "{origin}");
     }
     server.stop().await.expect("clean stop");
@@ -321,7 +383,14 @@ async fn mcp_endpoint_headers_and_methods() {
     });
     let reply = raw(
         server.address,
-        &post("/mcp", &[("Mcp-Session-Id", "abc-123"), ("Accept", "application/json, text/event-stream")], &initialize),
+        &post(
+            "/mcp",
+            &[
+                ("Mcp-Session-Id", "abc-123"),
+                ("Accept", "application/json, text/event-stream"),
+            ],
+            &initialize,
+        ),
     )
     .await;
     assert_eq!(reply.status, 200);
@@ -330,7 +399,11 @@ async fn mcp_endpoint_headers_and_methods() {
     // After initialize, MCP clients send MCP-Protocol-Version; /rpc then speaks MCP too.
     let listed = raw(
         server.address,
-        &post("/rpc", &[("MCP-Protocol-Version", "2025-06-18")], &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})),
+        &post(
+            "/rpc",
+            &[("MCP-Protocol-Version", "2025-06-18")],
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        ),
     )
     .await;
     assert!(listed.json()["result"]["tools"][0]["inputSchema"].is_object());
@@ -339,7 +412,10 @@ async fn mcp_endpoint_headers_and_methods() {
         &post("/mcp", &[], &json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "nope", "arguments": {}}})),
     )
     .await;
-    assert_eq!(unknown_tool.status, 200, "JSON-RPC errors to MCP requests ride on 200");
+    assert_eq!(
+        unknown_tool.status, 200,
+        "JSON-RPC errors to MCP requests ride on 200"
+    );
     assert_eq!(unknown_tool.json()["error"]["code"], -32001);
     let on_rpc = raw(
         server.address,
@@ -360,7 +436,11 @@ async fn concurrency_limit_answers_overloaded() {
     let server = start(HttpServerConfig::default().with_max_concurrent_requests(1)).await;
     let address = server.address;
     let slow = tokio::spawn(async move {
-        raw(address, &post("/rpc", &[], &call(1, "slow", json!({"ms": 800})))).await
+        raw(
+            address,
+            &post("/rpc", &[], &call(1, "slow", json!({"ms": 800}))),
+        )
+        .await
     });
     tokio::time::sleep(Duration::from_millis(200)).await;
     let refused = raw(address, &post("/rpc", &[], &call(2, "echo", json!(2)))).await;
@@ -379,7 +459,11 @@ async fn graceful_shutdown_finishes_requests_in_progress() {
     let server = start(HttpServerConfig::default()).await;
     let address = server.address;
     let slow = tokio::spawn(async move {
-        raw(address, &post("/rpc", &[], &call(1, "slow", json!({"ms": 500})))).await
+        raw(
+            address,
+            &post("/rpc", &[], &call(1, "slow", json!({"ms": 500}))),
+        )
+        .await
     });
     tokio::time::sleep(Duration::from_millis(150)).await;
     server.stop().await.expect("clean stop");
@@ -397,7 +481,9 @@ async fn graceful_shutdown_finishes_requests_in_progress() {
 #[tokio::test]
 async fn non_loopback_bind_needs_authentication() {
     let everywhere = SocketAddr::from(([0, 0, 0, 0], 0));
-    let error = bind_http(everywhere, &HttpServerConfig::default()).await.unwrap_err();
+    let error = bind_http(everywhere, &HttpServerConfig::default())
+        .await
+        .unwrap_err();
     assert!(matches!(error, HttpServeError::Bind(_)), "{error:?}");
     assert!(error.to_string().contains("bearer token"));
 }
@@ -411,7 +497,8 @@ fn plain_http_is_refused_without_the_flag_and_https_without_tls() {
     assert!(tls.to_string().contains("no TLS"), "{tls}");
     let scheme = HttpProvider::new(HttpProviderConfig::new("ftp://host/rpc")).unwrap_err();
     assert!(matches!(scheme, ProviderError::Url { .. }));
-    HttpProvider::new(insecure_provider("http://127.0.0.1:9/rpc".to_owned())).expect("allowed with the flag");
+    HttpProvider::new(insecure_provider("http://127.0.0.1:9/rpc".to_owned()))
+        .expect("allowed with the flag");
 }
 
 /// A one-shot raw HTTP server: records each request head and answers every
@@ -433,7 +520,9 @@ async fn canned(response: &'static [u8]) -> (SocketAddr, Arc<Mutex<Vec<String>>>
                         Ok(count) => bytes.extend_from_slice(&buffer[..count]),
                     }
                 }
-                seen.lock().expect("lock").push(String::from_utf8_lossy(&bytes).into_owned());
+                seen.lock()
+                    .expect("lock")
+                    .push(String::from_utf8_lossy(&bytes).into_owned());
                 if !response.is_empty() {
                     let _ = stream.write_all(response).await;
                     let _ = stream.shutdown().await;
@@ -460,15 +549,24 @@ async fn redirects_are_not_followed() {
     let provider =
         HttpProvider::new(insecure_provider(format!("http://{redirector}/rpc"))).expect("provider");
     let error = ask(&provider, "echo", json!(1)).await.unwrap_err();
-    let ProviderError::HttpStatus { status, location, .. } = &error else {
+    let ProviderError::HttpStatus {
+        status, location, ..
+    } = &error
+    else {
         panic!("302 → status error, got {error:?}");
     };
     assert_eq!(*status, 302);
-    assert_eq!(location.as_deref(), Some(format!("http://{target}/rpc").as_str()));
+    assert_eq!(
+        location.as_deref(),
+        Some(format!("http://{target}/rpc").as_str())
+    );
     assert!(error.to_string().contains("not followed"));
     assert_eq!(heads.lock().expect("lock").len(), 1);
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(target_heads.lock().expect("lock").is_empty(), "the redirect target was never called");
+    assert!(
+        target_heads.lock().expect("lock").is_empty(),
+        "the redirect target was never called"
+    );
 }
 
 #[tokio::test]
@@ -504,9 +602,13 @@ async fn wrong_hash_is_rejected_over_http() {
         b"HTTP/1.1 200 OK\r\nContent-Length: 164\r\nConnection: close\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{\"content\":[{\"type\":\"json\",\"json\":{\"value\":{\"kind\":\"json\",\"value\":\"hello\"},\"evidence_hash\":{\"algorithm\":\"sha256\",\"value\":\"00\"}}}]}}",
     )
     .await;
-    let provider = HttpProvider::new(insecure_provider(format!("http://{address}/rpc"))).expect("provider");
+    let provider =
+        HttpProvider::new(insecure_provider(format!("http://{address}/rpc"))).expect("provider");
     let error = ask(&provider, "echo", Value::Null).await.unwrap_err();
-    assert!(matches!(error, ProviderError::Query(QueryError::Verification(_))), "{error:?}");
+    assert!(
+        matches!(error, ProviderError::Query(QueryError::Verification(_))),
+        "{error:?}"
+    );
 }
 
 #[tokio::test]
@@ -514,20 +616,22 @@ async fn request_timeout_and_connect_failure() {
     let (silent, _) = canned(b"").await;
     let mut client = ClientConfig::default();
     client.request_timeout_ms = 300;
-    let provider = HttpProvider::new(
-        insecure_provider(format!("http://{silent}/rpc")).with_client(client),
-    )
-    .expect("provider");
+    let provider =
+        HttpProvider::new(insecure_provider(format!("http://{silent}/rpc")).with_client(client))
+            .expect("provider");
     let started = Instant::now();
     let error = ask(&provider, "echo", Value::Null).await.unwrap_err();
-    assert!(matches!(error, ProviderError::Query(QueryError::Timeout(300))), "{error:?}");
+    assert!(
+        matches!(error, ProviderError::Query(QueryError::Timeout(300))),
+        "{error:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(3));
     // A port nobody listens on.
     let closed = TcpListener::bind(("127.0.0.1", 0)).await.expect("bind");
     let port = closed.local_addr().expect("address").port();
     drop(closed);
-    let provider =
-        HttpProvider::new(insecure_provider(format!("http://127.0.0.1:{port}/rpc"))).expect("provider");
+    let provider = HttpProvider::new(insecure_provider(format!("http://127.0.0.1:{port}/rpc")))
+        .expect("provider");
     let error = ask(&provider, "echo", Value::Null).await.unwrap_err();
     assert!(matches!(error, ProviderError::Connect { .. }), "{error:?}");
 }
@@ -538,7 +642,11 @@ async fn response_size_is_capped() {
         b"HTTP/1.1 200 OK\r\nContent-Length: 5000000\r\nConnection: close\r\n\r\n{\"jsonrpc\":",
     )
     .await;
-    let provider = HttpProvider::new(insecure_provider(format!("http://{address}/rpc"))).expect("provider");
+    let provider =
+        HttpProvider::new(insecure_provider(format!("http://{address}/rpc"))).expect("provider");
     let error = ask(&provider, "echo", Value::Null).await.unwrap_err();
-    assert!(matches!(error, ProviderError::ResponseTooLarge { limit: 1_048_576 }), "{error:?}");
+    assert!(
+        matches!(error, ProviderError::ResponseTooLarge { limit: 1_048_576 }),
+        "{error:?}"
+    );
 }

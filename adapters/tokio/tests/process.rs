@@ -44,7 +44,11 @@ fn start(framing: Framing, handshake: bool, timeout_ms: u64) -> Fixture {
     }
 }
 
-async fn ask(provider: &ProcessProvider, check: &str, params: Value) -> Result<Value, ProviderError> {
+async fn ask(
+    provider: &ProcessProvider,
+    check: &str,
+    params: Value,
+) -> Result<Value, ProviderError> {
     let answer = tokio::time::timeout(
         Duration::from_secs(20),
         provider.query(&query(check, params), &context()),
@@ -55,14 +59,19 @@ async fn ask(provider: &ProcessProvider, check: &str, params: Value) -> Result<V
 }
 
 async fn assert_echo_works(provider: &ProcessProvider, marker: &str) {
-    let result = ask(provider, "echo", json!(marker)).await.expect("echo answered");
+    let result = ask(provider, "echo", json!(marker))
+        .await
+        .expect("echo answered");
     assert_eq!(result["value"]["value"]["params"], marker);
     assert_eq!(result["evidence_hash"]["algorithm"], "sha256");
 }
 
 #[tokio::test]
 async fn answers_in_both_framings() {
-    for (framing, handshake) in [(Framing::ContentLength, false), (Framing::NewlineDelimited, true)] {
+    for (framing, handshake) in [
+        (Framing::ContentLength, false),
+        (Framing::NewlineDelimited, true),
+    ] {
         let fixture = start(framing, handshake, 10_000);
         assert_echo_works(&fixture.provider, "framing").await;
     }
@@ -84,20 +93,30 @@ async fn pipelined_queries_run_concurrently() {
     while let Some(joined) = queries.join_next().await {
         let (index, result) = joined.expect("task");
         let result = result.expect("answered");
-        assert_eq!(result["value"]["value"]["slept_ms"], 300 + index, "answers matched by id");
+        assert_eq!(
+            result["value"]["value"]["slept_ms"],
+            300 + index,
+            "answers matched by id"
+        );
         answered.push(index);
     }
     answered.sort_unstable();
     assert_eq!(answered, (0..8).collect::<Vec<_>>());
     // Eight 300 ms queries one after another would take 2.4 s.
-    assert!(started.elapsed() < Duration::from_millis(2000), "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed() < Duration::from_millis(2000),
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
 async fn a_crash_fails_the_query_and_the_next_one_succeeds() {
     let fixture = start(Framing::ContentLength, false, 10_000);
     assert_echo_works(&fixture.provider, "before").await;
-    let error = ask(&fixture.provider, "crash", Value::Null).await.unwrap_err();
+    let error = ask(&fixture.provider, "crash", Value::Null)
+        .await
+        .unwrap_err();
     assert!(
         matches!(error, ProviderError::Query(QueryError::ConnectionLost(_))),
         "crash → connection lost, got {error:?}"
@@ -116,9 +135,15 @@ async fn a_crash_fails_every_query_in_flight_exactly_once() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let crash = ask(&fixture.provider, "crash", Value::Null).await;
     let slow = slow.await.expect("task");
-    assert!(matches!(crash, Err(ProviderError::Query(QueryError::ConnectionLost(_)))));
+    assert!(matches!(
+        crash,
+        Err(ProviderError::Query(QueryError::ConnectionLost(_)))
+    ));
     assert!(
-        matches!(slow, Err(ProviderError::Query(QueryError::ConnectionLost(_)))),
+        matches!(
+            slow,
+            Err(ProviderError::Query(QueryError::ConnectionLost(_)))
+        ),
         "the other query in flight fails too: {slow:?}"
     );
     assert_echo_works(&fixture.provider, "after").await;
@@ -128,7 +153,9 @@ async fn a_crash_fails_every_query_in_flight_exactly_once() {
 async fn a_hang_times_out_and_the_next_query_succeeds() {
     let fixture = start(Framing::ContentLength, false, 400);
     let started = Instant::now();
-    let error = ask(&fixture.provider, "hang", Value::Null).await.unwrap_err();
+    let error = ask(&fixture.provider, "hang", Value::Null)
+        .await
+        .unwrap_err();
     assert!(
         matches!(error, ProviderError::Query(QueryError::Timeout(400))),
         "hang → timeout, got {error:?}"
@@ -137,39 +164,54 @@ async fn a_hang_times_out_and_the_next_query_succeeds() {
     assert!(started.elapsed() < Duration::from_secs(5));
     assert_echo_works(&fixture.provider, "after").await;
     let log = fixture.log.lock().expect("log").join("\n");
-    assert!(log.contains("did not answer in time"), "restart logged: {log}");
+    assert!(
+        log.contains("did not answer in time"),
+        "restart logged: {log}"
+    );
 }
 
 #[tokio::test]
 async fn garbage_desynchronizes_and_the_next_query_succeeds() {
     let fixture = start(Framing::ContentLength, false, 5_000);
     let started = Instant::now();
-    let error = ask(&fixture.provider, "garbage", Value::Null).await.unwrap_err();
+    let error = ask(&fixture.provider, "garbage", Value::Null)
+        .await
+        .unwrap_err();
     let ProviderError::Query(QueryError::ConnectionLost(reason)) = &error else {
         panic!("garbage → connection lost, got {error:?}");
     };
     assert!(reason.contains("desynchronized"), "{reason}");
-    assert!(started.elapsed() < Duration::from_secs(4), "failed at once, not by timeout");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "failed at once, not by timeout"
+    );
     assert_echo_works(&fixture.provider, "after").await;
 }
 
 #[tokio::test]
 async fn a_wrong_id_is_never_taken_as_the_answer() {
     let fixture = start(Framing::ContentLength, false, 500);
-    let error = ask(&fixture.provider, "wrong_id", Value::Null).await.unwrap_err();
+    let error = ask(&fixture.provider, "wrong_id", Value::Null)
+        .await
+        .unwrap_err();
     assert!(
         matches!(error, ProviderError::Query(QueryError::Timeout(500))),
         "wrong id → no answer → timeout, got {error:?}"
     );
     let log = fixture.log.lock().expect("log").join("\n");
-    assert!(log.contains("987654321"), "the stray answer is logged: {log}");
+    assert!(
+        log.contains("987654321"),
+        "the stray answer is logged: {log}"
+    );
     assert_echo_works(&fixture.provider, "after").await;
 }
 
 #[tokio::test]
 async fn stderr_goes_to_the_log_sink() {
     let fixture = start(Framing::ContentLength, false, 10_000);
-    let result = ask(&fixture.provider, "stderr", Value::Null).await.expect("answered");
+    let result = ask(&fixture.provider, "stderr", Value::Null)
+        .await
+        .expect("answered");
     assert_eq!(result["value"]["value"], "logged");
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -182,7 +224,10 @@ async fn stderr_goes_to_the_log_sink() {
         if found {
             break;
         }
-        assert!(Instant::now() < deadline, "stderr line never reached the log");
+        assert!(
+            Instant::now() < deadline,
+            "stderr line never reached the log"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -190,7 +235,9 @@ async fn stderr_goes_to_the_log_sink() {
 #[tokio::test]
 async fn a_panicking_provider_handler_answers_an_error_result() {
     let fixture = start(Framing::NewlineDelimited, true, 10_000);
-    let result = ask(&fixture.provider, "panic", Value::Null).await.expect("answered");
+    let result = ask(&fixture.provider, "panic", Value::Null)
+        .await
+        .expect("answered");
     assert_eq!(result["error"]["code"], "internal_error");
     assert_echo_works(&fixture.provider, "after").await;
 }
@@ -202,7 +249,11 @@ async fn a_missing_program_is_a_spawn_error() {
     ]))
     .unwrap_err();
     assert!(matches!(error, ProviderError::Spawn { .. }), "{error:?}");
-    assert!(error.to_string().contains("/nonexistent/evidence-wire-provider"));
+    assert!(
+        error
+            .to_string()
+            .contains("/nonexistent/evidence-wire-provider")
+    );
     let empty = ProcessProvider::spawn(ProcessConfig::new(Vec::new())).unwrap_err();
     assert!(empty.to_string().contains("empty command"));
 }
@@ -235,8 +286,9 @@ async fn the_bundled_cli_provider_answers() {
     for framing in [Framing::ContentLength, Framing::NewlineDelimited] {
         let mut client = ClientConfig::default();
         client.framing = framing;
-        let config = ProcessConfig::new(vec![cli.to_string_lossy().into_owned(), "serve".to_owned()])
-            .with_client(client);
+        let config =
+            ProcessConfig::new(vec![cli.to_string_lossy().into_owned(), "serve".to_owned()])
+                .with_client(client);
         let provider = ProcessProvider::spawn(config).expect("spawn the CLI");
         let answer = tokio::time::timeout(
             Duration::from_secs(20),

@@ -48,8 +48,13 @@ async fn exchange_with(
         writer
     };
     let mut output = Vec::new();
-    let read = tokio::time::timeout(Duration::from_secs(10), client_read.read_to_end(&mut output));
-    read.await.expect("server closed its output in time").expect("read");
+    let read = tokio::time::timeout(
+        Duration::from_secs(10),
+        client_read.read_to_end(&mut output),
+    );
+    read.await
+        .expect("server closed its output in time")
+        .expect("read");
     let _keep_open = writer.await.expect("writer");
     let outcome = tokio::time::timeout(Duration::from_secs(5), serving)
         .await
@@ -59,7 +64,10 @@ async fn exchange_with(
 }
 
 fn ids(answers: &[Value]) -> Vec<i64> {
-    answers.iter().filter_map(|answer| answer["id"].as_i64()).collect()
+    answers
+        .iter()
+        .filter_map(|answer| answer["id"].as_i64())
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -74,7 +82,10 @@ async fn content_length_pipelined_queries_answer_concurrently() {
     let answers = frames(&output);
     // Answered as they finish, not in request order: they ran concurrently.
     assert_eq!(ids(&answers), vec![3, 2, 1]);
-    assert_eq!(dg_result(&answers[0])["value"]["value"]["params"], json!({"n": 3}));
+    assert_eq!(
+        dg_result(&answers[0])["value"]["value"]["params"],
+        json!({"n": 3})
+    );
     assert_eq!(dg_result(&answers[2])["value"]["value"]["slept_ms"], 600);
 }
 
@@ -85,8 +96,12 @@ async fn newline_delimited_mcp_session() {
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}
     })));
-    input.extend(ndjson(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"})));
-    input.extend(ndjson(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})));
+    input.extend(ndjson(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    ));
+    input.extend(ndjson(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+    ));
     input.extend(ndjson(&call(2, "echo", json!("x"))));
     let (output, outcome) = exchange(input).await;
     outcome.expect("clean end");
@@ -160,7 +175,11 @@ async fn fatal_framing_error_still_answers_what_is_in_flight() {
         "a broken stream is reported: {outcome:?}"
     );
     let answers = frames(&output);
-    assert_eq!(ids(&answers), vec![1], "the query in flight is answered; nothing after the break is read");
+    assert_eq!(
+        ids(&answers),
+        vec![1],
+        "the query in flight is answered; nothing after the break is read"
+    );
 }
 
 #[tokio::test]

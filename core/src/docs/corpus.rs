@@ -59,6 +59,13 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         body: include_str!("../../../spec/framing.md"),
     },
     Embedded {
+        id: "envelope",
+        title: "JSON-RPC envelopes",
+        role: DocRole::Ontology,
+        description: "The one envelope validation pipeline: the mcp, jsonrpc and strict policies, ids, params, batches, duplicate keys and nesting limits.",
+        body: include_str!("../../../spec/envelope.md"),
+    },
+    Embedded {
         id: "errors",
         title: "Canonical errors",
         role: DocRole::Ontology,
@@ -85,5 +92,19 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         role: DocRole::Pattern,
         description: "Steps to write, configure and test an evidence provider on the evidence-wire core, and common mistakes.",
         body: include_str!("../../../spec/guides/provider-quickstart.md"),
+    },
+    Embedded {
+        id: "configuration",
+        title: "Configuration",
+        role: DocRole::Ontology,
+        description: "The evidence-wire.toml file: every section and key, defaults, ranges, validation rules, and what its JSON Schema checks.",
+        body: include_str!("../../../spec/configuration.md"),
+    },
+    Embedded {
+        id: "logging",
+        title: "Validation logs",
+        role: DocRole::Ontology,
+        description: "Envelope validation logs: where the JSON Lines files go, every record field, .latest, transport parity and deterministic mode.",
+        body: include_str!("../../../spec/logging.md"),
     },
 ];

@@ -90,7 +90,10 @@ impl Budget {
         let Some(state) = &self.state else {
             return true;
         };
-        let _guard = self.lock.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let _guard = self
+            .lock
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         let used: u64 = fs::read_to_string(state)
             .ok()
             .and_then(|text| text.trim().parse().ok())
@@ -247,9 +250,7 @@ fn main() {
     };
     let handler = Misbehaving { budget, delay };
     let server = Server::new(ServerConfig::default());
-    if let Err(error) =
-        evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output)
-    {
+    if let Err(error) = evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output) {
         eprintln!("misbehave: {error}");
         std::process::exit(1);
     }

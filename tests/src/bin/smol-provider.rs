@@ -29,7 +29,11 @@ struct Echo {
 }
 
 impl Handler for Echo {
-    async fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
+    async fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> EvidenceResult {
         let n = query
             .params
             .as_ref()

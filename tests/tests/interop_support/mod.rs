@@ -104,7 +104,12 @@ pub fn cli_binary() -> String {
         let manifest = repo_root().join("Cargo.toml");
         let mut command = Command::new(cargo);
         command
-            .args(["build", "--quiet", "--message-format=json", "--manifest-path"])
+            .args([
+                "build",
+                "--quiet",
+                "--message-format=json",
+                "--manifest-path",
+            ])
             .arg(manifest)
             .args(["-p", "evidence-wire-cli", "--bin", "evidence-wire"]);
         let output = run(&mut command, b"", Duration::from_secs(900));
@@ -178,7 +183,11 @@ impl Output {
             self.stdout,
             self.stderr
         );
-        let line = self.stdout.lines().rev().find(|line| !line.trim().is_empty());
+        let line = self
+            .stdout
+            .lines()
+            .rev()
+            .find(|line| !line.trim().is_empty());
         line.and_then(|line| serde_json::from_str(line).ok())
             .unwrap_or_else(|| {
                 panic!(
@@ -223,8 +232,12 @@ pub fn run(command: &mut Command, stdin: &[u8], timeout: Duration) -> Output {
     };
     let _ = writer.join();
     // A grandchild may still hold a pipe open: wait for the rest a little, not forever.
-    let stdout_bytes = stdout.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
-    let stderr_bytes = stderr.recv_timeout(Duration::from_secs(10)).unwrap_or_default();
+    let stdout_bytes = stdout
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_default();
+    let stderr_bytes = stderr
+        .recv_timeout(Duration::from_secs(10))
+        .unwrap_or_default();
     let mut stderr = String::from_utf8_lossy(&stderr_bytes).into_owned();
     if status.is_none() {
         stderr.push_str(&format!("\n[killed after the {timeout:?} timeout]"));
@@ -292,6 +305,41 @@ pub fn expected_time_now_evidence() -> Value {
         .clone()
 }
 
+/// Check an EvidenceResult a peer received for the `time_now` query at
+/// [`TRIGGER_TIME`]: the value, a hash (when the server sent one) equal to
+/// the wire-facts hash, and every field equal to what our own client gets
+/// ([`expected_time_now_evidence`]; our client computes the hash when the
+/// provider sends none, and that computed hash must be the wire-facts one).
+pub fn assert_time_now_evidence(actual: &Value, what: &str) {
+    assert_eq!(
+        actual["value"],
+        serde_json::json!({"kind": "json", "value": TRIGGER_TIME}),
+        "{what}: value"
+    );
+    let digest = serde_json::json!({"algorithm": "sha256", "value": HASH_OF_TRIGGER_TIME});
+    assert!(
+        actual["evidence_hash"].is_null() || actual["evidence_hash"] == digest,
+        "{what}: evidence_hash {} is not the wire-facts hash",
+        actual["evidence_hash"]
+    );
+    let mut expected = expected_time_now_evidence();
+    assert_eq!(
+        expected["evidence_hash"], digest,
+        "our client's verified hash"
+    );
+    let mut actual = actual.clone();
+    if actual["evidence_hash"].is_null() {
+        if let (Some(expected), Some(actual)) = (expected.as_object_mut(), actual.as_object_mut()) {
+            expected.remove("evidence_hash");
+            actual.remove("evidence_hash");
+        }
+    }
+    assert_eq!(
+        actual, expected,
+        "{what}: differs from our client's EvidenceResult"
+    );
+}
+
 /// Check the report of `mcp_python_client.py` / `mcp_ts_client.mjs` (the
 /// same sequence through an official MCP SDK) against independent
 /// expectations: wire-facts hashes, our own client's view of the same
@@ -300,40 +348,55 @@ pub fn check_mcp_sdk_report(report: &Value) {
     use evidence_wire::docs::{DocsLimits, DocsRegistry, SEARCH_TOOL_NAME};
     let context = |what: &str| format!("{what}\nreport: {report:#}");
 
-    assert_eq!(report["server_name"], "evidence-wire", "{}", context("serverInfo.name"));
+    assert_eq!(
+        report["server_name"],
+        "evidence-wire",
+        "{}",
+        context("serverInfo.name")
+    );
     let tools: Vec<&str> = report["tools"]
         .as_array()
-        .map(|tools| tools.iter().filter_map(|tool| tool["name"].as_str()).collect())
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|tool| tool["name"].as_str())
+                .collect()
+        })
         .unwrap_or_default();
-    assert!(tools.contains(&"evidence_query"), "{}", context("tools/list"));
-    assert!(tools.contains(&SEARCH_TOOL_NAME), "{}", context("tools/list lacks docs search"));
+    assert!(
+        tools.contains(&"evidence_query"),
+        "{}",
+        context("tools/list")
+    );
+    assert!(
+        tools.contains(&SEARCH_TOOL_NAME),
+        "{}",
+        context("tools/list lacks docs search")
+    );
 
     // tools/call evidence_query: parsed by the SDK, structuredContent equal
-    // to the EvidenceResult, and to what our own client sees.
+    // to the text item and to what our own client sees.
     let evidence = &report["evidence"]["structured_content"];
+    assert_time_now_evidence(evidence, &context("structuredContent"));
     assert_eq!(
-        evidence["value"],
-        serde_json::json!({"kind": "json", "value": TRIGGER_TIME}),
+        report["computed_hash"],
+        HASH_OF_TRIGGER_TIME,
         "{}",
-        context("evidence value")
+        context("the SDK side's own hash of the value")
     );
     assert_eq!(
-        evidence["evidence_hash"],
-        serde_json::json!({"algorithm": "sha256", "value": HASH_OF_TRIGGER_TIME}),
-        "{}",
-        context("evidence hash")
+        report["evidence"]["content_types"],
+        serde_json::json!(["text"])
     );
-    assert_eq!(report["evidence"]["content_types"], serde_json::json!(["text"]));
     let text: Value = report["evidence"]["text"]
         .as_str()
         .and_then(|text| serde_json::from_str(text).ok())
         .unwrap_or_else(|| panic!("{}", context("the text item is not JSON")));
-    assert_eq!(&text, evidence, "{}", context("text item vs structuredContent"));
     assert_eq!(
+        &text,
         evidence,
-        &expected_time_now_evidence(),
         "{}",
-        context("structuredContent vs our client's EvidenceResult")
+        context("text item vs structuredContent")
     );
 
     // Docs search: exactly what the embedded registry answers.
@@ -343,13 +406,27 @@ pub fn check_mcp_sdk_report(report: &Value) {
         .call_search(&serde_json::json!({"query": "evidence hash", "max_sections": 2}))
         .unwrap_or_else(|error| panic!("docs search: {error:?}"));
     let search = &report["docs_search"]["structured_content"];
-    assert_eq!(search, &expected_search, "{}", context("docs search result"));
+    assert_eq!(
+        search,
+        &expected_search,
+        "{}",
+        context("docs search result")
+    );
     let sections = search["sections"].as_array().map_or(0, Vec::len);
-    assert!((1..=2).contains(&sections), "{}", context("docs search sections"));
+    assert!(
+        (1..=2).contains(&sections),
+        "{}",
+        context("docs search sections")
+    );
 
     // Resources: the registry's documents, read back byte for byte.
     let resources = report["resources"].as_array().cloned().unwrap_or_default();
-    assert_eq!(resources.len(), registry.docs().len(), "{}", context("resources/list"));
+    assert_eq!(
+        resources.len(),
+        registry.docs().len(),
+        "{}",
+        context("resources/list")
+    );
     for resource in &resources {
         let uri = resource["uri"].as_str().unwrap_or_default();
         assert!(uri.starts_with("decision-gate://docs/"), "{}", context(uri));
@@ -362,10 +439,20 @@ pub fn check_mcp_sdk_report(report: &Value) {
         .find(|doc| Some(doc.uri()) == read["uri"].as_str())
         .unwrap_or_else(|| panic!("{}", context("resources/read returned an unknown uri")));
     assert_eq!(read["mime_type"], "text/markdown");
-    assert_eq!(read["text"].as_str(), Some(first.body()), "{}", context("resources/read text"));
+    assert_eq!(
+        read["text"].as_str(),
+        Some(first.body()),
+        "{}",
+        context("resources/read text")
+    );
 
     // Unknown resource and unknown tool: JSON-RPC errors the SDK surfaces.
-    assert_eq!(report["unknown_resource_error"], -32002, "{}", context("unknown resource"));
+    assert_eq!(
+        report["unknown_resource_error"],
+        -32002,
+        "{}",
+        context("unknown resource")
+    );
     assert_eq!(
         report["unknown_tool"]["error_code"],
         -32001,

@@ -26,12 +26,18 @@ fn raw_stdout(bytes: &[u8]) {
 fn value(value: &Value) -> EvidenceResult {
     match EvidenceValue::json(value) {
         Ok(value) => EvidenceResult::with_value(value),
-        Err(error) => EvidenceResult::with_error(EvidenceError::new("internal_error", error.to_string())),
+        Err(error) => {
+            EvidenceResult::with_error(EvidenceError::new("internal_error", error.to_string()))
+        }
     }
 }
 
 impl Handler for TestProvider {
-    async fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
+    async fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> EvidenceResult {
         let params = query.params.clone().unwrap_or(Value::Null);
         match query.check_id.as_str() {
             "echo" => value(&json!({"params": params, "run_id": context.run_id})),

@@ -17,7 +17,11 @@ use serde_json::{Value, json};
 pub struct TestHandler;
 
 impl Handler for TestHandler {
-    async fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
+    async fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> EvidenceResult {
         let params = query.params.clone().unwrap_or(Value::Null);
         match query.check_id.as_str() {
             "echo" => json_result(&json!({"params": params, "run_id": context.run_id})),

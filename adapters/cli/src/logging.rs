@@ -1,0 +1,100 @@
+//! `serve`'s logs: the envelope validation log (JSON Lines, the audit
+//! record) and human diagnostics on stderr through `tracing`.
+//!
+//! The validation log is on by default and goes to
+//! `runs/mcp_server/envelope_validation/<run>.jsonl` under the working
+//! directory (`[logging] dir` in a configuration file is resolved against
+//! the file's directory). `[logging] enabled = false` or `--no-log` turns it
+//! off, `--log-dir DIR` moves it, `[logging] deterministic = true` or
+//! `--deterministic-log` fixes its clock and ids. A log that cannot be
+//! written is reported once on stderr and the server goes on.
+//!
+//! Diagnostics: `EVIDENCE_WIRE_LOG` sets the stderr level (`error`, `warn`
+//! (default), `info`, `debug`, `trace`, `off`). At `info` every rejected
+//! message is one line, at `debug` every accepted one too; each names the
+//! record's correlation id so it can be found in the JSONL file. Nothing is
+//! ever written to stdout, which carries the protocol on stdio.
+
+use evidence_wire::config::Config;
+use evidence_wire::log::ValidationRecord;
+use evidence_wire_blocking::log::{LogSettings, ValidationLog};
+use std::sync::Arc;
+use tracing::level_filters::LevelFilter;
+
+use crate::ServeArgs;
+
+/// The environment variable holding the stderr diagnostics level.
+pub const LEVEL_VARIABLE: &str = "EVIDENCE_WIRE_LOG";
+
+/// Send `tracing` diagnostics to stderr at the level `EVIDENCE_WIRE_LOG`
+/// names (default `warn`). An unknown level is reported and `warn` used.
+pub fn init_diagnostics() {
+    let requested = std::env::var(LEVEL_VARIABLE).ok();
+    let level = match requested.as_deref().map(str::trim) {
+        None | Some("") => Ok(LevelFilter::WARN),
+        Some(name) => name.parse::<LevelFilter>().map_err(|_| name.to_owned()),
+    };
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_target(false)
+        .with_max_level(level.clone().unwrap_or(LevelFilter::WARN))
+        .finish();
+    // Fails only when a subscriber is already installed: keep that one.
+    let _ = tracing::subscriber::set_global_default(subscriber);
+    if let Err(name) = level {
+        tracing::warn!(
+            "{LEVEL_VARIABLE}={name:?} is not a level; use error, warn, info, debug, trace or off (using warn)"
+        );
+    }
+}
+
+/// The validation log `serve` writes, from `[logging]` and the flags.
+pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
+    if args.no_log {
+        tracing::info!("validation log off (--no-log)");
+        return ValidationLog::disabled();
+    }
+    let settings = match (&args.log_dir, LogSettings::from_config(&config.logging)) {
+        // --log-dir turns logging on even when the configuration turned it off.
+        (Some(dir), settings) => LogSettings::new(dir).deterministic(
+            settings.is_some_and(|settings| settings.deterministic) || args.deterministic_log,
+        ),
+        (None, Some(settings)) => {
+            let deterministic = settings.deterministic || args.deterministic_log;
+            settings.deterministic(deterministic)
+        }
+        (None, None) => {
+            tracing::info!("validation log off ([logging] enabled = false)");
+            return ValidationLog::disabled();
+        }
+    };
+    let report: Arc<dyn Fn(&str) + Send + Sync> =
+        Arc::new(|message: &str| tracing::warn!("validation log: {message}"));
+    let log = ValidationLog::open_with_reporter(&settings, report);
+    if let Some(path) = log.path() {
+        tracing::info!("validation log: {}", path.display());
+    }
+    log.with_listener(Arc::new(diagnose))
+}
+
+/// One stderr line per record: rejections at `info`, the rest at `debug`.
+fn diagnose(record: &ValidationRecord) {
+    let method = record.method.as_deref().unwrap_or("-");
+    match &record.error {
+        Some(error) => tracing::info!(
+            correlation_id = %record.correlation_id,
+            transport = record.transport.as_str(),
+            status = record.status,
+            "rejected {method}: {} ({})",
+            error.code,
+            error.detail.as_deref().unwrap_or(&error.message),
+        ),
+        None => tracing::debug!(
+            correlation_id = %record.correlation_id,
+            transport = record.transport.as_str(),
+            status = record.status,
+            "accepted {method}",
+        ),
+    }
+}

@@ -1,0 +1,705 @@
+//! # evidence-wire-log
+//!
+//! The JSON Lines sink of envelope validation logs, shared by every runtime
+//! adapter (blocking, tokio, smol) and the CLI.
+//!
+//! The core turns each validation outcome into a
+//! [`ValidationRecord`](evidence_wire::log::ValidationRecord); this crate
+//! reads the clock, writes the records, one JSON line each, to
+//! `<dir>/<run>.jsonl` (by default `runs/mcp_server/envelope_validation`
+//! under the working directory) and keeps `<dir>/.latest` a symlink to the
+//! current run's file, replaced atomically (a symlink under a temporary
+//! name, then `rename`). On systems without symlinks `.latest` is a small
+//! file holding the run's file name.
+//!
+//! Adapters call it at two places:
+//! - stdio: [`StdioLog::bytes_received`] before feeding input to the
+//!   server and [`StdioLog::observe`] for every server event;
+//! - HTTP: [`ValidationLog::http_call`] when a request head arrives,
+//!   [`HttpCall::outcome`] for every `Handled` event of its exchange and
+//!   [`HttpCall::finish`] with the reply.
+//!
+//! Logging never stops a server: [`ValidationLog::open`] cannot fail, and a
+//! directory that cannot be created, a file that cannot be written or a
+//! symlink that cannot be replaced is reported once (on stderr, or to the
+//! [`Reporter`] given) and the server goes on; records that cannot be
+//! written are dropped. Each record is written with one `write` call on a
+//! file opened for appending, and nothing is buffered, so a crash loses no
+//! record already written and concurrent writers never interleave lines.
+//!
+//! Runs are named `<UTC time>-<pid>.jsonl` (`20250131T090500.250Z-4242.jsonl`);
+//! in deterministic mode `run-000001.jsonl`, `run-000002.jsonl`, … (the
+//! first free number), and the records themselves carry a fixed clock and
+//! sequential ids (see [`evidence_wire::log`]), so the same traffic writes
+//! the same bytes. Limits: at most [`MAX_RUNS_PER_NAME`] runs share a name
+//! prefix; a run's file is not rotated (one server run, one file).
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+use std::fmt;
+use std::fs::{self, File, OpenOptions};
+use std::hash::{BuildHasher, RandomState};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use evidence_wire::config::LoggingConfig;
+use evidence_wire::frame::Framing;
+use evidence_wire::http::{CONTENT_TYPE_SSE, HttpReply};
+use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport, ValidationRecord};
+use evidence_wire::server::{Outcome, ServerEvent};
+
+/// The default log directory, relative to the working directory.
+pub const DEFAULT_DIR: &str = "runs/mcp_server/envelope_validation";
+
+/// The name of the symlink to the current run's file.
+pub const LATEST: &str = ".latest";
+
+/// Most runs tried under one name before giving up (deterministic runs
+/// are numbered up to this; timestamped runs get `-1`, `-2`, … suffixes).
+pub const MAX_RUNS_PER_NAME: u32 = 999_999;
+
+/// Where logging failures are reported (once per log).
+pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Called with every record written (the CLI turns them into diagnostics).
+pub type Listener = Arc<dyn Fn(&ValidationRecord) + Send + Sync>;
+
+/// Where and how a validation log is written.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LogSettings {
+    /// The directory of run files and `.latest` (created when missing).
+    pub dir: PathBuf,
+    /// Fixed clock, zero durations, sequential ids and run numbers.
+    pub deterministic: bool,
+}
+
+impl Default for LogSettings {
+    fn default() -> Self {
+        LogSettings {
+            dir: PathBuf::from(DEFAULT_DIR),
+            deterministic: false,
+        }
+    }
+}
+
+impl LogSettings {
+    /// Settings writing to `dir`.
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        LogSettings {
+            dir: dir.into(),
+            deterministic: false,
+        }
+    }
+
+    /// The same settings in deterministic mode (or not).
+    pub fn deterministic(mut self, deterministic: bool) -> Self {
+        self.deterministic = deterministic;
+        self
+    }
+
+    /// The settings of a `[logging]` table, or `None` when it turns logging off.
+    pub fn from_config(config: &LoggingConfig) -> Option<Self> {
+        config.enabled.then(|| LogSettings {
+            dir: config.dir.clone(),
+            deterministic: config.deterministic,
+        })
+    }
+}
+
+/// Why a run's file could not be set up (see [`ValidationLog::try_open`]).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum LogError {
+    /// The directory could not be created or the run file not opened.
+    Create {
+        /// The path that failed.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The run file is open but `.latest` could not be replaced.
+    Latest {
+        /// The `.latest` path.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+}
+
+impl fmt::Display for LogError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LogError::Create { path, source } => write!(
+                f,
+                "cannot create the validation log {}: {source}; check that the directory is writable, or set [logging] dir / --log-dir elsewhere, or turn logging off with --no-log",
+                path.display()
+            ),
+            LogError::Latest { path, source } => write!(
+                f,
+                "cannot point {} at the current run: {source}; the run is still logged, but .latest may name an older run",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LogError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LogError::Create { source, .. } | LogError::Latest { source, .. } => Some(source),
+        }
+    }
+}
+
+struct Inner {
+    recorder: Recorder,
+    file: Option<File>,
+    path: Option<PathBuf>,
+    reported: bool,
+    reporter: Reporter,
+    listener: Option<Listener>,
+    written: u64,
+}
+
+impl Inner {
+    fn report(&mut self, message: &str) {
+        if !self.reported {
+            self.reported = true;
+            (self.reporter)(message);
+        }
+    }
+}
+
+/// A validation log: one run's JSON Lines file. Cheap to clone; every
+/// clone writes to the same file with the same id sequence, so one log can
+/// serve several transports at once.
+#[derive(Clone, Default)]
+pub struct ValidationLog {
+    inner: Option<Arc<Mutex<Inner>>>,
+}
+
+impl fmt::Debug for ValidationLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ValidationLog")
+            .field("path", &self.path())
+            .finish_non_exhaustive()
+    }
+}
+
+fn default_reporter() -> Reporter {
+    Arc::new(|message: &str| eprintln!("evidence-wire: validation log: {message}"))
+}
+
+impl ValidationLog {
+    /// A log that records nothing.
+    pub fn disabled() -> Self {
+        ValidationLog { inner: None }
+    }
+
+    /// Start a run under `settings`, reporting a failure once on stderr.
+    /// Never fails: without a file the log keeps counting but writes nothing.
+    pub fn open(settings: &LogSettings) -> Self {
+        Self::open_with_reporter(settings, default_reporter())
+    }
+
+    /// [`ValidationLog::open`] reporting failures to `reporter` instead.
+    pub fn open_with_reporter(settings: &LogSettings, reporter: Reporter) -> Self {
+        let (file, path, error) = match start_run(settings) {
+            Ok((file, path, latest_error)) => (Some(file), Some(path), latest_error),
+            Err(error) => (None, None, Some(error)),
+        };
+        let mut inner = Inner {
+            recorder: Recorder::new(settings.deterministic),
+            file,
+            path,
+            reported: false,
+            reporter,
+            listener: None,
+            written: 0,
+        };
+        if let Some(error) = error {
+            inner.report(&error.to_string());
+        }
+        ValidationLog {
+            inner: Some(Arc::new(Mutex::new(inner))),
+        }
+    }
+
+    /// Start a run under `settings`, or say why the run's file could not be
+    /// created (a `.latest` failure is an error here too).
+    pub fn try_open(settings: &LogSettings) -> Result<Self, LogError> {
+        let (file, path, latest_error) = start_run(settings)?;
+        if let Some(error) = latest_error {
+            return Err(error);
+        }
+        Ok(ValidationLog {
+            inner: Some(Arc::new(Mutex::new(Inner {
+                recorder: Recorder::new(settings.deterministic),
+                file: Some(file),
+                path: Some(path),
+                reported: false,
+                reporter: default_reporter(),
+                listener: None,
+                written: 0,
+            }))),
+        })
+    }
+
+    /// The same log, also handing every record to `listener`.
+    pub fn with_listener(self, listener: Listener) -> Self {
+        if let Some(inner) = &self.inner {
+            lock(inner).listener = Some(listener);
+        }
+        self
+    }
+
+    /// True unless this is [`ValidationLog::disabled`].
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// The current run's file, when one is open.
+    pub fn path(&self) -> Option<PathBuf> {
+        self.inner
+            .as_ref()
+            .and_then(|inner| lock(inner).path.clone())
+    }
+
+    /// How many records reached the file.
+    pub fn written(&self) -> u64 {
+        self.inner.as_ref().map_or(0, |inner| lock(inner).written)
+    }
+
+    /// True in deterministic mode.
+    pub fn is_deterministic(&self) -> bool {
+        self.inner
+            .as_ref()
+            .is_some_and(|inner| lock(inner).recorder.is_deterministic())
+    }
+
+    /// Record `outcome`, answered as `facts` say, now. Returns the record
+    /// (also when it could not be written), or `None` when disabled.
+    pub fn record(&self, outcome: &Outcome, facts: &RecordFacts<'_>) -> Option<ValidationRecord> {
+        let inner = self.inner.as_ref()?;
+        let mut inner = lock(inner);
+        let clock = if inner.recorder.is_deterministic() {
+            ClockReading::default()
+        } else {
+            read_clock()
+        };
+        let record = inner.recorder.record(outcome, facts, clock);
+        if let Some(file) = &mut inner.file {
+            match file.write_all(&record.to_json_line()) {
+                Ok(()) => inner.written = inner.written.saturating_add(1),
+                Err(error) => {
+                    let path = inner.path.clone().unwrap_or_default();
+                    inner.report(&format!(
+                        "cannot write to {}: {error}; later records may be lost (the server goes on)",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        if let Some(listener) = &inner.listener {
+            listener(&record);
+        }
+        Some(record)
+    }
+
+    /// The observer of one stdio connection.
+    pub fn stdio(&self) -> StdioLog {
+        StdioLog {
+            log: self.clone(),
+            received: Instant::now(),
+        }
+    }
+
+    /// The observer of one HTTP request that reached `path`.
+    pub fn http_call(&self, path: &str) -> HttpCall {
+        HttpCall {
+            log: self.clone(),
+            route: path.to_owned(),
+            started: Instant::now(),
+            outcomes: Vec::new(),
+        }
+    }
+}
+
+/// Records the validation outcomes of one stdio connection.
+#[derive(Debug)]
+pub struct StdioLog {
+    log: ValidationLog,
+    received: Instant,
+}
+
+impl StdioLog {
+    /// Call before handing bytes read from the peer (or the end of input)
+    /// to the server: durations count from here.
+    pub fn bytes_received(&mut self) {
+        if self.log.is_enabled() {
+            self.received = Instant::now();
+        }
+    }
+
+    /// Call with every event the server reports (others than `Handled`
+    /// are ignored) and the server's current framing.
+    pub fn observe(&mut self, event: &ServerEvent, framing: Option<Framing>) {
+        let ServerEvent::Handled(outcome) = event else {
+            return;
+        };
+        if !self.log.is_enabled() {
+            return;
+        }
+        let facts = RecordFacts {
+            transport: Transport::Stdio,
+            route: log::stdio_route(framing),
+            status: log::stdio_status(outcome),
+            duration_micros: micros_since(self.received),
+        };
+        self.log.record(outcome, &facts);
+    }
+}
+
+/// Records the validation outcomes of one HTTP request: collected while
+/// its exchange runs, written with the reply's status when it is done.
+#[derive(Debug)]
+pub struct HttpCall {
+    log: ValidationLog,
+    route: String,
+    started: Instant,
+    outcomes: Vec<Outcome>,
+}
+
+impl HttpCall {
+    /// Call with every server event of the request's exchange (others than
+    /// `Handled` are ignored).
+    pub fn observe(&mut self, event: &ServerEvent) {
+        if let ServerEvent::Handled(outcome) = event {
+            self.outcome(outcome);
+        }
+    }
+
+    /// Keep one validation outcome of the request's exchange.
+    pub fn outcome(&mut self, outcome: &Outcome) {
+        if self.log.is_enabled() {
+            self.outcomes.push(outcome.clone());
+        }
+    }
+
+    /// Write the request's records with the status of `reply`. A reply
+    /// made before any message was read (authentication, Origin, body
+    /// limit, overload) is one record of the canonical error in its body;
+    /// a reply without one (a probe) writes nothing.
+    pub fn finish(self, reply: &HttpReply) {
+        if !self.log.is_enabled() {
+            return;
+        }
+        let transport = if reply.header("content-type") == Some(CONTENT_TYPE_SSE) {
+            Transport::Sse
+        } else {
+            Transport::Http
+        };
+        let facts = RecordFacts {
+            transport,
+            route: &self.route,
+            status: reply.status,
+            duration_micros: micros_since(self.started),
+        };
+        if self.outcomes.is_empty() {
+            if let Some(refusal) = log::refusal_outcome(&reply.body) {
+                self.log.record(&refusal, &facts);
+            }
+            return;
+        }
+        for outcome in &self.outcomes {
+            self.log.record(outcome, &facts);
+        }
+    }
+}
+
+fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
+    // A panicking listener must not silence the log for good.
+    inner
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn micros_since(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+}
+
+fn unix_millis() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// The wall clock and 128 bits for a correlation id. The bits come from
+/// the standard library's randomly keyed hasher over a counter: unique and
+/// unpredictable enough for correlation, not for secrets.
+fn read_clock() -> ClockReading {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let keys = RandomState::new();
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| elapsed.as_nanos())
+        .unwrap_or(0);
+    let high = keys.hash_one((count, nanos, std::process::id()));
+    let low = keys.hash_one((high, count));
+    ClockReading {
+        unix_millis: unix_millis(),
+        entropy: (u128::from(high) << 64) | u128::from(low),
+    }
+}
+
+/// Create the directory, open a fresh run file and point `.latest` at it.
+/// A `.latest` failure is returned beside the open file.
+fn start_run(settings: &LogSettings) -> Result<(File, PathBuf, Option<LogError>), LogError> {
+    let dir = &settings.dir;
+    fs::create_dir_all(dir).map_err(|source| LogError::Create {
+        path: dir.clone(),
+        source,
+    })?;
+    let base = if settings.deterministic {
+        "run".to_owned()
+    } else {
+        format!(
+            "{}-{}",
+            log::format_compact_timestamp(unix_millis()),
+            std::process::id()
+        )
+    };
+    let mut attempt = 0u32;
+    let (file, name) = loop {
+        let name = match (settings.deterministic, attempt) {
+            (true, _) => format!("{base}-{:06}.jsonl", attempt.saturating_add(1)),
+            (false, 0) => format!("{base}.jsonl"),
+            (false, _) => format!("{base}-{attempt}.jsonl"),
+        };
+        let path = dir.join(&name);
+        match OpenOptions::new().append(true).create_new(true).open(&path) {
+            Ok(file) => break (file, name),
+            Err(error)
+                if error.kind() == io::ErrorKind::AlreadyExists && attempt < MAX_RUNS_PER_NAME =>
+            {
+                attempt = attempt.saturating_add(1);
+            }
+            Err(source) => return Err(LogError::Create { path, source }),
+        }
+    };
+    let latest = point_latest(dir, &name).err();
+    Ok((file, dir.join(name), latest))
+}
+
+/// Replace `<dir>/.latest` atomically with a link to `name` (relative, so
+/// the directory can be moved).
+fn point_latest(dir: &Path, name: &str) -> Result<(), LogError> {
+    static TEMPORARY: AtomicU64 = AtomicU64::new(0);
+    let latest = dir.join(LATEST);
+    let temporary = dir.join(format!(
+        "{LATEST}.tmp-{}-{}",
+        std::process::id(),
+        TEMPORARY.fetch_add(1, Ordering::Relaxed)
+    ));
+    let fail = |source| LogError::Latest {
+        path: latest.clone(),
+        source,
+    };
+    let _ = fs::remove_file(&temporary);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(name, &temporary).map_err(fail)?;
+    #[cfg(not(unix))]
+    fs::write(&temporary, name).map_err(fail)?;
+    if let Err(source) = fs::rename(&temporary, &latest) {
+        let _ = fs::remove_file(&temporary);
+        return Err(fail(source));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evidence_wire::error::CanonicalError;
+    use serde_json::Value;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "evidence-wire-log-{name}-{}-{}",
+            std::process::id(),
+            unix_millis()
+        ));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn outcome(error: Option<CanonicalError>) -> Outcome {
+        Outcome {
+            id: Some(Value::from(7)),
+            method: Some("tools/call".to_owned()),
+            tool: Some("evidence_query".to_owned()),
+            error,
+            detail: error.map(|_| "what was wrong".to_owned()),
+        }
+    }
+
+    fn lines(path: &Path) -> Vec<Value> {
+        fs::read_to_string(path)
+            .expect("log file")
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("one JSON record per line"))
+            .collect()
+    }
+
+    #[test]
+    fn stdio_records_land_in_the_run_file() {
+        let dir = scratch("stdio");
+        let log = ValidationLog::open(&LogSettings::new(&dir).deterministic(true));
+        let path = log.path().expect("a run file");
+        assert_eq!(path, dir.join("run-000001.jsonl"));
+        let mut stdio = log.stdio();
+        stdio.bytes_received();
+        stdio.observe(
+            &ServerEvent::Handled(outcome(None)),
+            Some(Framing::ContentLength),
+        );
+        stdio.observe(
+            &ServerEvent::Handled(outcome(Some(CanonicalError::ToolNotFound))),
+            Some(Framing::NewlineDelimited),
+        );
+        let records = lines(&path);
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0]["route"], "stdio:content-length");
+        assert_eq!(records[0]["status"], 200);
+        assert_eq!(records[1]["route"], "stdio:newline-delimited");
+        assert_eq!(records[1]["status"], 404);
+        assert_eq!(records[1]["error"]["code"], "TOOL_NOT_FOUND");
+        assert_eq!(records[1]["correlationId"], log::sequential_uuid(2));
+        assert_eq!(log.written(), 2);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn http_refusals_and_exchanges_are_recorded_with_the_reply_status() {
+        let dir = scratch("http");
+        let log = ValidationLog::open(&LogSettings::new(&dir));
+        let refused = HttpReply {
+            status: 401,
+            headers: Vec::new(),
+            body: evidence_wire::server::encode_error(
+                None,
+                CanonicalError::Unauthenticated,
+                Some("no token"),
+            ),
+        };
+        log.http_call("/rpc").finish(&refused);
+        let mut call = log.http_call("/mcp");
+        call.observe(&ServerEvent::Handled(outcome(None)));
+        let sse = HttpReply {
+            status: 200,
+            headers: vec![("content-type", CONTENT_TYPE_SSE.to_owned())],
+            body: b"event: message\n".to_vec(),
+        };
+        call.finish(&sse);
+        // A probe's reply has no canonical error: nothing is written.
+        let probe = evidence_wire::http::health_reply();
+        log.http_call("/healthz").finish(&probe);
+        let records = lines(&log.path().expect("run file"));
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[0]["transport"], "http");
+        assert_eq!(records[0]["status"], 401);
+        assert_eq!(records[0]["error"]["code"], "UNAUTHENTICATED");
+        assert_eq!(records[1]["transport"], "sse");
+        assert_eq!(records[1]["route"], "/mcp");
+        assert_eq!(records[1]["metadata"]["deterministic"], false);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn latest_follows_the_newest_run() {
+        let dir = scratch("latest");
+        let settings = LogSettings::new(&dir).deterministic(true);
+        let first = ValidationLog::try_open(&settings).expect("first run");
+        let second = ValidationLog::try_open(&settings).expect("second run");
+        assert_ne!(first.path(), second.path());
+        let latest = fs::canonicalize(dir.join(LATEST)).expect(".latest resolves");
+        let newest = fs::canonicalize(second.path().expect("path")).expect("run file");
+        assert_eq!(latest, newest);
+        // No temporary link is left behind.
+        let leftovers: Vec<_> = fs::read_dir(&dir)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .filter(|entry| entry.file_name().to_string_lossy().contains(".tmp-"))
+            .collect();
+        assert!(leftovers.is_empty());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn an_unusable_directory_is_reported_once_and_recording_goes_on() {
+        let dir = scratch("unusable");
+        fs::create_dir_all(dir.parent().expect("parent")).expect("temp dir");
+        // A regular file where the directory should be: nothing can be created under it.
+        fs::write(&dir, b"not a directory").expect("blocker file");
+        let reports = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = Arc::clone(&reports);
+        let reporter: Reporter = Arc::new(move |message: &str| {
+            sink.lock().expect("reports").push(message.to_owned());
+        });
+        let log =
+            ValidationLog::open_with_reporter(&LogSettings::new(dir.join("nested")), reporter);
+        assert!(log.path().is_none());
+        let mut stdio = log.stdio();
+        for _ in 0..3 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        }
+        let record = log.record(
+            &outcome(None),
+            &RecordFacts {
+                transport: Transport::Stdio,
+                route: "stdio",
+                status: 200,
+                duration_micros: 0,
+            },
+        );
+        assert!(record.is_some(), "records are still made");
+        assert_eq!(log.written(), 0);
+        let reports = reports.lock().expect("reports");
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(reports[0].contains("cannot create"), "{}", reports[0]);
+        assert!(ValidationLog::try_open(&LogSettings::new(dir.join("nested"))).is_err());
+        let _ = fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn disabled_logs_write_nothing() {
+        let log = ValidationLog::disabled();
+        assert!(!log.is_enabled());
+        assert!(log.path().is_none());
+        let mut stdio = log.stdio();
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        assert_eq!(log.written(), 0);
+        let mut disabled = LoggingConfig::default();
+        disabled.enabled = false;
+        assert_eq!(LogSettings::from_config(&disabled), None);
+        let enabled = LogSettings::from_config(&LoggingConfig::default()).expect("on by default");
+        assert_eq!(enabled.dir, PathBuf::from(DEFAULT_DIR));
+        assert!(!enabled.deterministic);
+    }
+}

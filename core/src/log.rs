@@ -1,0 +1,652 @@
+//! Envelope validation log records, as data (sans-IO).
+//!
+//! Every [`ServerEvent::Handled`](crate::server::ServerEvent::Handled)
+//! [`Outcome`] becomes one [`ValidationRecord`]: when it happened, the
+//! request id and a correlation id, the transport (`http`, `stdio` or
+//! `sse`) and route it came in on, the method and tool, the status it was
+//! answered with, how long it took, and the canonical error payload when
+//! it was rejected; plus `metadata.schemaVersion` and
+//! `metadata.deterministic`. One record serializes to one JSON line
+//! ([`ValidationRecord::to_json_line`]); `spec/logging.md` and
+//! `spec/schemas/validation-log.schema.json` describe the format.
+//!
+//! This module never reads a clock, never draws randomness and never writes
+//! a file. The adapter reads the clock and an entropy source and passes them
+//! in ([`ClockReading`]), together with the transport facts
+//! ([`RecordFacts`]); a [`Recorder`] turns them into records. In
+//! deterministic mode the recorder ignores the clock and the entropy: every
+//! timestamp is [`DETERMINISTIC_TIMESTAMP`], durations are zero and
+//! correlation ids count up (`00000000-0000-4000-8000-000000000001`, …), so
+//! the same traffic gives byte-identical logs.
+//!
+//! HTTP and stdio records of the same message agree field by field except
+//! `transport`, `route` and the per-record stamps (`correlationId`, and
+//! outside deterministic mode `timestamp` and `durationMicros`): the status
+//! of a stdio record is what `POST /rpc` answers for the same message alone
+//! ([`stdio_status`]).
+//!
+//! Limits: text that comes from the peer (method, tool, string request id,
+//! detail) is cut to [`MAX_NAME_BYTES`] / [`MAX_DETAIL_BYTES`] at a character
+//! boundary and marked with `…`, so one record stays small whatever the
+//! peer sent.
+
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::CanonicalError;
+use crate::frame::Framing;
+use crate::server::Outcome;
+
+/// Version of the record format (`metadata.schemaVersion`).
+pub const SCHEMA_VERSION: &str = "1";
+
+/// The timestamp of every record in deterministic mode (the Unix epoch).
+pub const DETERMINISTIC_TIMESTAMP: &str = "1970-01-01T00:00:00.000Z";
+
+/// Longest method, tool, route or string request id kept in a record, in bytes.
+pub const MAX_NAME_BYTES: usize = 256;
+
+/// Longest error detail kept in a record, in bytes.
+pub const MAX_DETAIL_BYTES: usize = 1024;
+
+/// The transport a message came in on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Transport {
+    /// An HTTP request answered with a JSON body.
+    Http,
+    /// A stdio stream (Content-Length or newline-delimited).
+    Stdio,
+    /// An HTTP request answered as a server-sent event.
+    Sse,
+}
+
+impl Transport {
+    /// The name used in records: `http`, `stdio` or `sse`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Transport::Http => "http",
+            Transport::Stdio => "stdio",
+            Transport::Sse => "sse",
+        }
+    }
+}
+
+/// The route of a stdio record: `stdio:content-length`,
+/// `stdio:newline-delimited`, or `stdio` before the framing is known.
+pub const fn stdio_route(framing: Option<Framing>) -> &'static str {
+    match framing {
+        Some(Framing::ContentLength) => "stdio:content-length",
+        Some(Framing::NewlineDelimited) => "stdio:newline-delimited",
+        None => "stdio",
+    }
+}
+
+/// The status of a stdio record: the status `POST /rpc` answers for the
+/// same message sent alone. A rejected message gets its canonical error's
+/// HTTP status, an accepted request `200`, and anything that gets no
+/// JSON-RPC answer (a notification, a response) `202`.
+pub fn stdio_status(outcome: &Outcome) -> u16 {
+    match (&outcome.error, &outcome.id, &outcome.method) {
+        (Some(error), _, _) => error.http_status(),
+        (None, Some(_), Some(_)) => 200,
+        (None, _, _) => 202,
+    }
+}
+
+/// The outcome an HTTP refusal stands for (a reply made before any
+/// JSON-RPC message was read: authentication, Origin, body limit, overload,
+/// an unreadable body), read back from the canonical error body the core
+/// wrote. `None` when the body holds no canonical error (a probe, `202`).
+pub fn refusal_outcome(body: &[u8]) -> Option<Outcome> {
+    let reply: Value = serde_json::from_slice(body).ok()?;
+    let error = reply.get("error")?;
+    let code = error.get("code")?.as_i64()?;
+    let canonical = CanonicalError::from_jsonrpc_code(i32::try_from(code).ok()?)?;
+    let detail = error
+        .get("data")
+        .and_then(|data| data.get("detail"))
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some(Outcome {
+        id: None,
+        method: None,
+        tool: None,
+        error: Some(canonical),
+        detail,
+    })
+}
+
+/// What the adapter knows about where and how a message was answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RecordFacts<'a> {
+    /// The transport.
+    pub transport: Transport,
+    /// The HTTP path (`/rpc`, `/mcp`), or [`stdio_route`] on stdio.
+    pub route: &'a str,
+    /// The HTTP status of the reply, or [`stdio_status`] on stdio.
+    pub status: u16,
+    /// Microseconds from the message's arrival to its outcome (stdio) or
+    /// to the reply (HTTP). Zero in deterministic mode.
+    pub duration_micros: u64,
+}
+
+/// What the adapter read from its clock and entropy source for one record.
+/// Ignored in deterministic mode.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ClockReading {
+    /// Milliseconds since the Unix epoch (UTC).
+    pub unix_millis: u64,
+    /// 128 random bits for the correlation id (a version-4 UUID).
+    pub entropy: u128,
+}
+
+/// The canonical error a rejected message was answered with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorPayload {
+    /// The canonical code name, e.g. `INVALID_ENVELOPE`.
+    pub code: String,
+    /// The JSON-RPC `error.code`, e.g. `-32600`.
+    pub jsonrpc_code: i32,
+    /// The fixed JSON-RPC `error.message`, e.g. `Invalid MCP envelope`.
+    pub message: String,
+    /// What exactly was wrong (the answer's `error.data.detail`), if known.
+    pub detail: Option<String>,
+}
+
+impl ErrorPayload {
+    /// The payload for `error` with `detail`.
+    pub fn new(error: CanonicalError, detail: Option<&str>) -> Self {
+        ErrorPayload {
+            code: error.name().to_owned(),
+            jsonrpc_code: error.jsonrpc_code(),
+            message: error.message().to_owned(),
+            detail: detail.map(|detail| truncate(detail, MAX_DETAIL_BYTES)),
+        }
+    }
+}
+
+/// `metadata` of every record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Metadata {
+    /// [`SCHEMA_VERSION`].
+    pub schema_version: String,
+    /// True when timestamps, durations and ids are deterministic.
+    pub deterministic: bool,
+}
+
+/// One validation log record: one JSON line of the log.
+///
+/// Fields serialize in this order, under these camelCase names; absent
+/// values are `null`, never missing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValidationRecord {
+    /// When the outcome was recorded, RFC 3339 UTC with milliseconds.
+    pub timestamp: String,
+    /// A UUID unique to this record (sequential in deterministic mode).
+    pub correlation_id: String,
+    /// The JSON-RPC id of the message, or `null` when it had none or it
+    /// could not be read.
+    pub request_id: Value,
+    /// The transport.
+    pub transport: Transport,
+    /// The HTTP path, or the stdio framing (`stdio:content-length`).
+    pub route: String,
+    /// The JSON-RPC method, when it was readable.
+    pub method: Option<String>,
+    /// The tool called, for `tools/call`.
+    pub tool: Option<String>,
+    /// The HTTP status of the reply, or on stdio what `/rpc` would answer.
+    pub status: u16,
+    /// Microseconds the message took (see [`RecordFacts::duration_micros`]).
+    pub duration_micros: u64,
+    /// The canonical error answered, or `null` when the message was accepted.
+    pub error: Option<ErrorPayload>,
+    /// Format version and determinism.
+    pub metadata: Metadata,
+}
+
+impl ValidationRecord {
+    /// The record as one line of JSON Lines: compact JSON and `\n`.
+    pub fn to_json_line(&self) -> Vec<u8> {
+        let mut line = serde_json::to_vec(self).unwrap_or_default();
+        line.push(b'\n');
+        line
+    }
+
+    /// True when the message was accepted (no canonical error).
+    pub fn is_accepted(&self) -> bool {
+        self.error.is_none()
+    }
+}
+
+/// Turns outcomes into records: stamps timestamps and correlation ids, and
+/// in deterministic mode fixes the clock and counts ids up.
+///
+/// Use one recorder per log file, shared by every transport writing to it,
+/// so ids are unique (and sequential) across the whole file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorder {
+    deterministic: bool,
+    issued: u64,
+}
+
+impl Recorder {
+    /// A recorder; `deterministic` fixes the clock and numbers the ids.
+    pub const fn new(deterministic: bool) -> Self {
+        Recorder {
+            deterministic,
+            issued: 0,
+        }
+    }
+
+    /// True in deterministic mode.
+    pub const fn is_deterministic(&self) -> bool {
+        self.deterministic
+    }
+
+    /// How many records were made.
+    pub const fn issued(&self) -> u64 {
+        self.issued
+    }
+
+    /// The record of `outcome`, answered as `facts` say, at `clock`.
+    pub fn record(
+        &mut self,
+        outcome: &Outcome,
+        facts: &RecordFacts<'_>,
+        clock: ClockReading,
+    ) -> ValidationRecord {
+        self.issued = self.issued.saturating_add(1);
+        let (timestamp, correlation_id, duration_micros) = if self.deterministic {
+            (
+                DETERMINISTIC_TIMESTAMP.to_owned(),
+                sequential_uuid(self.issued),
+                0,
+            )
+        } else {
+            (
+                format_timestamp(clock.unix_millis),
+                random_uuid(clock.entropy),
+                facts.duration_micros,
+            )
+        };
+        let request_id = match &outcome.id {
+            Some(Value::String(id)) => Value::String(truncate(id, MAX_NAME_BYTES)),
+            Some(id @ Value::Number(_)) => id.clone(),
+            // Ids are strings, numbers or null; anything else is not an id.
+            Some(_) | None => Value::Null,
+        };
+        ValidationRecord {
+            timestamp,
+            correlation_id,
+            request_id,
+            transport: facts.transport,
+            route: truncate(facts.route, MAX_NAME_BYTES),
+            method: outcome
+                .method
+                .as_deref()
+                .map(|method| truncate(method, MAX_NAME_BYTES)),
+            tool: outcome
+                .tool
+                .as_deref()
+                .map(|tool| truncate(tool, MAX_NAME_BYTES)),
+            status: facts.status,
+            duration_micros,
+            error: outcome
+                .error
+                .map(|error| ErrorPayload::new(error, outcome.detail.as_deref())),
+            metadata: Metadata {
+                schema_version: SCHEMA_VERSION.to_owned(),
+                deterministic: self.deterministic,
+            },
+        }
+    }
+}
+
+/// `text`, cut to at most `max` bytes at a character boundary and ended
+/// with `…` when it was longer.
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let ellipsis = '…';
+    let mut end = max.saturating_sub(ellipsis.len_utf8());
+    while end > 0 && !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let mut cut = String::with_capacity(end.saturating_add(ellipsis.len_utf8()));
+    cut.push_str(text.get(..end).unwrap_or_default());
+    cut.push(ellipsis);
+    cut
+}
+
+/// The UUID with `n` in its last 48 bits, version 4 and RFC 9562 variant
+/// bits set: `00000000-0000-4000-8000-000000000001` for 1.
+pub fn sequential_uuid(n: u64) -> String {
+    format_uuid((0x4000_u128 << 64) | (0x8000_u128 << 48) | u128::from(n & 0xffff_ffff_ffff))
+}
+
+/// A version-4 UUID made from 128 random bits.
+pub fn random_uuid(entropy: u128) -> String {
+    let versioned = (entropy & !(0xf_u128 << 76)) | (0x4_u128 << 76);
+    format_uuid((versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62))
+}
+
+fn format_uuid(bits: u128) -> String {
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        (bits >> 96) & 0xffff_ffff,
+        (bits >> 80) & 0xffff,
+        (bits >> 64) & 0xffff,
+        (bits >> 48) & 0xffff,
+        bits & 0xffff_ffff_ffff,
+    )
+}
+
+/// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
+/// e.g. `2025-01-31T09:05:00.250Z`.
+pub fn format_timestamp(unix_millis: u64) -> String {
+    let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+}
+
+/// Milliseconds since the Unix epoch in a form safe in file names on every
+/// system, e.g. `20250131T090500.250Z`.
+pub fn format_compact_timestamp(unix_millis: u64) -> String {
+    let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
+    format!("{year:04}{month:02}{day:02}T{hour:02}{minute:02}{second:02}.{millis:03}Z")
+}
+
+/// (year, month, day, hour, minute, second, millisecond) of a Unix time in
+/// milliseconds (proleptic Gregorian calendar, UTC).
+fn civil(unix_millis: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
+    let millis = unix_millis % 1000;
+    let seconds = unix_millis / 1000;
+    let (second, minute, hour) = (seconds % 60, (seconds / 60) % 60, (seconds / 3600) % 24);
+    // Howard Hinnant's days-to-civil, shifted so every quantity is unsigned
+    // (the input is never before 1970).
+    let days = seconds / 86_400 + 719_468;
+    let era = days / 146_097;
+    let day_of_era = days % 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let shifted_month = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * shifted_month + 2) / 5 + 1;
+    let month = if shifted_month < 10 {
+        shifted_month + 3
+    } else {
+        shifted_month - 9
+    };
+    let year = year_of_era + era * 400 + u64::from(month <= 2);
+    (year, month, day, hour, minute, second, millis)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rejected(error: CanonicalError, detail: &str) -> Outcome {
+        Outcome {
+            id: Some(json!("req-1")),
+            method: Some("tools/call".to_owned()),
+            tool: Some("evidence_query".to_owned()),
+            error: Some(error),
+            detail: Some(detail.to_owned()),
+        }
+    }
+
+    fn facts(transport: Transport, route: &str, status: u16) -> RecordFacts<'_> {
+        RecordFacts {
+            transport,
+            route,
+            status,
+            duration_micros: 1234,
+        }
+    }
+
+    #[test]
+    fn timestamps_match_known_dates() {
+        assert_eq!(format_timestamp(0), "1970-01-01T00:00:00.000Z");
+        // 2000-02-29 (a leap day in a century leap year) 12:34:56.789
+        assert_eq!(
+            format_timestamp(951_827_696_789),
+            "2000-02-29T12:34:56.789Z"
+        );
+        assert_eq!(
+            format_timestamp(1_735_689_599_999),
+            "2024-12-31T23:59:59.999Z"
+        );
+        assert_eq!(
+            format_timestamp(1_735_689_600_000),
+            "2025-01-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_compact_timestamp(1_735_689_600_250),
+            "20250101T000000.250Z"
+        );
+        // Far future stays well-formed and never panics.
+        assert!(format_timestamp(u64::MAX).ends_with('Z'));
+    }
+
+    #[test]
+    fn uuids_are_version_4_and_well_formed() {
+        assert_eq!(sequential_uuid(1), "00000000-0000-4000-8000-000000000001");
+        assert_eq!(
+            sequential_uuid(0x2a),
+            "00000000-0000-4000-8000-00000000002a"
+        );
+        for entropy in [0_u128, u128::MAX, 0x0123_4567_89ab_cdef_0123_4567_89ab_cdef] {
+            let uuid = random_uuid(entropy);
+            assert_eq!(uuid.len(), 36, "{uuid}");
+            assert_eq!(uuid.as_bytes().get(14), Some(&b'4'), "{uuid}");
+            assert!(
+                matches!(uuid.as_bytes().get(19), Some(b'8' | b'9' | b'a' | b'b')),
+                "{uuid}"
+            );
+        }
+        assert_ne!(random_uuid(1), random_uuid(2));
+    }
+
+    #[test]
+    fn a_rejection_carries_the_canonical_payload() {
+        let mut recorder = Recorder::new(false);
+        let outcome = rejected(CanonicalError::InvalidToolInput, "query is missing");
+        let clock = ClockReading {
+            unix_millis: 1_735_689_600_000,
+            entropy: 7,
+        };
+        let record = recorder.record(&outcome, &facts(Transport::Http, "/rpc", 422), clock);
+        let line = record.to_json_line();
+        assert_eq!(line.last(), Some(&b'\n'));
+        let value: Value = serde_json::from_slice(&line).expect("JSON");
+        assert_eq!(value["timestamp"], "2025-01-01T00:00:00.000Z");
+        assert_eq!(value["requestId"], "req-1");
+        assert_eq!(value["transport"], "http");
+        assert_eq!(value["route"], "/rpc");
+        assert_eq!(value["method"], "tools/call");
+        assert_eq!(value["tool"], "evidence_query");
+        assert_eq!(value["status"], 422);
+        assert_eq!(value["durationMicros"], 1234);
+        assert_eq!(
+            value["error"],
+            json!({
+                "code": "INVALID_TOOL_INPUT",
+                "jsonrpcCode": -32602,
+                "message": "Invalid tool input",
+                "detail": "query is missing",
+            })
+        );
+        assert_eq!(
+            value["metadata"],
+            json!({"schemaVersion": SCHEMA_VERSION, "deterministic": false})
+        );
+        // The line reads back as the same record.
+        let back: ValidationRecord = serde_json::from_slice(&line).expect("record");
+        assert_eq!(back, record);
+    }
+
+    #[test]
+    fn deterministic_mode_ignores_the_clock_and_counts_ids() {
+        let mut recorder = Recorder::new(true);
+        let outcome = rejected(CanonicalError::ToolNotFound, "no tool");
+        let first = recorder.record(
+            &outcome,
+            &facts(Transport::Stdio, "stdio", 404),
+            ClockReading {
+                unix_millis: 123_456_789,
+                entropy: 99,
+            },
+        );
+        let second = recorder.record(
+            &outcome,
+            &facts(Transport::Stdio, "stdio", 404),
+            ClockReading {
+                unix_millis: 987_654_321,
+                entropy: 3,
+            },
+        );
+        assert_eq!(first.timestamp, DETERMINISTIC_TIMESTAMP);
+        assert_eq!(second.timestamp, DETERMINISTIC_TIMESTAMP);
+        assert_eq!(first.duration_micros, 0);
+        assert_eq!(first.correlation_id, sequential_uuid(1));
+        assert_eq!(second.correlation_id, sequential_uuid(2));
+        assert!(first.metadata.deterministic);
+        assert_eq!(recorder.issued(), 2);
+        // Two recorders given the same outcomes produce the same bytes.
+        let mut again = Recorder::new(true);
+        let replay = again.record(
+            &outcome,
+            &facts(Transport::Stdio, "stdio", 404),
+            ClockReading::default(),
+        );
+        assert_eq!(replay.to_json_line(), first.to_json_line());
+    }
+
+    #[test]
+    fn every_field_is_present_even_when_empty() {
+        let mut recorder = Recorder::new(true);
+        let outcome = Outcome {
+            id: None,
+            method: None,
+            tool: None,
+            error: None,
+            detail: None,
+        };
+        let record = recorder.record(
+            &outcome,
+            &facts(Transport::Sse, "/mcp", 202),
+            ClockReading::default(),
+        );
+        let value: Value = serde_json::to_value(&record).expect("JSON");
+        let keys: Vec<&str> = value
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut expected = [
+            "timestamp",
+            "correlationId",
+            "requestId",
+            "transport",
+            "route",
+            "method",
+            "tool",
+            "status",
+            "durationMicros",
+            "error",
+            "metadata",
+        ];
+        expected.sort_unstable();
+        let mut keys = keys;
+        keys.sort_unstable();
+        assert_eq!(keys, expected);
+        assert_eq!(value["transport"], "sse");
+        assert!(value["error"].is_null());
+        assert!(value["requestId"].is_null());
+    }
+
+    #[test]
+    fn stdio_status_mirrors_rpc_statuses() {
+        let mut outcome = rejected(CanonicalError::InvalidEnvelope, "bad");
+        assert_eq!(stdio_status(&outcome), 400);
+        outcome.error = Some(CanonicalError::InternalError);
+        assert_eq!(stdio_status(&outcome), 500);
+        outcome.error = None;
+        assert_eq!(stdio_status(&outcome), 200);
+        outcome.id = None;
+        assert_eq!(stdio_status(&outcome), 202, "a notification gets no answer");
+        assert_eq!(
+            stdio_route(Some(Framing::ContentLength)),
+            "stdio:content-length"
+        );
+        assert_eq!(
+            stdio_route(Some(Framing::NewlineDelimited)),
+            "stdio:newline-delimited"
+        );
+    }
+
+    #[test]
+    fn peer_text_is_capped() {
+        let mut recorder = Recorder::new(true);
+        let long = "é".repeat(4096);
+        let outcome = Outcome {
+            id: Some(Value::String(long.clone())),
+            method: Some(long.clone()),
+            tool: Some(long.clone()),
+            error: Some(CanonicalError::InvalidEnvelope),
+            detail: Some(long.clone()),
+        };
+        let record = recorder.record(
+            &outcome,
+            &facts(Transport::Stdio, "stdio", 400),
+            ClockReading::default(),
+        );
+        let method = record.method.expect("method");
+        assert!(method.len() <= MAX_NAME_BYTES, "{}", method.len());
+        assert!(method.ends_with('…'));
+        let detail = record.error.and_then(|error| error.detail).expect("detail");
+        assert!(detail.len() <= MAX_DETAIL_BYTES);
+        assert!(record.request_id.as_str().expect("id").len() <= MAX_NAME_BYTES);
+        // A non-scalar id is not an id.
+        let mut odd = outcome.clone();
+        odd.id = Some(json!({"a": 1}));
+        let record = recorder.record(
+            &odd,
+            &facts(Transport::Stdio, "stdio", 400),
+            ClockReading::default(),
+        );
+        assert!(record.request_id.is_null());
+    }
+
+    #[test]
+    fn refusals_read_back_the_canonical_error() {
+        let body = crate::server::encode_error(
+            None,
+            CanonicalError::Unauthenticated,
+            Some("missing bearer token"),
+        );
+        let outcome = refusal_outcome(&body).expect("a canonical error body");
+        assert_eq!(outcome.error, Some(CanonicalError::Unauthenticated));
+        assert_eq!(outcome.detail.as_deref(), Some("missing bearer token"));
+        assert_eq!(refusal_outcome(br#"{"status":"ok"}"#), None);
+        assert_eq!(refusal_outcome(b""), None);
+        assert_eq!(
+            refusal_outcome(br#"{"error":{"code":12345}}"#),
+            None,
+            "unknown codes are not guessed"
+        );
+        assert_eq!(Transport::Sse.as_str(), "sse");
+    }
+}

@@ -1,0 +1,263 @@
+//! End to end over a pipe: a child process answering `tools/call
+//! evidence_query` (check `time_now`) on newline-delimited stdio, with 1
+//! and with 64 requests in flight.
+//!
+//! Servers: `evidence-wire serve` (the CLI, blocking adapter, 4 workers),
+//! `bench-rmcp-stdio` (rmcp's stdio transport with an equivalent tool) and
+//! `bench-echo` (copies its input back: the floor, a pipe round trip with
+//! no protocol work). Every server gets the MCP handshake first
+//! (`initialize`, `notifications/initialized`; echo just reflects it).
+//!
+//! Each configuration: 200 warm-up requests, then 5 rounds of N requests
+//! (N = 2000 one at a time, 10000 with 64 in flight); the median round's
+//! requests per second is reported. Every answer is checked for a JSON-RPC
+//! error or `isError`; the first one's `structuredContent` must hold an
+//! `evidence_hash`. A watchdog kills a server that takes over 120 s.
+//!
+//! The CLI binary: `$EW_BENCH_CLI`, or `evidence-wire` next to this bench's
+//! directory (scripts/bench builds it with `--profile bench`).
+//! Output: a table on stderr and JSON lines in `$EW_BENCH_RESULTS/e2e.jsonl`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+const ROUNDS: usize = 5;
+const WARM_UP: u64 = 200;
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn request(id: u64) -> String {
+    format!(
+        concat!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"evidence_query","#,
+            r#""arguments":{{"query":{{"provider_id":"evidence-wire","check_id":"time_now"}},"#,
+            r#""context":{{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","#,
+            r#""stage_id":"st","trigger_id":"t","trigger_time":{{"kind":"unix_millis","value":1710000000000}},"#,
+            r#""correlation_id":null}}}}}}}}"#,
+            "\n"
+        ),
+        id
+    )
+}
+
+struct Session {
+    child: Child,
+    input: ChildStdin,
+    output: BufReader<ChildStdout>,
+    line: String,
+    next_id: u64,
+    checked: bool,
+    echo: bool,
+}
+
+impl Session {
+    fn start(command: &mut Command, echo: bool) -> Result<Session, String> {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| format!("cannot start {command:?}: {error}"))?;
+        let input = child.stdin.take().ok_or("no stdin")?;
+        let output = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+        let mut session = Session {
+            child,
+            input,
+            output,
+            line: String::new(),
+            next_id: 1,
+            checked: false,
+            echo,
+        };
+        session.send(
+            concat!(
+                r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","#,
+                r#""capabilities":{},"clientInfo":{"name":"evidence-wire-bench","version":"0"}}}"#,
+                "\n"
+            ),
+        )?;
+        session.receive()?;
+        if !echo && !session.line.contains("\"result\"") {
+            return Err(format!("initialize failed: {}", session.line.trim_end()));
+        }
+        session.send("{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n")?;
+        if echo {
+            session.receive()?; // echo reflects the notification too
+        }
+        Ok(session)
+    }
+
+    fn send(&mut self, line: &str) -> Result<(), String> {
+        self.input
+            .write_all(line.as_bytes())
+            .map_err(|error| format!("write: {error}"))
+    }
+
+    fn receive(&mut self) -> Result<(), String> {
+        self.line.clear();
+        match self.output.read_line(&mut self.line) {
+            Ok(0) => Err("the server closed its output".into()),
+            Ok(_) => Ok(()),
+            Err(error) => Err(format!("read: {error}")),
+        }
+    }
+
+    fn check(&mut self) -> Result<(), String> {
+        let line = self.line.as_str();
+        if line.contains("\"error\":{\"code\"") || line.contains("\"isError\":true") {
+            return Err(format!("error answer: {}", line.trim_end()));
+        }
+        if !self.checked && !self.echo {
+            let value: serde_json::Value =
+                serde_json::from_str(line).map_err(|error| format!("answer not JSON: {error}"))?;
+            if value.pointer("/result/structuredContent/evidence_hash").is_none() {
+                return Err(format!("answer without evidence_hash: {}", line.trim_end()));
+            }
+            self.checked = true;
+        }
+        Ok(())
+    }
+
+    /// `count` requests with at most `window` in flight; the elapsed time.
+    fn run(&mut self, count: u64, window: u64) -> Result<Duration, String> {
+        let started = Instant::now();
+        let mut sent = 0;
+        let mut received = 0;
+        let mut batch = String::new();
+        while sent < count.min(window) {
+            batch.push_str(&request(self.next_id));
+            self.next_id += 1;
+            sent += 1;
+        }
+        self.send(&batch)?;
+        while received < count {
+            self.receive()?;
+            self.check()?;
+            received += 1;
+            if sent < count {
+                let line = request(self.next_id);
+                self.next_id += 1;
+                self.send(&line)?;
+                sent += 1;
+            }
+        }
+        Ok(started.elapsed())
+    }
+
+    fn stop(mut self) {
+        drop(self.input);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Kills process `pid` unless told to stand down within `DEADLINE`.
+fn watchdog(pid: u32) -> mpsc::Sender<()> {
+    let (done, wait) = mpsc::channel::<()>();
+    std::thread::spawn(move || {
+        if let Err(mpsc::RecvTimeoutError::Timeout) = wait.recv_timeout(DEADLINE) {
+            eprintln!("e2e: server {pid} over {DEADLINE:?}; killing it");
+            let _ = Command::new("kill").arg("-9").arg(pid.to_string()).status();
+        }
+    });
+    done
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn results_dir() -> PathBuf {
+    std::env::var_os("EW_BENCH_RESULTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-results")))
+}
+
+fn cli_binary() -> PathBuf {
+    if let Some(path) = std::env::var_os("EW_BENCH_CLI") {
+        return PathBuf::from(path);
+    }
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/<profile>/deps/e2e-<hash> -> target/<profile>/evidence-wire
+    exe.parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("evidence-wire"))
+        .expect("a target directory")
+}
+
+fn measure(name: &str, command: &mut Command, window: u64) -> Result<(f64, Vec<f64>), String> {
+    let count = if window == 1 { 2000 } else { 10_000 };
+    let mut session = Session::start(command, name == "echo")?;
+    let done = watchdog(session.child.id());
+    let outcome = (|| {
+        session.run(WARM_UP, window)?;
+        let mut rates = Vec::new();
+        for _ in 0..ROUNDS {
+            let elapsed = session.run(count, window)?;
+            rates.push(count as f64 / elapsed.as_secs_f64());
+        }
+        Ok((median(rates.clone()), rates))
+    })();
+    let _ = done.send(());
+    session.stop();
+    outcome
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
+    let cli = cli_binary();
+    if !cli.exists() {
+        eprintln!(
+            "e2e: {} not found; build it (cargo build --profile bench -p evidence-wire-cli) or set EW_BENCH_CLI",
+            cli.display()
+        );
+        std::process::exit(2);
+    }
+    let servers: [(&str, Command); 3] = [
+        ("evidence-wire", {
+            let mut command = Command::new(&cli);
+            command.arg("serve");
+            command
+        }),
+        ("rmcp", Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"))),
+        ("echo", Command::new(env!("CARGO_BIN_EXE_bench-echo"))),
+    ];
+    let dir = results_dir();
+    std::fs::create_dir_all(&dir).expect("results directory");
+    let mut lines = String::new();
+    for (name, mut command) in servers {
+        if filter.as_deref().is_some_and(|filter| !name.contains(filter)) {
+            continue;
+        }
+        for window in [1u64, 64] {
+            match measure(name, &mut command, window) {
+                Ok((median, rates)) => {
+                    eprintln!(
+                        "{name:14} in flight {window:>2}: {median:>10.0} requests/s (rounds {:?})",
+                        rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
+                    );
+                    lines.push_str(
+                        &serde_json::json!({"server": name, "in_flight": window, "median_rps": median, "rounds": rates})
+                            .to_string(),
+                    );
+                    lines.push('\n');
+                }
+                Err(error) => eprintln!("{name} in flight {window}: FAILED: {error}"),
+            }
+        }
+    }
+    let path = dir.join("e2e.jsonl");
+    let mut file = std::fs::File::create(&path).expect("results file");
+    file.write_all(lines.as_bytes()).expect("write results");
+    eprintln!("e2e: wrote {}", path.display());
+}

@@ -1,0 +1,202 @@
+//! HTTP requests per second on loopback, 1 and 64 keep-alive connections,
+//! each sending `POST /mcp` `tools/call evidence_query` (check `time_now`)
+//! one request at a time: ours (`bench-http-server`, evidence-wire-tokio's
+//! `serve_http`) against rmcp's streamable-HTTP server in stateless
+//! JSON-response mode (`bench-rmcp-stdio --http`). Both servers are child
+//! processes on a multi-threaded tokio runtime; the client is one
+//! single-threaded tokio runtime with hyper HTTP/1.1 connections, the same
+//! for both.
+//!
+//! Each configuration: 0.5 s warm-up, then 3 rounds of 2 s; the median
+//! round's requests per second is reported. Every answer must be `200`
+//! with an `evidence_hash` in it (the first is parsed fully). Every wait
+//! is bounded: a request taking over 10 s fails the configuration.
+//!
+//! Output: a table on stderr and JSON lines in `$EW_BENCH_RESULTS/http.jsonl`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::Request;
+use hyper_util::rt::TokioIo;
+
+const ROUNDS: usize = 3;
+const ROUND: Duration = Duration::from_secs(2);
+const WARM_UP: Duration = Duration::from_millis(500);
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+const BODY: &str = concat!(
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"evidence_query","#,
+    r#""arguments":{"query":{"provider_id":"evidence-wire","check_id":"time_now"},"#,
+    r#""context":{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","#,
+    r#""stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1710000000000},"#,
+    r#""correlation_id":null}}}}"#
+);
+
+/// One connection's loop: requests until `until`, counting answers.
+async fn connection(port: u16, until: Instant, done: Arc<AtomicU64>) -> Result<(), String> {
+    let stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|error| format!("connect: {error}"))?;
+    let _ = stream.set_nodelay(true);
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .map_err(|error| format!("handshake: {error}"))?;
+    let driver = tokio::spawn(conn);
+    let mut first = true;
+    while Instant::now() < until {
+        let request = Request::post("/mcp")
+            .header("host", format!("127.0.0.1:{port}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-06-18")
+            .body(Full::new(Bytes::from_static(BODY.as_bytes())))
+            .map_err(|error| format!("request: {error}"))?;
+        let exchange = async {
+            let response = sender
+                .send_request(request)
+                .await
+                .map_err(|error| format!("send: {error}"))?;
+            let status = response.status();
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .map_err(|error| format!("body: {error}"))?
+                .to_bytes();
+            Ok::<_, String>((status, body))
+        };
+        let (status, body) = tokio::time::timeout(REQUEST_TIMEOUT, exchange)
+            .await
+            .map_err(|_| "request timed out".to_string())??;
+        let text = String::from_utf8_lossy(&body);
+        if status != 200 || !text.contains("evidence_hash") {
+            return Err(format!("answer {status}: {text}"));
+        }
+        if first {
+            let value: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|error| format!("not JSON ({error}): {text}"))?;
+            if value.pointer("/result/structuredContent/evidence_hash").is_none() {
+                return Err(format!("no structuredContent.evidence_hash: {text}"));
+            }
+            first = false;
+        }
+        done.fetch_add(1, Ordering::Relaxed);
+    }
+    driver.abort();
+    Ok(())
+}
+
+/// Requests per second of one round with `connections` connections.
+async fn round(port: u16, connections: usize, length: Duration) -> Result<f64, String> {
+    let done = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let until = started + length;
+    let mut tasks = Vec::new();
+    for _ in 0..connections {
+        tasks.push(tokio::spawn(connection(port, until, Arc::clone(&done))));
+    }
+    for task in tasks {
+        task.await.map_err(|error| format!("task: {error}"))??;
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    Ok(done.load(Ordering::Relaxed) as f64 / elapsed)
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied().unwrap_or(0.0)
+}
+
+fn results_dir() -> PathBuf {
+    std::env::var_os("EW_BENCH_RESULTS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-results")))
+}
+
+fn measure(command: &mut Command, connections: usize) -> Result<(f64, Vec<f64>), String> {
+    let mut child = command
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|error| format!("cannot start {command:?}: {error}"))?;
+    let stdin = child.stdin.take();
+    let mut line = String::new();
+    let port = child
+        .stdout
+        .take()
+        .and_then(|out| BufReader::new(out).read_line(&mut line).ok())
+        .and_then(|_| line.trim().strip_prefix("listening ")?.parse::<u16>().ok());
+    let outcome = match port {
+        None => Err(format!("server printed no port: {line:?}")),
+        Some(port) => tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| format!("runtime: {error}"))
+            .and_then(|runtime| {
+                runtime.block_on(async {
+                    round(port, connections, WARM_UP).await?;
+                    let mut rates = Vec::new();
+                    for _ in 0..ROUNDS {
+                        rates.push(round(port, connections, ROUND).await?);
+                    }
+                    Ok((median(rates.clone()), rates))
+                })
+            }),
+    };
+    drop(stdin); // the server stops at the end of its input
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    outcome
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
+    let servers: [(&str, Command); 2] = [
+        ("evidence-wire", Command::new(env!("CARGO_BIN_EXE_bench-http-server"))),
+        ("rmcp", {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"));
+            command.arg("--http");
+            command
+        }),
+    ];
+    let dir = results_dir();
+    std::fs::create_dir_all(&dir).expect("results directory");
+    let mut lines = String::new();
+    for (name, mut command) in servers {
+        if filter.as_deref().is_some_and(|filter| !name.contains(filter)) {
+            continue;
+        }
+        for connections in [1usize, 64] {
+            match measure(&mut command, connections) {
+                Ok((median, rates)) => {
+                    eprintln!(
+                        "{name:14} connections {connections:>2}: {median:>10.0} requests/s (rounds {:?})",
+                        rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
+                    );
+                    lines.push_str(
+                        &serde_json::json!({"server": name, "connections": connections, "median_rps": median, "rounds": rates})
+                            .to_string(),
+                    );
+                    lines.push('\n');
+                }
+                Err(error) => eprintln!("{name} connections {connections}: FAILED: {error}"),
+            }
+        }
+    }
+    let path = dir.join("http.jsonl");
+    let mut file = std::fs::File::create(&path).expect("results file");
+    file.write_all(lines.as_bytes()).expect("write results");
+    eprintln!("http: wrote {}", path.display());
+}

@@ -1,0 +1,63 @@
+//! `bench-http-server`: our side of the HTTP benchmark. Serves
+//! `evidence_query` with evidence-wire-tokio's `serve_http` (hyper
+//! HTTP/1.1, `POST /mcp` and `/rpc`) on `127.0.0.1:0`, prints
+//! `listening <port>` on stdout, and stops when stdin ends.
+//!
+//! The one check, `time_now`, is the bundled provider's: the query's
+//! `context.trigger_time` as JSON evidence, hashed by the core
+//! (`EvidenceValue::json`), so the work matches `bench-rmcp-stdio --http`.
+//!
+//! Built only with the `bench-peers` feature (scripts/bench). Limits: the
+//! server's defaults (64 calls at once, 256 connections, 1 MiB bodies).
+
+#![forbid(unsafe_code)]
+
+use evidence_wire::evidence::{
+    EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
+};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_tokio::{Handler, HttpServerConfig, bind_http, serve_http};
+use serde_json::Value;
+use tokio::io::AsyncReadExt;
+
+struct TimeNow;
+
+impl Handler for TimeNow {
+    async fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
+        if query.check_id != "time_now" {
+            return EvidenceResult::with_error(EvidenceError::new(
+                "unsupported_check",
+                format!("check {:?} is not served here; use time_now", query.check_id),
+            ));
+        }
+        let value = match context.trigger_time {
+            TriggerTime::UnixMillis(millis) => Value::from(millis),
+            TriggerTime::Logical(tick) => Value::from(tick),
+        };
+        match EvidenceValue::json(&value) {
+            Ok(value) => EvidenceResult::with_value(value),
+            Err(error) => EvidenceResult::with_error(EvidenceError::new(
+                "internal_error",
+                format!("cannot encode the value: {error}"),
+            )),
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = HttpServerConfig::default();
+        let listener = bind_http(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), &config).await?;
+        println!("listening {}", listener.local_addr()?.port());
+        let stdin_closed = async {
+            let mut stdin = tokio::io::stdin();
+            let mut sink = [0u8; 64];
+            while matches!(stdin.read(&mut sink).await, Ok(n) if n > 0) {}
+        };
+        serve_http(listener, ServerConfig::default(), TimeNow, config, stdin_closed).await?;
+        Ok(())
+    })
+}
