@@ -326,13 +326,18 @@ impl ToolIoError {
     }
 }
 
+#[derive(Clone)]
 enum Entry {
     Ready(Arc<LoadedToolIo>),
     Broken { problem: String },
 }
 
 /// Tools by name, with their schemas compiled once per fingerprint.
-#[derive(Default)]
+///
+/// A clone is cheap and shares the compiled schemas (`Arc`s): a server
+/// connection starts from a clone of one registry compiled once per
+/// process. A schema stays cached while any clone still uses it.
+#[derive(Clone, Default)]
 pub struct SchemaRegistry {
     tools: BTreeMap<String, Entry>,
     compiled: BTreeMap<Fingerprint, Arc<CompiledSchema>>,

@@ -8,6 +8,13 @@
 //! many queries may be in flight and answers may come in any order. Framed
 //! output bytes come out of [`Server::poll_transmit`].
 //!
+//! Tool arguments are checked against the tool's input schema in the
+//! [`crate::schema::SchemaRegistry`] (with `std`; a failure is answered
+//! `INVALID_TOOL_INPUT` with `data.pointer`). The built-in `evidence_query`
+//! tool uses, and `tools/list` shows, exactly the schemas of
+//! `spec/schemas/evidence_query.{input,output}.schema.json`, compiled once
+//! per process; its arguments are then read into their typed form.
+//!
 //! Framing is detected from the first byte of input and mirrored on
 //! output. The dialect (Decision Gate or MCP) is chosen per connection: MCP
 //! once the peer sends `initialize`, Decision Gate otherwise, unless
@@ -105,6 +112,23 @@ impl ToolDefinition {
     /// ([`crate::schema::ToolIo::evidence_query`]): `tools/list` shows them and
     /// the server validates arguments against the input schema.
     pub fn evidence_query() -> Self {
+        ToolDefinition::shared_evidence_query().as_ref().clone()
+    }
+
+    /// The built-in definition, made once per process with `std` (a
+    /// connection shares it rather than parse or copy the schemas).
+    fn shared_evidence_query() -> Arc<ToolDefinition> {
+        #[cfg(feature = "std")]
+        {
+            static DEFINITION: std::sync::OnceLock<Arc<ToolDefinition>> =
+                std::sync::OnceLock::new();
+            Arc::clone(DEFINITION.get_or_init(|| Arc::new(ToolDefinition::parse_evidence_query())))
+        }
+        #[cfg(not(feature = "std"))]
+        Arc::new(ToolDefinition::parse_evidence_query())
+    }
+
+    fn parse_evidence_query() -> Self {
         match crate::schema::ToolIo::evidence_query() {
             Ok(io) => ToolDefinition {
                 name: io.name,
@@ -366,7 +390,8 @@ enum ToolKind {
 }
 
 struct Tool {
-    definition: ToolDefinition,
+    /// Shared: the built-in definition is made once per process.
+    definition: Arc<ToolDefinition>,
     kind: ToolKind,
 }
 
@@ -427,12 +452,11 @@ impl Server {
             transmits: VecDeque::new(),
             input_closed: false,
             #[cfg(feature = "std")]
-            schemas: crate::schema::SchemaRegistry::new(),
+            schemas: evidence_query_schemas(),
         };
-        let definition = ToolDefinition::evidence_query();
-        server.register_schemas(&definition);
+        // The schema registry (std) already holds this definition's schemas.
         server.tools.push(Tool {
-            definition,
+            definition: ToolDefinition::shared_evidence_query(),
             kind: ToolKind::Evidence,
         });
         server
@@ -446,11 +470,11 @@ impl Server {
             .iter_mut()
             .find(|tool| matches!(tool.kind, ToolKind::Evidence))
         {
-            tool.definition = ToolDefinition {
+            let definition = Arc::new(ToolDefinition {
                 name: EVIDENCE_QUERY_TOOL.to_owned(),
                 ..definition
-            };
-            let definition = tool.definition.clone();
+            });
+            tool.definition = Arc::clone(&definition);
             self.register_schemas(&definition);
         }
     }
@@ -483,7 +507,10 @@ impl Server {
         self.register_schemas(&definition);
         self.tools
             .retain(|tool| tool.definition.name != definition.name);
-        self.tools.push(Tool { definition, kind });
+        self.tools.push(Tool {
+            definition: Arc::new(definition),
+            kind,
+        });
     }
 
     /// Serve `resource` through `resources/list` and `resources/read`.
@@ -1290,6 +1317,29 @@ impl Server {
         }
         self.transmits.push_back(out);
     }
+}
+
+/// A schema registry holding the built-in `evidence_query` tool, compiled
+/// once per process and cloned (cheaply, sharing the compiled schemas) for
+/// each connection: compiling the two schemas costs milliseconds, and the
+/// HTTP adapter makes a [`Server`] per request.
+#[cfg(feature = "std")]
+fn evidence_query_schemas() -> crate::schema::SchemaRegistry {
+    static REGISTRY: std::sync::OnceLock<crate::schema::SchemaRegistry> =
+        std::sync::OnceLock::new();
+    REGISTRY
+        .get_or_init(|| {
+            let definition = ToolDefinition::shared_evidence_query();
+            let mut registry = crate::schema::SchemaRegistry::new();
+            registry.register(crate::schema::ToolIo {
+                name: definition.name.clone(),
+                description: definition.description.clone(),
+                input_schema: definition.input_schema.clone(),
+                output_schema: definition.output_schema.clone(),
+            });
+            registry
+        })
+        .clone()
 }
 
 /// Why the arguments of an `evidence_query` call were refused.

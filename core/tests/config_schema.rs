@@ -32,7 +32,8 @@ fn repo_file(relative: &str) -> PathBuf {
 
 fn schema() -> Value {
     let path = repo_file("spec/schemas/config.schema.json");
-    let text = fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
 }
 
@@ -53,12 +54,16 @@ fn fixtures(kind: &str) -> Vec<PathBuf> {
 }
 
 fn file_name(path: &Path) -> String {
-    path.file_name().and_then(|name| name.to_str()).unwrap_or_default().to_owned()
+    path.file_name()
+        .and_then(|name| name.to_str())
+        .unwrap_or_default()
+        .to_owned()
 }
 
 /// The JSON a TOML parser makes of the file; `None` when it is not TOML.
 fn toml_as_json(path: &Path) -> Option<Value> {
-    let text = fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let text =
+        fs::read_to_string(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     let table: toml::Table = toml::from_str(&text).ok()?;
     Some(serde_json::to_value(table).expect("TOML converts to JSON"))
 }
@@ -105,7 +110,10 @@ fn schema_is_a_valid_draft_2020_12_schema() {
     if let Err(error) = jsonschema::draft202012::meta::validate(&schema) {
         panic!("config.schema.json fails the 2020-12 meta-schema: {error}");
     }
-    assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
     assert_eq!(schema["additionalProperties"], false);
 }
 
@@ -113,10 +121,15 @@ fn schema_is_a_valid_draft_2020_12_schema() {
 fn example_and_every_good_fixture_pass() {
     let validator = validator();
     let mut files = fixtures("good");
-    assert!(files.len() >= 6, "good fixtures went missing: {}", files.len());
+    assert!(
+        files.len() >= 6,
+        "good fixtures went missing: {}",
+        files.len()
+    );
     files.push(repo_file("examples/evidence-wire.toml"));
     for path in files {
-        let instance = toml_as_json(&path).unwrap_or_else(|| panic!("{} is not TOML", path.display()));
+        let instance =
+            toml_as_json(&path).unwrap_or_else(|| panic!("{} is not TOML", path.display()));
         if let Some(error) = first_error(&validator, &instance) {
             panic!("{} fails the schema at {error}", path.display());
         }
@@ -127,7 +140,11 @@ fn example_and_every_good_fixture_pass() {
 fn bad_fixtures_fail_unless_their_rule_is_load_time_only() {
     let validator = validator();
     let files = fixtures("bad");
-    assert!(files.len() >= 80, "bad fixtures went missing: {}", files.len());
+    assert!(
+        files.len() >= 80,
+        "bad fixtures went missing: {}",
+        files.len()
+    );
     let mut problems = Vec::new();
     let mut seen = BTreeSet::new();
     for path in &files {
@@ -166,14 +183,23 @@ fn schema_errors_point_at_the_field_the_loader_names() {
         ("unknown_section.toml", ""),
         ("provider_unknown_key.toml", "/providers/0"),
         ("timeouts_unknown_key.toml", "/providers/0/timeouts"),
-        ("server_limit_wrong_type.toml", "/server/limits/max_in_flight"),
+        (
+            "server_limit_wrong_type.toml",
+            "/server/limits/max_in_flight",
+        ),
         ("docs_negative.toml", "/docs/max_doc_bytes"),
         ("server_unknown_transport.toml", "/server/transport"),
         ("server_bad_bind.toml", "/server/bind"),
         ("bundled_bad_root_id.toml", "/bundled/root_id"),
         ("docs_max_sections_too_high.toml", "/docs/max_sections"),
-        ("server_tools_passthrough_with_allowlist.toml", "/server/tools/allowlist"),
-        ("server_tools_passthrough_with_denylist.toml", "/server/tools/denylist"),
+        (
+            "server_tools_passthrough_with_allowlist.toml",
+            "/server/tools/allowlist",
+        ),
+        (
+            "server_tools_passthrough_with_denylist.toml",
+            "/server/tools/denylist",
+        ),
     ];
     for (fixture, pointer) in cases {
         let instance = toml_as_json(&data_dir().join("bad").join(fixture)).expect("TOML");
@@ -202,7 +228,9 @@ fn targeted_rules_hold_both_ways() {
         provider(json!({"command": ["/bin/p"]})),
         provider(json!({"url": "https://example.com/rpc", "auth": {"bearer_token": "t"}})),
         provider(json!({"url": "http://127.0.0.1:9/rpc", "allow_insecure_http": true})),
-        provider(json!({"command": ["/bin/p"], "trust": {"require_signature": {"keys": ["k.pub"]}}})),
+        provider(
+            json!({"command": ["/bin/p"], "trust": {"require_signature": {"keys": ["k.pub"]}}}),
+        ),
         json!({"providers": [{"name": "http", "type": "builtin", "config": [1, "two"]}]}),
         json!({"server": {"bind": "[::1]:8080"}}),
         json!({"server": {"bind": "10.1.2.3:08080", "auth": {"mode": "bearer_token", "bearer_tokens": ["x"]}}}),
@@ -220,7 +248,9 @@ fn targeted_rules_hold_both_ways() {
         provider(json!({"url": "http://example.com/rpc", "allow_insecure_http": false})),
         provider(json!({"command": ["  "]})),
         provider(json!({"command": ["/bin/p"], "trust": "none"})),
-        provider(json!({"command": ["/bin/p"], "trust": {"require_signature": {"keys": ["k"], "all": true}}})),
+        provider(
+            json!({"command": ["/bin/p"], "trust": {"require_signature": {"keys": ["k"], "all": true}}}),
+        ),
         provider(json!({"command": ["/bin/p"], "timeouts": {"connect_timeout_ms": 2000.5}})),
         json!({"providers": [{"name": "files", "type": "mcp", "command": ["/bin/p"]}]}),
         json!({"providers": [{"name": "time", "type": "builtin", "allow_insecure_http": "yes"}]}),
@@ -252,7 +282,11 @@ fn schema_paths(root: &Value, node: &Value, prefix: &str, out: &mut BTreeSet<Str
     }
     if let Some(properties) = node.get("properties").and_then(Value::as_object) {
         for (key, child) in properties {
-            let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+            let path = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
             out.insert(path.clone());
             schema_paths(root, child, &path, out);
         }
@@ -267,34 +301,49 @@ fn schema_paths(root: &Value, node: &Value, prefix: &str, out: &mut BTreeSet<Str
     }
 }
 
-/// The schema node at a key path (following `$ref`, `items` and `oneOf`).
+/// The schema nodes at a key path (following `$ref`, `items` and `oneOf`);
+/// a node with a `$ref` counts along with its target, since keywords such as
+/// `default` may sit beside the `$ref`.
 fn schema_at<'a>(root: &'a Value, node: &'a Value, path: &[&str]) -> Vec<&'a Value> {
-    let node = match node.get("$ref").and_then(Value::as_str) {
-        Some(reference) => reference
+    let mut nodes = vec![node];
+    if let Some(reference) = node.get("$ref").and_then(Value::as_str) {
+        let target = reference
             .strip_prefix('#')
             .and_then(|pointer| root.pointer(pointer))
-            .expect("resolvable $ref"),
-        None => node,
-    };
+            .unwrap_or_else(|| panic!("unresolvable $ref {reference}"));
+        nodes.extend(schema_at(root, target, &[]));
+    }
     let Some((first, rest)) = path.split_first() else {
-        return vec![node];
+        return nodes;
     };
     let mut found = Vec::new();
-    if let Some(key) = first.strip_suffix("[]") {
-        if let Some(child) = node.get("properties").and_then(|properties| properties.get(key)) {
-            let child = match child.get("$ref").and_then(Value::as_str) {
-                Some(reference) => root.pointer(reference.trim_start_matches('#')).expect("$ref"),
-                None => child,
-            };
-            if let Some(items) = child.get("items") {
-                found.extend(schema_at(root, items, rest));
+    for node in nodes {
+        let (key, items) = match first.strip_suffix("[]") {
+            Some(key) => (key, true),
+            None => (*first, false),
+        };
+        if let Some(child) = node
+            .get("properties")
+            .and_then(|properties| properties.get(key))
+        {
+            if items {
+                for array in schema_at(root, child, &[]) {
+                    if let Some(item) = array.get("items") {
+                        found.extend(schema_at(root, item, rest));
+                    }
+                }
+            } else {
+                found.extend(schema_at(root, child, rest));
             }
         }
-    } else if let Some(child) = node.get("properties").and_then(|properties| properties.get(*first)) {
-        found.extend(schema_at(root, child, rest));
-    }
-    for branch in node.get("oneOf").and_then(Value::as_array).into_iter().flatten() {
-        found.extend(schema_at(root, branch, path));
+        for branch in node
+            .get("oneOf")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            found.extend(schema_at(root, branch, path));
+        }
     }
     found
 }
@@ -304,7 +353,11 @@ fn value_paths(value: &Value, prefix: &str, out: &mut BTreeSet<String>) {
     match value {
         Value::Object(object) => {
             for (key, child) in object {
-                let path = if prefix.is_empty() { key.clone() } else { format!("{prefix}.{key}") };
+                let path = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
                 out.insert(path.clone());
                 // A builtin's `config` is free-form: its inside is not the schema's.
                 if !path.ends_with("[].config") {
@@ -378,7 +431,8 @@ fn schema_keys_are_exactly_the_code_keys() {
 fn schema_defaults_are_the_code_defaults() {
     let schema = schema();
     let mut defaults = serde_json::to_value(Config::default()).expect("serializes");
-    let provider = serde_json::to_value(ProviderConfig::new("x", ProviderType::Mcp)).expect("serializes");
+    let provider =
+        serde_json::to_value(ProviderConfig::new("x", ProviderType::Mcp)).expect("serializes");
     defaults["providers"] = json!([provider]);
     let mut paths = BTreeSet::new();
     value_paths(&defaults, "", &mut paths);
@@ -388,18 +442,28 @@ fn schema_defaults_are_the_code_defaults() {
             continue;
         };
         let nodes = schema_at(&schema, &schema, &path.split('.').collect::<Vec<_>>());
-        let schema_defaults: Vec<&Value> = nodes.iter().filter_map(|node| node.get("default")).collect();
+        let schema_defaults: Vec<&Value> = nodes
+            .iter()
+            .filter_map(|node| node.get("default"))
+            .collect();
         let leaf = !code_default.is_object() || path.ends_with(".trust");
-        let provider_identity = path == "providers" || path.ends_with("[].name") || path.ends_with("[].type");
+        let provider_identity =
+            path == "providers" || path.ends_with("[].name") || path.ends_with("[].type");
         if leaf && !provider_identity {
-            assert!(!schema_defaults.is_empty(), "{path}: the schema gives no default (the code's is {code_default})");
+            assert!(
+                !schema_defaults.is_empty(),
+                "{path}: the schema gives no default (the code's is {code_default})"
+            );
         }
         for schema_default in schema_defaults {
             if path == "providers" {
                 assert_eq!(schema_default, &json!([]), "providers");
                 continue;
             }
-            assert_eq!(schema_default, code_default, "{path}: schema default differs from the code's");
+            assert_eq!(
+                schema_default, code_default,
+                "{path}: schema default differs from the code's"
+            );
             checked += 1;
         }
     }
@@ -419,19 +483,46 @@ fn json_pointer(path: &str) -> String {
 #[test]
 fn configuration_reference_names_every_key() {
     let path = repo_file("spec/configuration.md");
-    let text = fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    let text =
+        fs::read_to_string(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     let schema = schema();
     let mut declared = BTreeSet::new();
     schema_paths(&schema, &schema, "", &mut declared);
+    // A key is named in backticks; a table may instead be named by its header.
     let missing: Vec<&String> = declared
         .iter()
         .filter(|path| {
-            let key = path.rsplit('.').next().unwrap_or_default().trim_end_matches("[]");
+            let key = path
+                .rsplit('.')
+                .next()
+                .unwrap_or_default()
+                .trim_end_matches("[]");
+            let header = path.replace("[]", "");
             !text.contains(&format!("`{key}`"))
+                && !text.contains(&format!("[{header}]"))
+                && !text.contains(&format!("[[{header}]]"))
         })
         .collect();
-    assert!(missing.is_empty(), "spec/configuration.md does not name: {missing:?}");
-    for section in ["[[providers]]", "[server]", "[server.limits]", "[server.auth]", "[server.tools]", "[docs]", "[logging]", "[bundled]", "[bundled.env]", "[bundled.json]", "[bundled.http]"] {
-        assert!(text.contains(section), "spec/configuration.md has no {section} section");
+    assert!(
+        missing.is_empty(),
+        "spec/configuration.md does not name: {missing:?}"
+    );
+    for section in [
+        "[[providers]]",
+        "[server]",
+        "[server.limits]",
+        "[server.auth]",
+        "[server.tools]",
+        "[docs]",
+        "[logging]",
+        "[bundled]",
+        "[bundled.env]",
+        "[bundled.json]",
+        "[bundled.http]",
+    ] {
+        assert!(
+            text.contains(section),
+            "spec/configuration.md has no {section} section"
+        );
     }
 }

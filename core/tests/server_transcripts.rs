@@ -376,8 +376,9 @@ fn tools_list_uses_the_dialect_key() {
 }
 
 fn spec_schema(which: &str) -> Value {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../spec/schemas/evidence_query.{which}.schema.json"));
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../spec/schemas/evidence_query.{which}.schema.json"
+    ));
     serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap()
 }
 
@@ -385,7 +386,11 @@ fn spec_schema(which: &str) -> Value {
 fn tools_list_shows_exactly_the_spec_schemas_of_evidence_query() {
     let input = spec_schema("input");
     let output = spec_schema("output");
-    assert_ne!(input, json!({"type": "object"}), "the spec schema is the real one");
+    assert_ne!(
+        input,
+        json!({"type": "object"}),
+        "the spec schema is the real one"
+    );
 
     let mut server = new_server();
     server.handle_input(&cl(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
@@ -419,7 +424,9 @@ fn evidence_call_reply(arguments: &Value) -> (Value, Vec<ServerEvent>) {
 fn arguments_with(pointer: &str, value: Value) -> Value {
     let mut arguments = json!({"query":{"provider_id":"p","check_id":"c","params":{"x":1}},
         "context":context()});
-    *arguments.pointer_mut(pointer).expect("pointer into the good arguments") = value;
+    *arguments
+        .pointer_mut(pointer)
+        .expect("pointer into the good arguments") = value;
     arguments
 }
 
@@ -430,30 +437,47 @@ fn invalid_evidence_query_input_reports_the_json_pointer() {
     let mut without_context = arguments_with("/query/provider_id", json!("p"));
     without_context.as_object_mut().unwrap().remove("context");
     let cases: [(Value, &str); 8] = [
-        (arguments_with("/context/tenant_id", json!(0)), "/context/tenant_id"),
-        (arguments_with("/context/namespace_id", json!("x7")), "/context/namespace_id"),
+        (
+            arguments_with("/context/tenant_id", json!(0)),
+            "/context/tenant_id",
+        ),
+        (
+            arguments_with("/context/namespace_id", json!("x7")),
+            "/context/namespace_id",
+        ),
         (
             arguments_with("/context/trigger_time/kind", json!("wall_clock")),
             "/context/trigger_time/kind",
         ),
-        (arguments_with("/context/trigger_time/value", json!(1.5)), "/context/trigger_time/value"),
-        (arguments_with("/query/provider_id", json!("")), "/query/provider_id"),
-        (arguments_with("/context/run_id", json!(7)), "/context/run_id"),
+        (
+            arguments_with("/context/trigger_time/value", json!(1.5)),
+            "/context/trigger_time/value",
+        ),
+        (
+            arguments_with("/query/provider_id", json!("")),
+            "/query/provider_id",
+        ),
+        (
+            arguments_with("/context/run_id", json!(7)),
+            "/context/run_id",
+        ),
         (with_extra, "/query"),
         (without_context, ""),
     ];
     for (arguments, pointer) in cases {
-        let (reply, events) = evidence_call_reply(&arguments);
+        let (reply, seen) = evidence_call_reply(&arguments);
         assert_eq!(error_code(&reply), -32602, "{arguments}: {reply}");
         assert_eq!(reply["id"], "q");
         let data = &reply["error"]["data"];
         assert_eq!(data["kind"], "invalid_tool_input", "{reply}");
         assert_eq!(data["pointer"], pointer, "{arguments}: {reply}");
         assert!(
-            data["detail"].as_str().is_some_and(|detail| detail.contains(&format!("`{pointer}`"))),
+            data["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains(&format!("`{pointer}`"))),
             "the detail names the place: {reply}"
         );
-        assert!(events.is_empty(), "no query reaches the embedder: {events:?}");
+        assert!(seen.is_empty(), "no query reaches the embedder: {seen:?}");
     }
 }
 
@@ -463,10 +487,10 @@ fn evidence_query_input_the_schema_allows_is_still_read_into_its_typed_form() {
     // by the typed form (it does not fit in 64 bits): INVALID_TOOL_INPUT
     // without a pointer, since serde does not say where.
     let too_big = arguments_with("/context/tenant_id", json!("99999999999999999999"));
-    let (reply, events) = evidence_call_reply(&too_big);
+    let (reply, seen) = evidence_call_reply(&too_big);
     assert_eq!(error_code(&reply), -32602, "{reply}");
     assert!(reply["error"]["data"].get("pointer").is_none(), "{reply}");
-    assert!(events.is_empty());
+    assert!(seen.is_empty());
 
     // The older `predicate` and string ids still read as before.
     let mut legacy = arguments_with("/context/tenant_id", json!("12"));
@@ -477,7 +501,10 @@ fn evidence_query_input_the_schema_allows_is_still_read_into_its_typed_form() {
     let body = json!({"jsonrpc":"2.0","id":1,"method":"tools/call",
         "params":{"name":"evidence_query","arguments":legacy}});
     server.handle_input(&nl(&body.to_string()));
-    assert!(raw_out(&mut server).is_empty(), "accepted: nothing answered yet");
+    assert!(
+        raw_out(&mut server).is_empty(),
+        "accepted: nothing answered yet"
+    );
     match events(&mut server).as_slice() {
         [ServerEvent::EvidenceQuery { query, context, .. }] => {
             assert_eq!(query.check_id, "legacy");
@@ -486,6 +513,33 @@ fn evidence_query_input_the_schema_allows_is_still_read_into_its_typed_form() {
         }
         other => panic!("expected one EvidenceQuery, got {other:?}"),
     }
+}
+
+#[test]
+fn a_replaced_evidence_tool_is_validated_against_its_own_schema() {
+    let mut server = new_server();
+    let schema = json!({"type": "object", "required": ["query", "context"],
+        "properties": {"query": {"type": "object",
+            "properties": {"check_id": {"enum": ["only"]}}}}});
+    server.set_evidence_tool(ToolDefinition {
+        name: "ignored: the name stays evidence_query".into(),
+        description: "Checks of this provider: only.".into(),
+        input_schema: schema.clone(),
+        output_schema: None,
+    });
+    server.handle_input(&nl(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
+    server.handle_input(&nl(&call(json!(2), "other")));
+    server.handle_input(&nl(&call(json!(3), "only")));
+    let replies = out_json(&mut server, Framing::NewlineDelimited);
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    let tool = &replies[0]["result"]["tools"][0];
+    assert_eq!(tool["name"], "evidence_query");
+    assert_eq!(tool["input_schema"], schema);
+    assert_eq!(error_code(&replies[1]), -32602);
+    assert_eq!(replies[1]["error"]["data"]["pointer"], "/query/check_id");
+    assert!(
+        matches!(events(&mut server).as_slice(), [ServerEvent::EvidenceQuery { query, .. }] if query.check_id == "only")
+    );
 }
 
 #[test]

@@ -19,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 struct Provider;
@@ -85,7 +85,7 @@ impl ServerHandler for Provider {
                 None,
             ));
         }
-        let arguments = request.arguments.unwrap_or_else(Map::new);
+        let arguments = request.arguments.unwrap_or_default();
         let query = arguments.get("query").cloned().unwrap_or(Value::Null);
         let value = query
             .pointer("/params/value")

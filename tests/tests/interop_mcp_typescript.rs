@@ -5,14 +5,16 @@
 //! `tests/peers/mcp_ts_client.mjs` spawns `evidence-wire serve` through the
 //! SDK's `StdioClientTransport` (newline-delimited) and runs the same
 //! sequence as the Python SDK test; its report is checked by
-//! `interop_support::check_mcp_sdk_report`.
+//! `interop_support::check_mcp_sdk_report`. The same sequence runs over
+//! streamable HTTP (`StreamableHTTPClientTransport`) against
+//! `evidence-wire serve --http`.
 
 mod interop_support;
 
 use std::process::Command;
 
 use interop_support::{
-    PEER_TIMEOUT, check_mcp_sdk_report, cli_binary, peer_script, peers_node, run,
+    HttpServer, PEER_TIMEOUT, check_mcp_sdk_report, cli_binary, peer_script, peers_node, run,
 };
 
 #[test]
@@ -24,5 +26,21 @@ fn typescript_sdk_client_over_stdio() {
         .args(["--stdio", &cli_binary(), "serve"]);
     let output = run(&mut command, b"", PEER_TIMEOUT);
     let report = output.report("the MCP TypeScript SDK client");
+    check_mcp_sdk_report(&report);
+}
+
+#[test]
+fn typescript_sdk_client_over_streamable_http() {
+    let Some(node) = peers_node() else { return };
+    let server = HttpServer::start();
+    let mut command = Command::new(node);
+    command
+        .arg(peer_script("mcp_ts_client.mjs"))
+        .args(["--http", &server.mcp_url()]);
+    let output = run(&mut command, b"", PEER_TIMEOUT);
+    if !output.success() {
+        eprintln!("server log:\n{}", server.log());
+    }
+    let report = output.report("the MCP TypeScript SDK client over HTTP");
     check_mcp_sdk_report(&report);
 }

@@ -15,7 +15,6 @@
 
 mod interop_support;
 
-use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -25,8 +24,8 @@ use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::frame::Framing;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, ProviderError};
 use interop_support::{
-    TRIGGER_TIME, assert_time_now_evidence, cli_binary, expected_time_now_evidence, peer_context,
-    repo_root, run,
+    TRIGGER_TIME, assert_time_now_evidence, cargo_build, cli_binary, expected_time_now_evidence,
+    peer_context,
 };
 use rmcp::model::{
     CallToolRequestParams, ClientConfig as RmcpClientConfig, ProtocolVersion,
@@ -214,38 +213,7 @@ fn rmcp_auto_lifecycle_falls_back_to_initialize() {
 fn rmcp_provider() -> String {
     static EXAMPLE: OnceLock<String> = OnceLock::new();
     EXAMPLE
-        .get_or_init(|| {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-            let mut command = Command::new(cargo);
-            command
-                .args([
-                    "build",
-                    "--quiet",
-                    "--message-format=json",
-                    "--manifest-path",
-                ])
-                .arg(repo_root().join("Cargo.toml"))
-                .args(["-p", "evidence-wire-tests", "--example", "rmcp-provider"]);
-            let output = run(&mut command, b"", Duration::from_secs(900));
-            assert!(
-                output.success(),
-                "cargo build --example rmcp-provider failed:\n{}\n{}",
-                interop_support::compiler_messages(&output.stdout),
-                output.stderr
-            );
-            output
-                .stdout
-                .lines()
-                .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-                .filter_map(|message| {
-                    message
-                        .get("executable")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned)
-                })
-                .last()
-                .unwrap_or_else(|| panic!("cargo did not report the example executable"))
-        })
+        .get_or_init(|| cargo_build(&["-p", "evidence-wire-tests", "--example", "rmcp-provider"]))
         .clone()
 }
 

@@ -9,8 +9,9 @@
 //! wait to be written, reading pauses until the peer catches up.
 //!
 //! On end of input (or a fatal framing error) reading stops, every answer in
-//! flight is written and flushed, and [`serve`] returns. Nothing is logged
-//! here: events go to [`Handler::observe`].
+//! flight is written and flushed, and [`serve`] returns. Events go to
+//! [`Handler::observe`]; [`serve_with_log`] also writes one validation log
+//! record per message (`evidence_wire_log`), and nothing else is logged here.
 
 use std::future::Future;
 use std::io;

@@ -57,10 +57,16 @@ pub fn require(path: PathBuf, what: &str) -> Option<String> {
     );
 }
 
+/// The folder `scripts/peers` installs into: `EVIDENCE_WIRE_PEERS`, or
+/// `.peers` at the repository root.
+pub fn peers_base() -> PathBuf {
+    std::env::var_os("EVIDENCE_WIRE_PEERS")
+        .map_or_else(|| repo_root().join(".peers"), PathBuf::from)
+}
+
 /// The Python of the peers' virtualenv (with the official `mcp` SDK).
 pub fn venv_python() -> Option<String> {
-    let base = std::env::var_os("EVIDENCE_WIRE_PEERS")
-        .map_or_else(|| repo_root().join(".peers"), PathBuf::from);
+    let base = peers_base();
     require(
         base.join("venv/bin/python"),
         "the Python peers' virtualenv (.peers/venv)",
@@ -69,8 +75,7 @@ pub fn venv_python() -> Option<String> {
 
 /// Node 22 from the npm peers (`node@22`), which also runs the other npm peers.
 pub fn peers_node() -> Option<String> {
-    let base = std::env::var_os("EVIDENCE_WIRE_PEERS")
-        .map_or_else(|| repo_root().join(".peers"), PathBuf::from);
+    let base = peers_base();
     let node_modules = base.join("node/node_modules");
     for package in [
         "@modelcontextprotocol/sdk",
@@ -93,46 +98,53 @@ pub fn system_python() -> String {
 
 /// The `evidence-wire` CLI binary: `EVIDENCE_WIRE_CLI` if set, otherwise
 /// built once per test process with `cargo build -p evidence-wire-cli`
-/// (a no-op when fresh); cargo reports where the executable is.
+/// (a no-op when fresh).
 pub fn cli_binary() -> String {
     static CLI: OnceLock<String> = OnceLock::new();
     CLI.get_or_init(|| {
         if let Some(path) = std::env::var_os("EVIDENCE_WIRE_CLI") {
             return path.to_string_lossy().into_owned();
         }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let manifest = repo_root().join("Cargo.toml");
-        let mut command = Command::new(cargo);
-        command
-            .args([
-                "build",
-                "--quiet",
-                "--message-format=json",
-                "--manifest-path",
-            ])
-            .arg(manifest)
-            .args(["-p", "evidence-wire-cli", "--bin", "evidence-wire"]);
-        let output = run(&mut command, b"", Duration::from_secs(900));
-        assert!(
-            output.success(),
-            "cargo build -p evidence-wire-cli failed:\n{}\n{}",
-            compiler_messages(&output.stdout),
-            output.stderr
-        );
-        output
-            .stdout
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter_map(|message| {
-                message
-                    .get("executable")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .last()
-            .unwrap_or_else(|| panic!("cargo did not report the CLI executable"))
+        cargo_build(&["-p", "evidence-wire-cli", "--bin", "evidence-wire"])
     })
     .clone()
+}
+
+/// Run `cargo build <target>` on this workspace (bounded) and return the
+/// executable cargo reports; a failed build panics with the compiler's
+/// messages. Cargo does not hold the build lock while tests run, so this
+/// works from inside `cargo test`.
+pub fn cargo_build(target: &[&str]) -> String {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut command = Command::new(cargo);
+    command
+        .args([
+            "build",
+            "--quiet",
+            "--message-format=json",
+            "--manifest-path",
+        ])
+        .arg(repo_root().join("Cargo.toml"))
+        .args(target);
+    let output = run(&mut command, b"", Duration::from_secs(900));
+    assert!(
+        output.success(),
+        "cargo build {target:?} failed:\n{}\n{}",
+        compiler_messages(&output.stdout),
+        output.stderr
+    );
+    output
+        .stdout
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter_map(|message| {
+            message
+                .get("executable")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("cargo build {target:?} reported no executable"))
 }
 
 /// The rendered compiler errors in cargo's `--message-format=json` output.
@@ -459,4 +471,75 @@ pub fn check_mcp_sdk_report(report: &Value) {
         "{}",
         context("unknown tool (TOOL_NOT_FOUND)")
     );
+}
+
+/// `evidence-wire serve --http 127.0.0.1:0` running for one test; killed
+/// when dropped.
+pub struct HttpServer {
+    child: std::process::Child,
+    /// The base URL, `http://127.0.0.1:PORT`.
+    pub base: String,
+    log: std::sync::Arc<std::sync::Mutex<String>>,
+}
+
+impl HttpServer {
+    /// Start the server on a free loopback port and wait (at most 60 s)
+    /// until it says where it listens.
+    pub fn start() -> HttpServer {
+        let mut child = Command::new(cli_binary())
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("cannot start evidence-wire serve --http: {error}"));
+        let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let (address_tx, address_rx) = mpsc::channel();
+        if let Some(stderr) = child.stderr.take() {
+            let log = std::sync::Arc::clone(&log);
+            thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { return };
+                    if let Some(start) = line.find("http://127.0.0.1:") {
+                        let address: String = line[start..]
+                            .chars()
+                            .take_while(|c| !c.is_whitespace())
+                            .collect();
+                        let _ = address_tx.send(address);
+                    }
+                    if let Ok(mut log) = log.lock() {
+                        log.push_str(&line);
+                        log.push('\n');
+                    }
+                }
+            });
+        }
+        match address_rx.recv_timeout(Duration::from_secs(60)) {
+            Ok(base) => HttpServer { child, base, log },
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let log = log.lock().map(|log| log.clone()).unwrap_or_default();
+                panic!("evidence-wire serve --http did not report its address:\n{log}");
+            }
+        }
+    }
+
+    /// The MCP endpoint (`POST /mcp`).
+    pub fn mcp_url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// What the server wrote to stderr so far.
+    pub fn log(&self) -> String {
+        self.log.lock().map(|log| log.clone()).unwrap_or_default()
+    }
+}
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }
