@@ -610,7 +610,13 @@ impl Default for BundledHttpConfig {
 
 const MIB: u64 = 1024 * 1024;
 
-fn check_range(field: &str, value: u64, min: u64, max: u64, default: u64) -> Result<(), ConfigError> {
+fn check_range(
+    field: &str,
+    value: u64,
+    min: u64,
+    max: u64,
+    default: u64,
+) -> Result<(), ConfigError> {
     if value < min || value > max {
         return Err(invalid(
             field,
@@ -682,7 +688,9 @@ fn line_column(text: &str, offset: usize) -> (usize, usize) {
     }
     let before = text.get(..offset).unwrap_or_default();
     let line = before.matches('\n').count().saturating_add(1);
-    let line_start = before.rfind('\n').map_or(0, |newline| newline.saturating_add(1));
+    let line_start = before
+        .rfind('\n')
+        .map_or(0, |newline| newline.saturating_add(1));
     let column = before
         .get(line_start..)
         .unwrap_or_default()
@@ -1165,9 +1173,21 @@ impl ServerConfig {
 
 impl DocsConfig {
     fn validate(&self) -> Result<(), ConfigError> {
-        check_range("docs.max_sections", usize_to_u64(self.max_sections), 1, 10, 10)?;
+        check_range(
+            "docs.max_sections",
+            usize_to_u64(self.max_sections),
+            1,
+            10,
+            10,
+        )?;
         check_range("docs.max_docs", usize_to_u64(self.max_docs), 1, 4096, 32)?;
-        check_range("docs.max_doc_bytes", self.max_doc_bytes, 1, 64 * MIB, 262_144)?;
+        check_range(
+            "docs.max_doc_bytes",
+            self.max_doc_bytes,
+            1,
+            64 * MIB,
+            262_144,
+        )?;
         check_range(
             "docs.max_total_bytes",
             self.max_total_bytes,
@@ -1226,7 +1246,9 @@ impl BundledConfig {
             if name.is_empty() || name.contains('=') || name.contains('\0') {
                 return Err(invalid(
                     format!("bundled.env.allow[{index}]"),
-                    format!("{name:?} is not an environment variable name (non-empty, no '=' or NUL)"),
+                    format!(
+                        "{name:?} is not an environment variable name (non-empty, no '=' or NUL)"
+                    ),
                 ));
             }
         }
@@ -1260,7 +1282,13 @@ impl BundledConfig {
             }
         }
         check_name_list("bundled.http.allow_hosts", &self.http.allow_hosts, "host")?;
-        check_range("bundled.http.timeout_ms", self.http.timeout_ms, 100, 60_000, 5000)?;
+        check_range(
+            "bundled.http.timeout_ms",
+            self.http.timeout_ms,
+            100,
+            60_000,
+            5000,
+        )?;
         check_range(
             "bundled.http.max_body_bytes",
             self.http.max_body_bytes,

@@ -442,13 +442,22 @@ impl CheckContract {
         check_text(|| format!("checks[{index}].description"), &self.description)?;
         self.validate_comparators(index)?;
         self.validate_params_shape(index)?;
-        check_schema(&format!("checks[{index}].params_schema"), &self.params_schema)?;
-        check_schema(&format!("checks[{index}].result_schema"), &self.result_schema)?;
+        check_schema(
+            &format!("checks[{index}].params_schema"),
+            &self.params_schema,
+        )?;
+        check_schema(
+            &format!("checks[{index}].result_schema"),
+            &self.result_schema,
+        )?;
         for (position, text) in self.anchor_types.iter().enumerate() {
             check_text(|| format!("checks[{index}].anchor_types[{position}]"), text)?;
         }
         for (position, text) in self.content_types.iter().enumerate() {
-            check_text(|| format!("checks[{index}].content_types[{position}]"), text)?;
+            check_text(
+                || format!("checks[{index}].content_types[{position}]"),
+                text,
+            )?;
         }
         for (position, example) in self.examples.iter().enumerate() {
             check_text(
@@ -551,7 +560,8 @@ impl CheckContract {
             }
         } else {
             #[cfg(feature = "std")]
-            if let Some((pointer, detail)) = first_schema_error(&self.params_schema, &example.params)
+            if let Some((pointer, detail)) =
+                first_schema_error(&self.params_schema, &example.params)
             {
                 return Err(ContractError::InvalidExample {
                     location: location(),

@@ -43,11 +43,19 @@ fn expectations(path: &Path) -> Vec<String> {
 #[test]
 fn every_bad_fixture_fails_with_its_expected_message() {
     let files = fixtures("bad");
-    assert!(files.len() >= 80, "bad fixtures went missing: {}", files.len());
+    assert!(
+        files.len() >= 80,
+        "bad fixtures went missing: {}",
+        files.len()
+    );
     let mut failures = Vec::new();
     for path in &files {
         let expected = expectations(path);
-        assert!(!expected.is_empty(), "{} has no `# expect:` line", path.display());
+        assert!(
+            !expected.is_empty(),
+            "{} has no `# expect:` line",
+            path.display()
+        );
         match Config::load(path) {
             Ok(_) => failures.push(format!("{}: loaded but must fail", path.display())),
             Err(error) => {
@@ -120,7 +128,11 @@ fn example_config_passes_and_covers_every_section() {
 fn example_trust_becomes_a_key_set() {
     use evidence_wire::evidence::TrustPolicy;
     let config = Config::load(&repo_dir().join("examples/evidence-wire.toml")).expect("loads");
-    let policy = config.provider("cloud").expect("cloud").trust_policy().expect("policy");
+    let policy = config
+        .provider("cloud")
+        .expect("cloud")
+        .trust_policy()
+        .expect("policy");
     match policy {
         TrustPolicy::RequireSignature { keys } => assert!(keys.get("cloud-signer").is_some()),
         other => panic!("expected RequireSignature, got {other:?}"),
@@ -146,10 +158,17 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(config.server.tools.mode, ToolsMode::Filter);
     assert!(config.server.tools.allowlist.is_empty() && config.server.tools.denylist.is_empty());
     let docs = &config.docs;
-    assert!(docs.enabled && docs.enable_search && docs.enable_resources && docs.include_default_docs);
+    assert!(
+        docs.enabled && docs.enable_search && docs.enable_resources && docs.include_default_docs
+    );
     assert!(docs.extra_paths.is_empty());
     assert_eq!(
-        (docs.max_doc_bytes, docs.max_total_bytes, docs.max_docs, docs.max_sections),
+        (
+            docs.max_doc_bytes,
+            docs.max_total_bytes,
+            docs.max_docs,
+            docs.max_sections
+        ),
         (262_144, 1_048_576, 32, 10)
     );
     assert!(config.logging.enabled && !config.logging.deterministic);
@@ -214,7 +233,11 @@ fn unknown_key_reports_key_line_and_column() {
         }
         other => panic!("expected Syntax, got {other:?}"),
     }
-    assert!(error.to_string().starts_with("line 6, column 3: unknown field `max_sectons`"));
+    assert!(
+        error
+            .to_string()
+            .starts_with("line 6, column 3: unknown field `max_sectons`")
+    );
 }
 
 #[test]
@@ -222,12 +245,22 @@ fn line_and_column_count_characters_not_bytes() {
     let text = "# héllo wörld\n[logging]\ndir = \"é\"\nniveau = 1\n";
     let error = Config::from_toml_str(text, &data_dir()).expect_err("unknown key");
     assert!(
-        matches!(error, ConfigError::Syntax { line: 4, column: 1, .. }),
+        matches!(
+            error,
+            ConfigError::Syntax {
+                line: 4,
+                column: 1,
+                ..
+            }
+        ),
         "{error:?}"
     );
     let text = "[logging] deterministic = true\n";
     let error = Config::from_toml_str(text, &data_dir()).expect_err("syntax");
-    assert!(matches!(error, ConfigError::Syntax { line: 1, .. }), "{error:?}");
+    assert!(
+        matches!(error, ConfigError::Syntax { line: 1, .. }),
+        "{error:?}"
+    );
 }
 
 #[test]
@@ -245,7 +278,10 @@ fn missing_config_file_is_an_io_error() {
     let path = data_dir().join("does-not-exist.toml");
     let error = Config::load(&path).expect_err("missing");
     assert!(matches!(error, ConfigError::Io { .. }), "{error:?}");
-    assert!(error.to_string().starts_with("config: cannot read"), "{error}");
+    assert!(
+        error.to_string().starts_with("config: cannot read"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -259,7 +295,12 @@ fn oversized_config_file_is_refused_before_parsing() {
     }
     fs::write(&path, &text).expect("write");
     let error = Config::load(&path).expect_err("too large");
-    assert!(error.to_string().contains("larger than the limit of 1048576 bytes"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("larger than the limit of 1048576 bytes"),
+        "{error}"
+    );
     fs::remove_dir_all(&dir).ok();
 }
 
@@ -278,8 +319,8 @@ fn relative_paths_resolve_against_the_config_directory() {
 
 #[test]
 fn trust_keys_read_from_hex_and_raw_files_with_file_stem_ids() {
-    let config =
-        Config::load(&data_dir().join("good/stdio_provider_with_signed_trust.toml")).expect("loads");
+    let config = Config::load(&data_dir().join("good/stdio_provider_with_signed_trust.toml"))
+        .expect("loads");
     let keys = &config.providers[0].trusted_keys;
     let ids: Vec<&str> = keys.iter().map(|key| key.key_id.as_str()).collect();
     assert_eq!(ids, ["signer", "raw-signer"]);
@@ -292,9 +333,22 @@ fn validate_catches_changes_made_in_code() {
     let mut config = Config::default();
     config.server.bind = "10.0.0.1:8080".parse().expect("addr");
     let message = config.validate().expect_err("public bind").to_string();
-    assert!(message.starts_with("server.bind: 10.0.0.1:8080 is reachable"), "{message}");
-    assert!(config.server.check_exposure("[::1]:9000".parse().expect("addr")).is_ok());
-    assert!(config.server.check_exposure("0.0.0.0:9000".parse().expect("addr")).is_err());
+    assert!(
+        message.starts_with("server.bind: 10.0.0.1:8080 is reachable"),
+        "{message}"
+    );
+    assert!(
+        config
+            .server
+            .check_exposure("[::1]:9000".parse().expect("addr"))
+            .is_ok()
+    );
+    assert!(
+        config
+            .server
+            .check_exposure("0.0.0.0:9000".parse().expect("addr"))
+            .is_err()
+    );
 }
 
 #[test]
@@ -304,5 +358,10 @@ fn config_serializes_to_json_without_secrets_in_debug() {
     assert!(!debug.contains("YOUR_TOKEN"), "Debug must redact tokens");
     let json = serde_json::to_value(&config).expect("serializes");
     assert_eq!(json["server"]["bind"], "127.0.0.1:8080");
-    assert_eq!(json["providers"][1]["trust"]["require_signature"]["keys"].as_array().map(Vec::len), Some(1));
+    assert_eq!(
+        json["providers"][1]["trust"]["require_signature"]["keys"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
 }

@@ -112,7 +112,10 @@ impl Session {
         if !self.checked && !self.echo {
             let value: serde_json::Value =
                 serde_json::from_str(line).map_err(|error| format!("answer not JSON: {error}"))?;
-            if value.pointer("/result/structuredContent/evidence_hash").is_none() {
+            if value
+                .pointer("/result/structuredContent/evidence_hash")
+                .is_none()
+            {
                 return Err(format!("answer without evidence_hash: {}", line.trim_end()));
             }
             self.checked = true;
@@ -180,7 +183,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn results_dir() -> PathBuf {
     std::env::var_os("EW_BENCH_RESULTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-results")))
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/bench-results"
+            ))
+        })
 }
 
 fn cli_binary() -> PathBuf {
@@ -236,7 +244,10 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("results directory");
     let mut lines = String::new();
     for (name, mut command) in servers {
-        if filter.as_deref().is_some_and(|filter| !name.contains(filter)) {
+        if filter
+            .as_deref()
+            .is_some_and(|filter| !name.contains(filter))
+        {
             continue;
         }
         for window in [1u64, 64] {

@@ -31,7 +31,9 @@ mod common;
 #[path = "common/framing.rs"]
 mod framing;
 
-use criterion::{BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main};
+use criterion::{
+    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
 use evidence_wire::frame::Framing;
 use framing::{FEEDINGS, ignored_any, lines_serde, lsp, ours, rmcp_codec, stream};
 
@@ -63,12 +65,16 @@ fn bench(c: &mut Criterion) {
             group.bench_with_input(BenchmarkId::new("ours-cl-frame", feeding), &cl, |b, i| {
                 b.iter(|| ours(Framing::ContentLength, i, chunk, false))
             });
-            group.bench_with_input(BenchmarkId::new("ours-cl-envelope", feeding), &cl, |b, i| {
-                b.iter(|| ours(Framing::ContentLength, i, chunk, true))
-            });
-            group.bench_with_input(BenchmarkId::new("ours-nd-envelope", feeding), &nd, |b, i| {
-                b.iter(|| ours(Framing::NewlineDelimited, i, chunk, true))
-            });
+            group.bench_with_input(
+                BenchmarkId::new("ours-cl-envelope", feeding),
+                &cl,
+                |b, i| b.iter(|| ours(Framing::ContentLength, i, chunk, true)),
+            );
+            group.bench_with_input(
+                BenchmarkId::new("ours-nd-envelope", feeding),
+                &nd,
+                |b, i| b.iter(|| ours(Framing::NewlineDelimited, i, chunk, true)),
+            );
             group.bench_with_input(BenchmarkId::new("lsp-server", feeding), &cl, |b, i| {
                 b.iter(|| lsp(i, chunk))
             });
@@ -79,11 +85,9 @@ fn bench(c: &mut Criterion) {
                 b.iter(|| lines_serde(i, chunk))
             });
         }
-        group.bench_with_input(
-            BenchmarkId::new("ignoredany", "bodies"),
-            &bodies,
-            |b, i| b.iter(|| ignored_any(i)),
-        );
+        group.bench_with_input(BenchmarkId::new("ignoredany", "bodies"), &bodies, |b, i| {
+            b.iter(|| ignored_any(i))
+        });
         group.finish();
     }
 }

@@ -10,8 +10,9 @@
 //! - `trickle`: one valid ~1 MB message delivered 1 byte per `read`.
 //!
 //! Ours: `frame::Decoder` with the default limits (8 KiB of headers, 1 MiB
-//! of body), read through a fixed 64 KiB buffer, as the adapters do.
-//! lsp-server: `Message::read` on a `BufReader` (8 KiB).
+//! of body), read through a fixed 64 KiB buffer, as the adapters do, and
+//! `envelope::validate` on every frame. lsp-server: `Message::read` on a
+//! `BufReader` (8 KiB), which also parses params into a `Value`.
 //!
 //! Output: a table on stderr and JSON lines in
 //! `$EW_BENCH_RESULTS/hostile.jsonl` (default `target/bench-results`).
@@ -23,6 +24,7 @@ use std::io::{BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::Command;
 
+use evidence_wire::envelope::{Policy, validate};
 use evidence_wire::frame::{Decoder, Limits};
 
 const CASE_ENV: &str = "EW_HOSTILE_CASE";
@@ -126,7 +128,11 @@ fn ours(mut input: Generated) -> (u64, u64) {
         decoder.push(&buffer[..n]);
         while let Some(frame) = decoder.poll_frame() {
             match frame {
-                Ok(_) => frames += 1,
+                Ok(frame) => {
+                    // Like a server: the envelope is checked too.
+                    let _ = std::hint::black_box(validate(&frame.body, &Policy::mcp()).is_ok());
+                    frames += 1;
+                }
                 Err(error) => {
                     errors += 1;
                     if error.is_fatal() {
@@ -154,7 +160,12 @@ fn lsp(input: Generated) -> (u64, u64) {
 fn results_dir() -> PathBuf {
     std::env::var_os("EW_BENCH_RESULTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-results")))
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/bench-results"
+            ))
+        })
 }
 
 fn main() {
@@ -162,7 +173,11 @@ fn main() {
         let (side, name) = spec.split_once('|').expect("side|scenario");
         let input = scenario(name);
         let before = vm_hwm_kib();
-        let (frames, errors) = if side == "ours" { ours(input) } else { lsp(input) };
+        let (frames, errors) = if side == "ours" {
+            ours(input)
+        } else {
+            lsp(input)
+        };
         let after = vm_hwm_kib();
         println!("{before} {after} {frames} {errors}");
         return;

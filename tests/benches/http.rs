@@ -80,9 +80,12 @@ async fn connection(port: u16, until: Instant, done: Arc<AtomicU64>) -> Result<(
             return Err(format!("answer {status}: {text}"));
         }
         if first {
-            let value: serde_json::Value =
-                serde_json::from_slice(&body).map_err(|error| format!("not JSON ({error}): {text}"))?;
-            if value.pointer("/result/structuredContent/evidence_hash").is_none() {
+            let value: serde_json::Value = serde_json::from_slice(&body)
+                .map_err(|error| format!("not JSON ({error}): {text}"))?;
+            if value
+                .pointer("/result/structuredContent/evidence_hash")
+                .is_none()
+            {
                 return Err(format!("no structuredContent.evidence_hash: {text}"));
             }
             first = false;
@@ -117,7 +120,12 @@ fn median(mut values: Vec<f64>) -> f64 {
 fn results_dir() -> PathBuf {
     std::env::var_os("EW_BENCH_RESULTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-results")))
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/bench-results"
+            ))
+        })
 }
 
 fn measure(command: &mut Command, connections: usize) -> Result<(f64, Vec<f64>), String> {
@@ -164,7 +172,10 @@ fn measure(command: &mut Command, connections: usize) -> Result<(f64, Vec<f64>),
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
     let servers: [(&str, Command); 2] = [
-        ("evidence-wire", Command::new(env!("CARGO_BIN_EXE_bench-http-server"))),
+        (
+            "evidence-wire",
+            Command::new(env!("CARGO_BIN_EXE_bench-http-server")),
+        ),
         ("rmcp", {
             let mut command = Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"));
             command.arg("--http");
@@ -175,7 +186,10 @@ fn main() {
     std::fs::create_dir_all(&dir).expect("results directory");
     let mut lines = String::new();
     for (name, mut command) in servers {
-        if filter.as_deref().is_some_and(|filter| !name.contains(filter)) {
+        if filter
+            .as_deref()
+            .is_some_and(|filter| !name.contains(filter))
+        {
             continue;
         }
         for connections in [1usize, 64] {

@@ -118,7 +118,8 @@ fn callgrind(case: &str, repeat: u64, out: &std::path::Path) -> Result<u64, Stri
     if !status.success() {
         return Err(format!("valgrind run of {case} failed: {status}"));
     }
-    let text = std::fs::read_to_string(out).map_err(|error| format!("{}: {error}", out.display()))?;
+    let text =
+        std::fs::read_to_string(out).map_err(|error| format!("{}: {error}", out.display()))?;
     text.lines()
         .find_map(|line| {
             line.strip_prefix("summary:")
@@ -132,7 +133,12 @@ fn callgrind(case: &str, repeat: u64, out: &std::path::Path) -> Result<u64, Stri
 fn results_dir() -> PathBuf {
     std::env::var_os("EW_BENCH_RESULTS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../target/bench-results")))
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../target/bench-results"
+            ))
+        })
 }
 
 fn main() {
@@ -156,7 +162,10 @@ fn main() {
     let mut lines = String::new();
     for (group, size, side) in CASES {
         let case = format!("{group}|{size}|{side}");
-        if filter.as_deref().is_some_and(|filter| !case.contains(filter)) {
+        if filter
+            .as_deref()
+            .is_some_and(|filter| !case.contains(filter))
+        {
             continue;
         }
         let counts = callgrind(&case, 0, &scratch)

@@ -636,8 +636,10 @@ fn smol_dropped_query_is_cancelled() {
 }
 
 /// The CLI binary: `EVIDENCE_WIRE_CLI` if set, otherwise built (once per
-/// test process) with `cargo build -p evidence-wire-cli`, which is a no-op
-/// when it is fresh; cargo reports where the executable is.
+/// test process) with `cargo build --profile test -p evidence-wire-cli`,
+/// which is a no-op when it is fresh; cargo reports where the executable
+/// is. (Cargo releases the build lock before it runs tests, so this nested
+/// build does not deadlock.)
 fn cli_binary() -> String {
     static CLI: OnceLock<String> = OnceLock::new();
     CLI.get_or_init(|| {
@@ -650,6 +652,10 @@ fn cli_binary() -> String {
             .args([
                 "build",
                 "--quiet",
+                // The profile `cargo test` builds the CLI's binary with (for
+                // its own tests): when it is fresh, this build is a no-op.
+                "--profile",
+                "test",
                 "--message-format=json",
                 "--manifest-path",
             ])

@@ -78,13 +78,7 @@ impl Read for Chunked<'_> {
 }
 
 pub fn lsp(input: &[u8], chunk: usize) -> usize {
-    let mut reader = BufReader::with_capacity(
-        8192,
-        Chunked {
-            data: input,
-            chunk,
-        },
-    );
+    let mut reader = BufReader::with_capacity(8192, Chunked { data: input, chunk });
     let mut count = 0;
     while let Some(message) = lsp_server::Message::read(&mut reader).expect("lsp-server reads") {
         black_box(message);
@@ -147,4 +141,3 @@ pub fn ignored_any(bodies: &[Vec<u8>]) -> usize {
     }
     bodies.len()
 }
-

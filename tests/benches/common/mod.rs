@@ -57,7 +57,11 @@ pub fn record(rng: &mut Rng, out: &mut String) {
             r#""id":{},"passed":{},"ratio":{},"tags":[{}],"#,
             r#""owner":{{"team":"{}","oncall":null,"level":{}}},"note":"{}"}}"#
         ),
-        if rng.below(5) == 0 { "failed" } else { "approved" },
+        if rng.below(5) == 0 {
+            "failed"
+        } else {
+            "approved"
+        },
         rng.pick(WORDS),
         rng.pick(WORDS),
         rng.below(100),

@@ -20,7 +20,11 @@ fn main() {
             Ok(n) => n,
         };
         let Some(bytes) = buffer.get(..n) else { return };
-        if output.write_all(bytes).and_then(|()| output.flush()).is_err() {
+        if output
+            .write_all(bytes)
+            .and_then(|()| output.flush())
+            .is_err()
+        {
             return;
         }
     }

@@ -23,11 +23,18 @@ use tokio::io::AsyncReadExt;
 struct TimeNow;
 
 impl Handler for TimeNow {
-    async fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
+    async fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> EvidenceResult {
         if query.check_id != "time_now" {
             return EvidenceResult::with_error(EvidenceError::new(
                 "unsupported_check",
-                format!("check {:?} is not served here; use time_now", query.check_id),
+                format!(
+                    "check {:?} is not served here; use time_now",
+                    query.check_id
+                ),
             ));
         }
         let value = match context.trigger_time {
@@ -57,7 +64,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let mut sink = [0u8; 64];
             while matches!(stdin.read(&mut sink).await, Ok(n) if n > 0) {}
         };
-        serve_http(listener, ServerConfig::default(), TimeNow, config, stdin_closed).await?;
+        serve_http(
+            listener,
+            ServerConfig::default(),
+            TimeNow,
+            config,
+            stdin_closed,
+        )
+        .await?;
         Ok(())
     })
 }

@@ -55,9 +55,21 @@ fn collect_medians(dir: &Path, out: &mut Medians) {
             ) else {
                 continue;
             };
-            let text = |key: &str| bench.get(key).and_then(Value::as_str).unwrap_or("").to_string();
-            if let Some(median) = estimates.pointer("/median/point_estimate").and_then(Value::as_f64) {
-                out.insert((text("group_id"), text("function_id"), text("value_str")), median);
+            let text = |key: &str| {
+                bench
+                    .get(key)
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            if let Some(median) = estimates
+                .pointer("/median/point_estimate")
+                .and_then(Value::as_f64)
+            {
+                out.insert(
+                    (text("group_id"), text("function_id"), text("value_str")),
+                    median,
+                );
             }
         } else {
             collect_medians(&path, out);
@@ -89,7 +101,9 @@ fn lock_versions(lock: &Path, names: &[&str]) -> String {
     for line in text.lines() {
         if let Some(name) = line.strip_prefix("name = ") {
             current = Some(name.trim_matches('"').to_string());
-        } else if let (Some(version), Some(name)) = (line.strip_prefix("version = "), current.take()) {
+        } else if let (Some(version), Some(name)) =
+            (line.strip_prefix("version = "), current.take())
+        {
             if names.contains(&name.as_str()) {
                 found.push(format!("{name} {}", version.trim_matches('"')));
             }
@@ -111,7 +125,10 @@ fn machine(lock: &Path) -> String {
         .lines()
         .find_map(|line| line.strip_prefix("MemTotal:"))
         .and_then(|rest| rest.split_whitespace().next()?.parse::<u64>().ok())
-        .map_or_else(|| "?".into(), |kib| format!("{:.0} GiB", kib as f64 / 1048576.0));
+        .map_or_else(
+            || "?".into(),
+            |kib| format!("{:.0} GiB", kib as f64 / 1048576.0),
+        );
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     format!(
         "- Machine: {cpu}, {cores} cores available, {memory} RAM, Linux {} ({}), shared with other work.\n\
@@ -125,8 +142,16 @@ fn machine(lock: &Path) -> String {
         lock_versions(
             lock,
             &[
-                "lsp-server", "rmcp", "tokio-util", "tokio", "hyper", "serde_json",
-                "serde_json_canonicalizer", "sha2", "criterion", "valgrind",
+                "lsp-server",
+                "rmcp",
+                "tokio-util",
+                "tokio",
+                "hyper",
+                "serde_json",
+                "serde_json_canonicalizer",
+                "sha2",
+                "criterion",
+                "valgrind",
             ]
         ),
     )
@@ -156,7 +181,13 @@ fn ratio_of(peer: Option<f64>, ours: Option<f64>) -> Option<f64> {
 struct Verdicts(String);
 
 impl Verdicts {
-    fn add(&mut self, target: &str, measured: Option<f64>, needed: f64, show: impl Fn(f64) -> String) {
+    fn add(
+        &mut self,
+        target: &str,
+        measured: Option<f64>,
+        needed: f64,
+        show: impl Fn(f64) -> String,
+    ) {
         let verdict = match measured {
             None => "not measured".to_string(),
             Some(value) if value >= needed => format!("{} — met", show(value)),
@@ -169,8 +200,12 @@ impl Verdicts {
 fn main() {
     let args = args();
     let get = |key: &str| args.get(key).map(PathBuf::from);
-    let (Some(criterion), Some(results), Some(out)) = (get("criterion"), get("results"), get("out")) else {
-        eprintln!("usage: bench-report --criterion DIR --results DIR --lock Cargo.lock [--notes FILE] --out FILE");
+    let (Some(criterion), Some(results), Some(out)) =
+        (get("criterion"), get("results"), get("out"))
+    else {
+        eprintln!(
+            "usage: bench-report --criterion DIR --results DIR --lock Cargo.lock [--notes FILE] --out FILE"
+        );
         std::process::exit(2);
     };
     let lock = get("lock").unwrap_or_else(|| PathBuf::from("Cargo.lock"));
@@ -181,13 +216,22 @@ fn main() {
             .get(&(group.to_string(), function.to_string(), value.to_string()))
             .copied()
     };
-    let mut verdicts = Verdicts(String::from("| target (ours : peer, same run) | measured |\n| --- | --- |\n"));
+    let mut verdicts = Verdicts(String::from(
+        "| target (ours : peer, same run) | measured |\n| --- | --- |\n",
+    ));
     let mut doc = String::new();
     doc.push_str("# Benchmarks\n\nWritten by `scripts/bench` (tests/src/bin/bench-report.rs) from one run; do not edit by hand\n(the analysis at the end comes from `tests/benches/notes.md`). Ratios are peer time / our time\n(or our rate / peer rate): above 1 means we are faster. Times are criterion medians per iteration.\n\n");
     doc.push_str(&machine(&lock));
 
     // Framing and envelope.
-    let sides = ["ours-cl-frame", "ours-cl-envelope", "ours-nd-envelope", "lsp-server", "rmcp", "lines-serde"];
+    let sides = [
+        "ours-cl-frame",
+        "ours-cl-envelope",
+        "ours-nd-envelope",
+        "lsp-server",
+        "rmcp",
+        "lines-serde",
+    ];
     doc.push_str("\n## 1. Framing + envelope (criterion, `tests/benches/frame.rs`)\n\n");
     doc.push_str("Same `tools/call evidence_query` bodies for everyone (`tests/benches/common/mod.rs`: nested\nevidence records with integers, decimals, booleans, null, short and escaped strings): ~100 B x\n1000, ~10 KB x 20 and ~1 MB x 1 per iteration. What each side parses:\n\n");
     doc.push_str("- `ours-cl-frame`: Content-Length framing only (zero-copy body).\n- `ours-cl-envelope` / `ours-nd-envelope`: framing (Content-Length / newline) + `envelope::validate`\n  (`Policy::mcp()`: version, id, method checked; params kept raw; duplicate members and depth checked).\n- `lsp-server` 0.10 `Message::read`: Content-Length framing + full parse into `serde_json::Value` params.\n- `rmcp` `JsonRpcMessageCodec<ClientJsonRpcMessage>`: newline framing + full typed MCP parse.\n- `lines-serde`: tokio-util `LinesCodec` + serde_json into `{id: Value, method: String, params: &RawValue}`.\n- `ignoredany`: serde_json `IgnoredAny` over the pre-split bodies, no framing: validate-only floor.\n\n");
@@ -200,7 +244,10 @@ fn main() {
         doc.push_str(&"---|".repeat(sides.len() + 3));
         doc.push('\n');
         for feeding in ["whole", "4KiB", "1B"] {
-            let values: Vec<Option<f64>> = sides.iter().map(|side| median(&group, side, feeding)).collect();
+            let values: Vec<Option<f64>> = sides
+                .iter()
+                .map(|side| median(&group, side, feeding))
+                .collect();
             let _ = write!(doc, "| {feeding} |");
             for value in &values {
                 let _ = write!(doc, " {} |", time(*value));
@@ -230,7 +277,10 @@ fn main() {
             );
             verdicts.add(
                 "frame + envelope, 10 KB, 4 KiB chunks: >= 5x lsp-server",
-                ratio_of(median(&group, "lsp-server", "4KiB"), median(&group, "ours-cl-envelope", "4KiB")),
+                ratio_of(
+                    median(&group, "lsp-server", "4KiB"),
+                    median(&group, "ours-cl-envelope", "4KiB"),
+                ),
                 5.0,
                 |r| format!("{r:.2}x"),
             );
@@ -280,7 +330,9 @@ fn main() {
 
     // Instructions.
     let instructions = read_lines(&results.join("instructions.jsonl"));
-    doc.push_str("\n## 3. Instruction counts (valgrind callgrind, `tests/benches/instructions.rs`)\n\n");
+    doc.push_str(
+        "\n## 3. Instruction counts (valgrind callgrind, `tests/benches/instructions.rs`)\n\n",
+    );
     doc.push_str("Instructions per operation ((run of 8 - run of 0) / 8, so start-up cancels out). Framing: 1000 x ~100 B\nor 20 x ~10 KB messages fed in 4 KiB chunks; canonical: one value. Ratio: peer / ours (the\n`ours-cl-envelope` row for framing, `ours` for canonical).\n\n| path | size | side | instructions/op | peer / ours |\n|---|---|---|---|---|\n");
     let count = |group: &str, size: &str, side: &str| {
         instructions.iter().find_map(|row| {
@@ -290,11 +342,18 @@ fn main() {
         })
     };
     for row in &instructions {
-        let (Some(group), Some(size), Some(side)) = (row["group"].as_str(), row["size"].as_str(), row["side"].as_str())
-        else {
+        let (Some(group), Some(size), Some(side)) = (
+            row["group"].as_str(),
+            row["size"].as_str(),
+            row["side"].as_str(),
+        ) else {
             continue;
         };
-        let reference = if group == "canonical+sha256" { "ours" } else { "ours-cl-envelope" };
+        let reference = if group == "canonical+sha256" {
+            "ours"
+        } else {
+            "ours-cl-envelope"
+        };
         let value = row["instructions"].as_f64();
         let _ = writeln!(
             doc,
@@ -335,7 +394,13 @@ fn main() {
         "hostile input: ours grows <= 4 MiB (1 MiB body limit + buffers) in every scenario",
         bounded.map(|ok| if ok { 1.0 } else { 0.0 }),
         1.0,
-        |ok| if ok >= 1.0 { "bounded".into() } else { "unbounded".into() },
+        |ok| {
+            if ok >= 1.0 {
+                "bounded".into()
+            } else {
+                "unbounded".into()
+            }
+        },
     );
 
     // End to end.
@@ -364,9 +429,12 @@ fn main() {
             ratio(ratio_of(echo, ours)),
         );
         if window == 64 {
-            verdicts.add("stdio end to end, 64 in flight: >= 2x rmcp", ratio_of(ours, peer), 2.0, |r| {
-                format!("{r:.2}x")
-            });
+            verdicts.add(
+                "stdio end to end, 64 in flight: >= 2x rmcp",
+                ratio_of(ours, peer),
+                2.0,
+                |r| format!("{r:.2}x"),
+            );
         } else {
             // Within 1.5x of the echo floor: echo / ours <= 1.5, i.e. ours / echo >= 1/1.5.
             verdicts.add(

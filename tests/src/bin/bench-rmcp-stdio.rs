@@ -35,8 +35,9 @@ use tokio::io::AsyncReadExt;
 struct Provider;
 
 fn sha256_canonical(value: &Value) -> Result<String, ErrorData> {
-    let canonical = serde_json_canonicalizer::to_vec(value)
-        .map_err(|error| ErrorData::invalid_params(format!("not canonicalizable: {error}"), None))?;
+    let canonical = serde_json_canonicalizer::to_vec(value).map_err(|error| {
+        ErrorData::invalid_params(format!("not canonicalizable: {error}"), None)
+    })?;
     Ok(Sha256::digest(&canonical)
         .iter()
         .map(|byte| format!("{byte:02x}"))
