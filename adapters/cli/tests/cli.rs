@@ -547,9 +547,7 @@ fn bad_requests_are_usage_errors() {
     // An unknown subcommand.
     let output = run(&["frobnicate"], None);
     assert_eq!(code(&output), 2);
-    for output in [&output] {
-        assert!(!stderr(output).contains("panicked"), "{}", stderr(output));
-    }
+    assert!(!stderr(&output).contains("panicked"), "{}", stderr(&output));
 }
 
 #[test]
