@@ -18,7 +18,7 @@
 //!   parse (tool arguments into a `serde_json::Map`).
 //! - `lines-serde`: tokio-util `LinesCodec` (UTF-8 checked `String` per line)
 //!   + serde_json into `{id: Value, method: String, params: &RawValue}`, the
-//!   same envelope split as ours, hand-rolled.
+//!     same envelope split as ours, hand-rolled.
 //! - `ignoredany/bodies`: serde_json validate-only (`IgnoredAny`) over the
 //!   already-split bodies, no framing: the floor of any correct JSON parse
 //!   (the ">= 70 %" reference).
