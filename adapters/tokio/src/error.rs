@@ -34,7 +34,7 @@ pub enum ProviderError {
     #[error("the provider client has shut down")]
     ShutDown,
     /// The provider URL cannot be used (malformed, `http://` without
-    /// `allow_insecure_http`, or `https://` in a build without TLS).
+    /// `allow_insecure_http`, unusable extra root certificates).
     #[error("provider URL {url:?} refused: {reason}")]
     Url {
         /// The URL as configured.
@@ -48,6 +48,15 @@ pub enum ProviderError {
         /// `host:port`.
         address: String,
         /// Why (refused, unresolvable, timed out).
+        reason: String,
+    },
+    /// The TLS handshake with an `https://` provider failed (certificate
+    /// not trusted or not naming the host, no common protocol, timeout).
+    #[error("TLS with {address} failed: {reason}")]
+    Tls {
+        /// `host:port`.
+        address: String,
+        /// The cause and what to do.
         reason: String,
     },
     /// The HTTP provider answered with a status other than 2xx. Redirects
@@ -84,7 +93,8 @@ impl ProviderError {
             ProviderError::Query(error) => error.code(),
             ProviderError::Spawn { .. }
             | ProviderError::ShutDown
-            | ProviderError::Connect { .. } => "provider_unavailable",
+            | ProviderError::Connect { .. }
+            | ProviderError::Tls { .. } => "provider_unavailable",
             ProviderError::Url { .. } => "provider_misconfigured",
             ProviderError::HttpStatus { .. } => "provider_error",
             ProviderError::ResponseTooLarge { .. } | ProviderError::UnexpectedResponse(_) => {

@@ -1,4 +1,4 @@
-//! The HTTP provider client on hyper (HTTP/1.1).
+//! The HTTP provider client on hyper (HTTP/1.1), over TLS for `https://`.
 //!
 //! [`HttpProvider::query`] POSTs one `tools/call` of `evidence_query` to
 //! the configured URL and verifies the answer through the core [`Client`],
@@ -7,15 +7,24 @@
 //! ([`Client::poll_timeout`], answered [`QueryError::Timeout`]).
 //!
 //! Rules: the URL must be `https://` unless
-//! [`HttpProviderConfig::allow_insecure_http`] is set, and this build has no
-//! TLS stack, so `https://` URLs are refused with a clear error (terminate
-//! TLS in a local proxy, or wait for a TLS-enabled build). Redirects are
-//! never followed: a 3xx is a [`ProviderError::HttpStatus`] carrying its
-//! `Location`, as is every other non-2xx. The bearer token goes in
-//! `Authorization`, the context's correlation id in `x-correlation-id`.
-//! Limits: a connect timeout, the request deadline, and a response cap
-//! (checked against `Content-Length` before reading, counted while reading).
-//! One connection per query; nothing is pooled.
+//! [`HttpProviderConfig::allow_insecure_http`] is set. TLS is rustls (ring
+//! provider, TLS 1.2 and 1.3, ALPN `http/1.1`); the server's certificate
+//! must chain to a trusted root and name the URL's host (a DNS name or an
+//! IP address). Trusted roots are the Mozilla set bundled by `webpki-roots`
+//! (unless [`HttpProviderConfig::trust_public_roots`] is false) plus every
+//! certificate in [`HttpProviderConfig::extra_root_certificates_pem`] (a
+//! private CA or a self-signed provider). A failed handshake is a
+//! [`ProviderError::Tls`] naming the cause (unknown issuer, wrong name,
+//! expired). Redirects are never followed: a 3xx is a
+//! [`ProviderError::HttpStatus`] carrying its `Location`, as is every other
+//! non-2xx. The bearer token goes in `Authorization`, the context's
+//! correlation id in `x-correlation-id`.
+//!
+//! Limits: a connect timeout (TCP connect and TLS handshake), the request
+//! deadline over the whole exchange, and a response cap (checked against
+//! `Content-Length` before reading, counted while reading, so a peer that
+//! streams without end is cut off at the cap). One connection per query;
+//! nothing is pooled.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,8 +39,13 @@ use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
 use hyper::{Method, Request, Uri};
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
+use tokio_rustls::rustls::{self, RootCertStore};
 
 use crate::error::ProviderError;
 
@@ -55,6 +69,14 @@ pub struct HttpProviderConfig {
     pub client: ClientConfig,
     /// Most bytes an answer may hold (default 1 MiB).
     pub max_response_bytes: usize,
+    /// For `https://`: trust the Mozilla root set bundled by `webpki-roots`
+    /// (default true). Set false to trust only
+    /// [`extra_root_certificates_pem`](Self::extra_root_certificates_pem).
+    pub trust_public_roots: bool,
+    /// For `https://`: more trusted roots, each entry PEM text holding one
+    /// or more `CERTIFICATE` blocks (a private CA, or a provider's
+    /// self-signed certificate). Empty by default.
+    pub extra_root_certificates_pem: Vec<String>,
 }
 
 impl HttpProviderConfig {
@@ -67,7 +89,22 @@ impl HttpProviderConfig {
             connect_timeout: Duration::from_millis(2000),
             client: ClientConfig::default(),
             max_response_bytes: 1024 * 1024,
+            trust_public_roots: true,
+            extra_root_certificates_pem: Vec::new(),
         }
+    }
+
+    /// The same settings also trusting the root certificate(s) in `pem`
+    /// for `https://` (may be called more than once).
+    pub fn with_root_certificate_pem(mut self, pem: impl Into<String>) -> Self {
+        self.extra_root_certificates_pem.push(pem.into());
+        self
+    }
+
+    /// The same settings trusting (or not) the bundled public roots.
+    pub fn with_public_roots(mut self, trust: bool) -> Self {
+        self.trust_public_roots = trust;
+        self
     }
 
     /// The same settings allowing (or not) plain `http://`.
@@ -113,6 +150,11 @@ impl std::fmt::Debug for HttpProviderConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("client", &self.client)
             .field("max_response_bytes", &self.max_response_bytes)
+            .field("trust_public_roots", &self.trust_public_roots)
+            .field(
+                "extra_root_certificates_pem",
+                &self.extra_root_certificates_pem.len(),
+            )
             .finish()
     }
 }
@@ -127,6 +169,21 @@ struct Target {
     /// Request target (path and query).
     path: Uri,
     authorization: Option<HeaderValue>,
+    /// TLS settings and the name the certificate must hold, for `https://`.
+    tls: Option<Tls>,
+}
+
+struct Tls {
+    connector: TlsConnector,
+    name: ServerName<'static>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A provider reached over HTTP. Cheap to clone; queries may run concurrently.
@@ -147,24 +204,20 @@ impl HttpProvider {
             .url
             .parse()
             .map_err(|error| refuse(&format!("not a valid URL: {error}")))?;
-        match uri.scheme_str() {
-            Some("http") if config.allow_insecure_http => {}
+        let secure = match uri.scheme_str() {
+            Some("http") if config.allow_insecure_http => false,
             Some("http") => {
                 return Err(refuse(
                     "plain http:// sends queries and the bearer token unencrypted; use https://, or set allow_insecure_http = true for a loopback or trusted network",
                 ));
             }
-            Some("https") => {
-                return Err(refuse(
-                    "https:// needs TLS, and this build of evidence-wire-tokio has no TLS stack; put a TLS-terminating proxy on this host and use http://127.0.0.1:<port> with allow_insecure_http = true",
-                ));
-            }
+            Some("https") => true,
             _ => {
                 return Err(refuse(
                     "the URL must start with https:// (or http:// with allow_insecure_http)",
                 ));
             }
-        }
+        };
         let Some(authority) = uri.authority() else {
             return Err(refuse("the URL names no host"));
         };
@@ -181,7 +234,9 @@ impl HttpProvider {
         if host.is_empty() {
             return Err(refuse("the URL names no host"));
         }
-        let port = authority.port_u16().unwrap_or(80);
+        let port = authority
+            .port_u16()
+            .unwrap_or(if secure { 443 } else { 80 });
         let path: Uri = uri
             .path_and_query()
             .map_or("/", |path| path.as_str())
@@ -199,6 +254,19 @@ impl HttpProvider {
                 Some(value)
             }
         };
+        let tls = if secure {
+            let name = ServerName::try_from(host.clone()).map_err(|_| {
+                refuse("the host is neither a DNS name nor an IP address a certificate can name")
+            })?;
+            Some(Tls {
+                connector: TlsConnector::from(Arc::new(
+                    tls_config(&config).map_err(|reason| refuse(&reason))?,
+                )),
+                name,
+            })
+        } else {
+            None
+        };
         Ok(HttpProvider {
             target: Arc::new(Target {
                 host,
@@ -206,6 +274,7 @@ impl HttpProvider {
                 authority,
                 path,
                 authorization,
+                tls,
             }),
             config: Arc::new(config),
         })
@@ -285,12 +354,43 @@ impl HttpProvider {
             Ok(Ok(stream)) => stream,
         };
         let _ = stream.set_nodelay(true);
+        let Some(tls) = &self.target.tls else {
+            return self.exchange(stream, address, body, correlation).await;
+        };
+        let handshake = tls.connector.connect(tls.name.clone(), stream);
+        match tokio::time::timeout(self.config.connect_timeout, handshake).await {
+            Err(_) => Err(ProviderError::Tls {
+                address,
+                reason: format!(
+                    "no TLS handshake within {} ms",
+                    self.config.connect_timeout.as_millis()
+                ),
+            }),
+            Ok(Err(error)) => Err(ProviderError::Tls {
+                reason: tls_failure(&error),
+                address,
+            }),
+            Ok(Ok(stream)) => self.exchange(stream, address, body, correlation).await,
+        }
+    }
+
+    /// One HTTP/1.1 request and response over a connected `io`.
+    async fn exchange<IO>(
+        &self,
+        io: IO,
+        address: String,
+        body: Vec<u8>,
+        correlation: Option<&str>,
+    ) -> Result<Vec<u8>, ProviderError>
+    where
+        IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    {
         let lost = |error: hyper::Error| {
             ProviderError::Query(QueryError::ConnectionLost(format!(
                 "HTTP exchange with {address} failed: {error}"
             )))
         };
-        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(io))
             .await
             .map_err(lost)?;
 
@@ -365,6 +465,74 @@ impl HttpProvider {
             }
         }
         exchange.await
+    }
+}
+
+/// The rustls client settings: ring, safe protocol versions, the trusted
+/// roots, ALPN `http/1.1`. Errors say which extra root is unusable.
+fn tls_config(config: &HttpProviderConfig) -> Result<rustls::ClientConfig, String> {
+    let mut roots = RootCertStore::empty();
+    if config.trust_public_roots {
+        roots.extend(webpki_roots::TLS_SERVER_ROOTS.iter().cloned());
+    }
+    for (index, pem) in config.extra_root_certificates_pem.iter().enumerate() {
+        let mut found = 0usize;
+        for certificate in CertificateDer::pem_slice_iter(pem.as_bytes()) {
+            let certificate = certificate.map_err(|error| {
+                format!("extra root certificate #{index} is not valid PEM: {error}")
+            })?;
+            roots.add(certificate).map_err(|error| {
+                format!("extra root certificate #{index} cannot be a trust anchor: {error}")
+            })?;
+            found = found.saturating_add(1);
+        }
+        if found == 0 {
+            return Err(format!(
+                "extra root certificate #{index} holds no PEM CERTIFICATE block"
+            ));
+        }
+    }
+    if roots.is_empty() {
+        return Err(
+            "https:// with no trusted roots: set trust_public_roots, or add the provider's CA to extra_root_certificates_pem".to_owned(),
+        );
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|error| format!("cannot set up TLS: {error}"))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    tls.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(tls)
+}
+
+/// Why a TLS handshake failed, with what to do for the usual causes.
+fn tls_failure(error: &std::io::Error) -> String {
+    let cause = error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>());
+    match cause {
+        Some(rustls::Error::InvalidCertificate(reason)) => {
+            let hint = match reason {
+                rustls::CertificateError::UnknownIssuer
+                | rustls::CertificateError::BadSignature => {
+                    "; if the provider uses a private CA or a self-signed certificate, add it to extra_root_certificates_pem"
+                }
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. } => {
+                    "; the URL's host must be one the certificate names"
+                }
+                rustls::CertificateError::Expired
+                | rustls::CertificateError::ExpiredContext { .. } => {
+                    "; the provider must renew its certificate"
+                }
+                _ => "",
+            };
+            format!("the provider's certificate is not trusted: {reason}{hint}")
+        }
+        Some(other) => format!("TLS handshake failed: {other}"),
+        None => format!("TLS handshake failed: {error}"),
     }
 }
 

@@ -10,8 +10,12 @@
 //! Limits: at most [`HttpServerConfig::max_connections`] connections (past
 //! it, accepting pauses), at most [`HttpServerConfig::max_concurrent_requests`]
 //! JSON-RPC calls at once (past it, `503 OVERLOADED`), a header read timeout
-//! against slow clients, a body read timeout, and the body cap of
-//! [`HttpPolicy::max_body_bytes`].
+//! against slow clients (it also closes idle keep-alive connections), a body
+//! read timeout, a write timeout against clients that stop reading their
+//! answers (no write progress for [`HttpServerConfig::write_timeout`] closes
+//! the connection and frees its slot), and the body cap of
+//! [`HttpPolicy::max_body_bytes`]. A client that disconnects while its call
+//! runs gets its handler task aborted and its permit returned.
 //!
 //! [`serve_http`] refuses a listener on a non-loopback address unless a
 //! bearer token is configured, and stops gracefully when its shutdown
@@ -22,7 +26,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -38,9 +44,11 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
+use tokio::time::{Instant, Sleep};
 
 use crate::stdio::Handler;
 use crate::tasks::{Completion, Tasks};
@@ -65,6 +73,10 @@ pub struct HttpServerConfig {
     pub header_read_timeout: Duration,
     /// How long a client may take to send a request body (default 30 s).
     pub body_read_timeout: Duration,
+    /// How long writing to a client may make no progress (default 30 s);
+    /// past it the connection is closed, so a client that stops reading
+    /// its answers cannot hold a connection slot.
+    pub write_timeout: Duration,
     /// How long shutdown waits for requests in progress (default 10 s).
     pub shutdown_grace: Duration,
     /// Per-request server setup (tools, resources).
@@ -83,6 +95,7 @@ impl Default for HttpServerConfig {
             max_connections: 256,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
+            write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
             prepare: None,
             validation_log: ValidationLog::disabled(),
@@ -143,6 +156,7 @@ impl std::fmt::Debug for HttpServerConfig {
             .field("max_connections", &self.max_connections)
             .field("header_read_timeout", &self.header_read_timeout)
             .field("body_read_timeout", &self.body_read_timeout)
+            .field("write_timeout", &self.write_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
             .finish_non_exhaustive()
     }
@@ -262,6 +276,7 @@ async fn serve_connection<H: Handler>(
 ) {
     let _ = stream.set_nodelay(true);
     let header_read_timeout = shared.config.header_read_timeout;
+    let stream = StallGuard::new(stream, shared.config.write_timeout);
     let service = service_fn(move |request| {
         let shared = Arc::clone(&shared);
         async move {
@@ -379,6 +394,102 @@ async fn read_body(mut body: Incoming, mut limit: BodyLimit) -> Result<Vec<u8>, 
         }
     }
     Ok(bytes)
+}
+
+/// A connection whose writes fail with `TimedOut` once they have made no
+/// progress for `limit` (the peer stopped reading). Reads pass through.
+struct StallGuard {
+    stream: TcpStream,
+    limit: Duration,
+    timer: Pin<Box<Sleep>>,
+    armed: bool,
+}
+
+impl StallGuard {
+    fn new(stream: TcpStream, limit: Duration) -> Self {
+        StallGuard {
+            stream,
+            limit,
+            timer: Box::pin(tokio::time::sleep(limit)),
+            armed: false,
+        }
+    }
+
+    /// Track the outcome of one write-side poll: progress disarms the
+    /// timer; a stall arms it and fails once it fires.
+    fn watch<T>(
+        &mut self,
+        cx: &mut Context<'_>,
+        polled: Poll<io::Result<T>>,
+    ) -> Poll<io::Result<T>> {
+        if polled.is_ready() {
+            self.armed = false;
+            return polled;
+        }
+        if !self.armed {
+            self.armed = true;
+            let deadline = Instant::now() + self.limit;
+            self.timer.as_mut().reset(deadline);
+        }
+        match self.timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the client read nothing for {} ms; closing the connection",
+                    self.limit.as_millis()
+                ),
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for StallGuard {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().stream).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for StallGuard {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write(cx, buf);
+        this.watch(cx, polled)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_write_vectored(cx, bufs);
+        this.watch(cx, polled)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_flush(cx);
+        this.watch(cx, polled)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
+        this.watch(cx, polled)
+    }
 }
 
 fn to_response(reply: HttpReply) -> Response<Full<Bytes>> {

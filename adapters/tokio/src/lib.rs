@@ -13,9 +13,9 @@
 //!   desynchronizes its stream.
 //! - [`serve_http`]: the HTTP server on hyper (`POST /rpc`, `POST /mcp`,
 //!   probes), feeding the same core pipeline as stdio.
-//! - [`HttpProvider`]: the HTTP provider client (plain `http://` only with
-//!   `allow_insecure_http`; this build carries no TLS stack, so `https://`
-//!   URLs are refused with a clear error).
+//! - [`HttpProvider`]: the HTTP provider client (`https://` over rustls with
+//!   the bundled public roots plus configured extra roots; plain `http://`
+//!   only with `allow_insecure_http`).
 //!
 //! Adapters are plumbing only: they move bytes between the core and the
 //! runtime, sleep until the core's deadline, and own processes and sockets.
