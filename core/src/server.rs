@@ -320,7 +320,13 @@ pub enum ServerEvent {
         /// The peer's `clientInfo`, if sent.
         client_info: Option<Value>,
     },
-    /// One message was handled; the record a validation log keeps.
+    /// One message was handled; the record a validation log keeps. Made
+    /// when the message is validated, except for a call handed out as
+    /// [`ServerEvent::ToolCall`]: its record waits for
+    /// [`Server::respond_tool`] (or the peer's cancellation) and carries the
+    /// answer actually sent, e.g. `INTERNAL_ERROR` when the result fails
+    /// the tool's output schema. `evidence_query` calls are recorded when
+    /// validated: their answers are typed evidence results, sent as given.
     Handled(Outcome),
     /// A framing error; the stream is still in sync and an error was answered.
     FramingError(FrameError),
@@ -373,7 +379,6 @@ struct Pending {
     dialect: Dialect,
     batch: Option<u64>,
     tool: String,
-    output_schema: Option<Value>,
 }
 
 #[derive(Debug, Default)]
@@ -609,15 +614,28 @@ impl Server {
         result: Result<Value, ToolFailure>,
     ) -> Result<(), RespondError> {
         let pending = self.take_pending(ticket, CallKind::Tool)?;
-        let body = self.tool_reply(
+        // The call's record was held back until now (see `handle_message`):
+        // it carries what was actually sent, an error included.
+        let outcome = self.answer_tool(
             &pending.id,
+            pending.batch,
             pending.dialect,
-            &pending.tool,
-            pending.output_schema.as_ref(),
+            pending.tool,
             result,
         );
-        self.reply(pending.batch, body);
+        self.push_deferred_outcome(pending.id, outcome);
         Ok(())
+    }
+
+    /// The `Handled` record of a call answered after it was validated.
+    fn push_deferred_outcome(&mut self, id: Value, outcome: RequestOutcome) {
+        self.events.push_back(ServerEvent::Handled(Outcome {
+            id: Some(id),
+            method: Some(TOOLS_CALL.to_owned()),
+            tool: outcome.tool,
+            error: outcome.error,
+            detail: outcome.detail,
+        }));
     }
 
     fn take_pending(&mut self, ticket: Ticket, kind: CallKind) -> Result<Pending, RespondError> {
@@ -726,6 +744,12 @@ impl Server {
                 let id = id_value(&request.id);
                 let method = request.method.to_string();
                 let outcome = self.handle_request(&id, &method, request.params, batch);
+                // A call handed to the embedder is recorded when it is
+                // answered (`respond_tool`) or cancelled, with what was
+                // actually sent.
+                if outcome.deferred {
+                    return;
+                }
                 self.events.push_back(ServerEvent::Handled(Outcome {
                     id: Some(id),
                     method: Some(method),
@@ -780,6 +804,20 @@ impl Server {
                 if let Some(ticket) = found {
                     if let Some(pending) = self.pending.remove(&ticket) {
                         self.remember_cancelled(ticket);
+                        if pending.kind == CallKind::Tool {
+                            // Its record was held back for the answer,
+                            // which will never be sent.
+                            let outcome = RequestOutcome {
+                                tool: Some(pending.tool.clone()),
+                                error: None,
+                                detail: Some(
+                                    "cancelled by the peer before it was answered; nothing was sent"
+                                        .to_owned(),
+                                ),
+                                deferred: false,
+                            };
+                            self.push_deferred_outcome(pending.id.clone(), outcome);
+                        }
                         // A cancelled request gets no answer; a batch stops
                         // waiting for it.
                         if let Some(batch) = pending.batch {
@@ -1013,7 +1051,7 @@ impl Server {
                         );
                     }
                 };
-                let ticket = self.issue_ticket(id, CallKind::Evidence, batch, &name, None);
+                let ticket = self.issue_ticket(id, CallKind::Evidence, batch, &name);
                 self.events.push_back(ServerEvent::EvidenceQuery {
                     ticket,
                     query: arguments.query,
@@ -1038,40 +1076,21 @@ impl Server {
                 if let Err(violation) = self.schemas.validate_input(&name, &arguments) {
                     return self.reply_tool_io_error(id, batch, violation, name);
                 }
-                let output_schema = tool.definition.output_schema.clone();
                 if let ToolKind::Inline(handler) = &tool.kind {
                     let handler = Arc::clone(handler);
                     let result = handler(&arguments);
-                    // Output outside the schema is answered INTERNAL_ERROR;
-                    // the outcome says so too (validation logs record it).
-                    #[cfg(feature = "std")]
-                    if let Ok(structured) = &result {
-                        if let Err(violation) = self.schemas.validate_output(&name, structured) {
-                            return self.reply_tool_io_error(id, batch, violation, name);
-                        }
-                    }
-                    if let Err(ToolFailure::InvalidInput(detail)) = &result {
-                        let detail = detail.clone();
-                        return self.reply_error(
-                            id,
-                            batch,
-                            CanonicalError::InvalidToolInput,
-                            detail,
-                            Some(name),
-                        );
-                    }
-                    let body =
-                        self.tool_reply(id, self.dialect, &name, output_schema.as_ref(), result);
-                    self.reply(batch, body);
-                    return RequestOutcome::accepted(Some(name));
+                    return self.answer_tool(id, batch, self.dialect, name, result);
                 }
-                let ticket = self.issue_ticket(id, CallKind::Tool, batch, &name, output_schema);
+                let ticket = self.issue_ticket(id, CallKind::Tool, batch, &name);
                 self.events.push_back(ServerEvent::ToolCall {
                     ticket,
                     name: name.clone(),
                     arguments,
                 });
-                RequestOutcome::accepted(Some(name))
+                RequestOutcome {
+                    deferred: true,
+                    ..RequestOutcome::accepted(Some(name))
+                }
             }
         }
     }
@@ -1124,6 +1143,7 @@ impl Server {
             tool: Some(tool),
             error: Some(violation.error),
             detail: Some(violation.detail),
+            deferred: false,
         }
     }
 
@@ -1139,22 +1159,25 @@ impl Server {
         self.reply_error(id, batch, violation.error, violation.detail, Some(tool))
     }
 
-    fn tool_reply(
-        &self,
+    /// Answers a tool call with what its handler produced, the same way
+    /// whether the tool ran inline or the embedder answered later: a result
+    /// outside the tool's output schema is answered `INTERNAL_ERROR` (with
+    /// `data.pointer`) and never sent as a success; `InvalidInput` is
+    /// answered `INVALID_TOOL_INPUT`; `Failed` is a result with
+    /// `isError: true`. The outcome is what was sent.
+    fn answer_tool(
+        &mut self,
         id: &Value,
+        batch: Option<u64>,
         dialect: Dialect,
-        tool: &str,
-        output_schema: Option<&Value>,
+        tool: String,
         result: Result<Value, ToolFailure>,
-    ) -> Vec<u8> {
-        let _ = (tool, output_schema);
+    ) -> RequestOutcome {
         match result {
             Ok(structured) => {
                 #[cfg(feature = "std")]
-                if let Err(violation) = self.schemas.validate_output(tool, &structured) {
-                    let detail =
-                        format!("tool {tool:?} produced output outside its schema: {violation}");
-                    return encode_error(Some(id), CanonicalError::InternalError, Some(&detail));
+                if let Err(violation) = self.schemas.validate_output(&tool, &structured) {
+                    return self.reply_tool_io_error(id, batch, violation, tool);
                 }
                 let text = serde_json::to_string(&structured).unwrap_or_default();
                 let payload = match dialect {
@@ -1167,14 +1190,23 @@ impl Server {
                         "isError": false,
                     }),
                 };
-                encode_result(id, &payload)
+                self.reply(batch, encode_result(id, &payload));
+                RequestOutcome::accepted(Some(tool))
             }
-            Err(ToolFailure::Failed(message) | ToolFailure::InvalidInput(message)) => {
+            Err(ToolFailure::InvalidInput(detail)) => self.reply_error(
+                id,
+                batch,
+                CanonicalError::InvalidToolInput,
+                detail,
+                Some(tool),
+            ),
+            Err(ToolFailure::Failed(message)) => {
                 let payload = json!({
                     "content": [{"type": "text", "text": message}],
                     "isError": true,
                 });
-                encode_result(id, &payload)
+                self.reply(batch, encode_result(id, &payload));
+                RequestOutcome::accepted(Some(tool))
             }
         }
     }
@@ -1185,7 +1217,6 @@ impl Server {
         kind: CallKind,
         batch: Option<u64>,
         tool: &str,
-        output_schema: Option<Value>,
     ) -> Ticket {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket = self.next_ticket.wrapping_add(1);
@@ -1202,7 +1233,6 @@ impl Server {
                 dialect: self.dialect,
                 batch,
                 tool: tool.to_owned(),
-                output_schema,
             },
         );
         ticket
@@ -1250,6 +1280,7 @@ impl Server {
             tool,
             error: Some(error),
             detail: Some(detail),
+            deferred: false,
         }
     }
 
@@ -1351,10 +1382,14 @@ enum EvidenceInputError {
     Typed(String),
 }
 
+/// What handling one request came to, for its `Handled` record.
 struct RequestOutcome {
     tool: Option<String>,
     error: Option<CanonicalError>,
     detail: Option<String>,
+    /// The call waits for the embedder ([`ServerEvent::ToolCall`]): its
+    /// record is made when it is answered or cancelled, not now.
+    deferred: bool,
 }
 
 impl RequestOutcome {
@@ -1363,9 +1398,13 @@ impl RequestOutcome {
             tool,
             error: None,
             detail: None,
+            deferred: false,
         }
     }
 }
+
+/// The method of every tool call.
+const TOOLS_CALL: &str = "tools/call";
 
 fn id_value(id: &Id<'_>) -> Value {
     id.to_value()

@@ -493,3 +493,86 @@ fn server_reports_the_pointer_of_invalid_tool_input() {
     assert_eq!(reply["error"]["data"]["pointer"], "/a/1");
     assert_eq!(reply["error"]["data"]["request_id"], "c-1");
 }
+
+/// The `evidence_query` schemas as the files in `spec/schemas/` hold them,
+/// read from disk (not through the crate's `include_str!` constants).
+fn spec_schema(file: &str) -> Value {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../spec/schemas")
+        .join(file);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path:?}: {e}"))
+}
+
+#[test]
+fn the_server_registers_and_lists_exactly_the_spec_schema_files() {
+    use evidence_wire::server::{Server, ServerConfig, ToolDefinition};
+    let input = spec_schema("evidence_query.input.schema.json");
+    let output = spec_schema("evidence_query.output.schema.json");
+    // One source of truth: the constants are the files...
+    assert_eq!(
+        serde_json::from_str::<Value>(EVIDENCE_QUERY_INPUT_SCHEMA).unwrap(),
+        input
+    );
+    assert_eq!(
+        serde_json::from_str::<Value>(EVIDENCE_QUERY_OUTPUT_SCHEMA).unwrap(),
+        output
+    );
+    // ...the registry's tool and the server's definition are made from them...
+    let io = ToolIo::evidence_query().unwrap();
+    assert_eq!(io.input_schema, input);
+    assert_eq!(io.output_schema.as_ref(), Some(&output));
+    let mut registry = SchemaRegistry::new();
+    registry.register(io);
+    let loaded = registry.load_tool_io("evidence_query").unwrap();
+    assert_eq!(loaded.input.fingerprint(), Fingerprint::of(&input));
+    assert_eq!(
+        loaded
+            .output
+            .as_ref()
+            .map(|compiled| compiled.fingerprint()),
+        Some(Fingerprint::of(&output))
+    );
+    let definition = ToolDefinition::evidence_query();
+    assert_eq!(definition.input_schema, input);
+    assert_eq!(definition.output_schema.as_ref(), Some(&output));
+
+    // ...and tools/list shows them, in both dialects.
+    let mut server = Server::new(ServerConfig::default());
+    let list = |server: &mut Server, id: u32| -> Value {
+        server.handle_input(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/list\"}}\n").as_bytes(),
+        );
+        let reply: Value = serde_json::from_slice(&server.poll_transmit().unwrap()).unwrap();
+        reply["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|tool| tool["name"] == "evidence_query")
+            .cloned()
+            .expect("evidence_query is listed")
+    };
+    let decision_gate = list(&mut server, 1);
+    assert_eq!(decision_gate["input_schema"], input);
+    server.handle_input(
+        b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{}}}\n",
+    );
+    let _ = server.poll_transmit();
+    let mcp = list(&mut server, 3);
+    assert_eq!(mcp["inputSchema"], input);
+    assert_eq!(mcp["outputSchema"], output);
+
+    // The server validates calls against the file's constraints: an empty
+    // provider_id breaks its `minLength: 1`, reported with that pointer.
+    assert_eq!(
+        input["$defs"]["EvidenceQuery"]["properties"]["provider_id"]["minLength"],
+        1
+    );
+    server.handle_input(
+        br#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"evidence_query","arguments":{"query":{"provider_id":"","check_id":"c"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"logical","value":1}}}}}
+"#,
+    );
+    let reply: Value = serde_json::from_slice(&server.poll_transmit().unwrap()).unwrap();
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert_eq!(reply["error"]["data"]["pointer"], "/query/provider_id");
+}

@@ -44,5 +44,6 @@ pub use evidence_wire as core;
 mod process;
 mod server;
 
+pub use evidence_wire_log as log;
 pub use process::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
-pub use server::{Handler, ServeError, serve, serve_stdio};
+pub use server::{Handler, ServeError, serve, serve_stdio, serve_stdio_with_log, serve_with_log};

@@ -10,6 +10,10 @@
 //! flight, writes and flushes them, and returns. A handler that panics
 //! gets its query answered with an error instead of tearing the server
 //! down. Nothing is written to stdout but protocol frames.
+//! [`serve_with_log`] also writes one validation log record per message
+//! (`evidence_wire_log`, the sink the blocking and tokio servers use);
+//! [`serve`] writes none. The log's file writes are small, unbuffered and
+//! made on the serving task, like the blocking adapter's.
 
 use std::future::Future;
 use std::io;
@@ -18,6 +22,7 @@ use std::pin::Pin;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{Server, ServerEvent, Ticket, ToolFailure};
+use evidence_wire_log::ValidationLog;
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_util::FutureExt;
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -98,16 +103,45 @@ pub async fn serve_stdio<H: Handler>(server: Server, handler: H) -> Result<(), S
 /// Serve `handler` on `input`/`output` until end of input, then write and
 /// flush every answer still in flight and return.
 pub async fn serve<H, R, W>(
-    mut server: Server,
+    server: Server,
     handler: H,
-    mut input: R,
-    mut output: W,
+    input: R,
+    output: W,
 ) -> Result<(), ServeError>
 where
     H: Handler,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    serve_with_log(server, handler, input, output, &ValidationLog::disabled()).await
+}
+
+/// [`serve_stdio`] writing one validation log record per message to `log`.
+pub async fn serve_stdio_with_log<H: Handler>(
+    server: Server,
+    handler: H,
+    log: &ValidationLog,
+) -> Result<(), ServeError> {
+    let input = blocking::Unblock::new(io::stdin());
+    let output = blocking::Unblock::new(io::stdout());
+    serve_with_log(server, handler, input, output, log).await
+}
+
+/// [`serve`] writing one validation log record per message to `log` (a
+/// failing log never stops the server; see `evidence_wire_log`).
+pub async fn serve_with_log<H, R, W>(
+    mut server: Server,
+    handler: H,
+    mut input: R,
+    mut output: W,
+    log: &ValidationLog,
+) -> Result<(), ServeError>
+where
+    H: Handler,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut log = log.stdio();
     let handler = &handler;
     let mut running: Running<'_> = FuturesUnordered::new();
     let mut buffer = vec![0u8; READ_CHUNK];
@@ -129,7 +163,10 @@ where
                     failure.get_or_insert(ServeError::Fatal(error.to_string()));
                     handler.observe(&ServerEvent::Fatal(error));
                 }
-                other => handler.observe(&other),
+                other => {
+                    log.observe(&other, server.framing());
+                    handler.observe(&other);
+                }
             }
         }
         let mut wrote = false;
@@ -157,6 +194,9 @@ where
                 .await
             }
         };
+        if matches!(step, Step::Read(Ok(_))) {
+            log.bytes_received();
+        }
         match step {
             Step::Read(Ok(0)) => server.handle_end_of_input(),
             Step::Read(Ok(read)) => server.handle_input(buffer.get(..read).unwrap_or_default()),
