@@ -3,7 +3,8 @@
 //! One set of cases, written once against the [`Row`] trait, runs against
 //! every runtime adapter's child-process provider client: blocking std,
 //! smol (driven by `smol::block_on`), the same smol adapter driven by
-//! `async_std::task::block_on`, and tokio (with the `tokio-row` feature).
+//! `async_std::task::block_on`, and tokio (feature `tokio-row`, on by
+//! default).
 //! The children are real processes: `misbehave` (tests/src/bin, served by
 //! the blocking adapter), `smol-provider` (served by the smol adapter) and
 //! the CLI's `evidence-wire serve`.
@@ -12,6 +13,15 @@
 //! restarts); every case asserts the typed error of the bad query and that
 //! the next query succeeds on the restarted child. Timeouts are a few
 //! hundred milliseconds, restart backoff 20 ms: the matrix runs in seconds.
+//!
+//! The `fault_*` cases (issue 11) inject process faults: a child killed in
+//! the middle of an answer, one that never reads its stdin while we write
+//! more than a pipe holds, one that floods its stdout with junk or with a
+//! 100 MiB line / a frame declaring 100 MiB, one that answers after the
+//! timeout. Each asserts the typed error, a bounded time, that the next
+//! query succeeds on a fresh child, and (for the floods, on Linux) that
+//! this process's peak memory grew by far less than the flood: the adapter
+//! buffers no more than the client's frame limit plus its read queue.
 
 #![forbid(unsafe_code)]
 
@@ -433,7 +443,18 @@ fn fails_once_then_recovers<R: Row>(
 ) {
     let (command, state) = misbehave_once(mode);
     let spec = Spec::new(command, framing);
-    let row = spawn::<R>(&spec);
+    fails_then_recovers::<R>(&spec, &state, mode, expected, log_needle);
+}
+
+/// [`fails_once_then_recovers`] for a child and settings already chosen.
+fn fails_then_recovers<R: Row>(
+    spec: &Spec,
+    state: &StateFile,
+    mode: &str,
+    expected: impl Fn(&Failure) -> bool,
+    log_needle: &str,
+) {
+    let row = spawn::<R>(spec);
     let started = Instant::now();
     let first = one(&row, 1);
     let took = started.elapsed();
@@ -462,6 +483,195 @@ fn fails_once_then_recovers<R: Row>(
         "{mode}: the child was not restarted ({starts} start):\n{}",
         spec.log.dump()
     );
+}
+
+// ---------------------------------------------------------------------------
+// Fault injection (issue 11).
+
+/// Most the peak resident memory of this test process may grow while a
+/// child floods it: far below the floods (100 MiB), far above what the
+/// adapters may hold (the client's 1 MiB frame limit plus at most 16 read
+/// chunks of 64 KiB per child, a few children at once).
+const MEMORY_GROWTH_LIMIT_KIB: u64 = 64 * 1024;
+
+/// Peak resident memory of this process (Linux `VmHWM`, KiB); `None`
+/// elsewhere, where the memory check is skipped.
+fn peak_memory_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+fn assert_memory_bounded(before: Option<u64>, what: &str) {
+    if let (Some(before), Some(after)) = (before, peak_memory_kib()) {
+        let growth = after.saturating_sub(before);
+        assert!(
+            growth < MEMORY_GROWTH_LIMIT_KIB,
+            "{what}: peak memory grew by {growth} KiB (limit {MEMORY_GROWTH_LIMIT_KIB} KiB): the adapter buffered the flood"
+        );
+    }
+}
+
+/// A child that floods its stdout (`mode`: flood, huge-line, huge-frame)
+/// instead of answering, then exits: the query fails as a lost connection
+/// only after the whole flood was read (the timeout is long, so it cannot
+/// be the cause), the junk was skipped under the frame limit and logged a
+/// bounded number of times, memory stayed bounded, and the next query
+/// succeeds on a fresh child.
+fn flood_then_recovers<R: Row>(
+    mode: &str,
+    framing: Framing,
+    done_needle: &str,
+    limit_needle: Option<&str>,
+) {
+    let state = StateFile::new();
+    let path = state.0.to_string_lossy().into_owned();
+    let mut spec = Spec::new(
+        misbehave(mode, &["--state", &path, "--times", "1"]),
+        framing,
+    );
+    spec.timeout_ms = 20_000;
+    let before = peak_memory_kib();
+    let row = spawn::<R>(&spec);
+    let started = Instant::now();
+    let first = one(&row, 1);
+    let took = started.elapsed();
+    match &first {
+        Err(failure) if is_lost("closed its output")(failure) => {}
+        other => panic!(
+            "{mode}: expected a lost connection after the flood, got {other:?} after {took:?}\nlog:\n{}",
+            spec.log.dump()
+        ),
+    }
+    assert!(
+        took < Duration::from_secs(15),
+        "{mode}: the flood took {took:?} to get through"
+    );
+    assert_memory_bounded(before, mode);
+    assert!(
+        spec.log.wait_for(done_needle),
+        "{mode}: the child did not finish its flood ({done_needle:?}):\n{}",
+        spec.log.dump()
+    );
+    if let Some(limit_needle) = limit_needle {
+        assert!(
+            spec.log.wait_for(limit_needle),
+            "{mode}: the frame limit error ({limit_needle:?}) was not reported:\n{}",
+            spec.log.dump()
+        );
+    }
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    assert_eq!(state.count(), 1, "{mode}: misbehaved more than once");
+    let ignored = spec.log.wait_for_count("ignored a provider message", 1);
+    assert!(
+        (1..=16).contains(&ignored),
+        "{mode}: {ignored} ignored messages were logged (expected 1..=16: at least the limit error, at most the per-child cap):\n{}",
+        spec.log.dump()
+    );
+}
+
+fn fault_flood<R: Row>(framing: Framing) {
+    flood_then_recovers::<R>("flood", framing, "flooded", None);
+}
+
+fn fault_huge_line<R: Row>() {
+    flood_then_recovers::<R>(
+        "huge-line",
+        Framing::NewlineDelimited,
+        "without a newline on purpose",
+        Some("longer than the limit"),
+    );
+}
+
+fn fault_huge_frame<R: Row>() {
+    flood_then_recovers::<R>(
+        "huge-frame",
+        Framing::ContentLength,
+        "-byte frame on purpose; exiting",
+        Some("over the limit"),
+    );
+}
+
+/// A child that never reads its stdin while we write far more than a pipe
+/// holds (two queries, one with a 1 MiB parameter): the writer must not
+/// block anything; the queries fail within their timeout (timed out, or
+/// lost when the first timeout restarts the child), the child is
+/// restarted, the next query succeeds.
+fn fault_deaf<R: Row>() {
+    let (command, state) = misbehave_once("deaf");
+    let spec = Spec::new(command, Framing::ContentLength);
+    let row = spawn::<R>(&spec);
+    let (big, context) = probe(1);
+    let big = big.with_params(json!({"n": 1, "pad": "p".repeat(1 << 20)}));
+    let started = Instant::now();
+    let outcomes = row.query_all(&[(big, context), probe(2)]);
+    let took = started.elapsed();
+    assert_eq!(outcomes.len(), 2);
+    assert!(
+        outcomes
+            .iter()
+            .any(|outcome| matches!(outcome, Err(failure) if is_timeout(failure))),
+        "deaf: no query timed out: {outcomes:?}\nlog:\n{}",
+        spec.log.dump()
+    );
+    for outcome in &outcomes {
+        assert!(
+            matches!(outcome, Err(failure) if is_timeout(failure) || is_lost("restart")(failure)),
+            "deaf: {outcome:?}\nlog:\n{}",
+            spec.log.dump()
+        );
+    }
+    assert!(
+        took < Duration::from_millis(TIMEOUT_MS + 1_500),
+        "deaf: the queries took {took:?} (timeout {TIMEOUT_MS} ms): the writer blocked"
+    );
+    assert!(
+        spec.log.wait_for("not reading stdin on purpose"),
+        "{}",
+        spec.log.dump()
+    );
+    assert_eq!(state.count(), 1);
+    assert_echo(&one(&row, 3), 3, &spec.log);
+    let starts = spec.log.wait_for_count(" ready", 2);
+    assert!(starts >= 2, "deaf: not restarted:\n{}", spec.log.dump());
+}
+
+/// A child that answers after the timeout: the query times out, and its
+/// late answer (which echoes n = 1) never reaches a later query: the next
+/// ones get their own answers, also after the late answer was due.
+fn fault_late_answer<R: Row>() {
+    let state = StateFile::new();
+    let path = state.0.to_string_lossy().into_owned();
+    let spec = Spec::new(
+        misbehave(
+            "slow",
+            &["--state", &path, "--times", "1", "--delay-ms", "1000"],
+        ),
+        Framing::NewlineDelimited,
+    );
+    let row = spawn::<R>(&spec);
+    let started = Instant::now();
+    let first = one(&row, 1);
+    let took = started.elapsed();
+    assert!(
+        matches!(&first, Err(failure) if is_timeout(failure)),
+        "late: {first:?} after {took:?}\nlog:\n{}",
+        spec.log.dump()
+    );
+    assert!(
+        took < Duration::from_millis(TIMEOUT_MS + 500),
+        "late: the timeout took {took:?}"
+    );
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    // Past the moment the late answer was due.
+    std::thread::sleep(Duration::from_millis(1_200).saturating_sub(started.elapsed()));
+    assert_echo(&one(&row, 3), 3, &spec.log);
+    let both: Vec<_> = row.query_all(&[probe(4), probe(5)]);
+    assert_echo(&both[0], 4, &spec.log);
+    assert_echo(&both[1], 5, &spec.log);
+    assert_eq!(state.count(), 1);
 }
 
 fn is_timeout(failure: &Failure) -> bool {
@@ -723,6 +933,15 @@ macro_rules! matrix {
             #[test] fn cli_serve_content_length() { cli_serve::<R>(Framing::ContentLength) }
             #[test] fn cli_serve_ndjson() { cli_serve::<R>(Framing::NewlineDelimited) }
             #[test] fn missing_program_is_a_spawn_error() { spawn_failure::<R>() }
+            #[test] fn fault_killed_mid_answer_content_length() {
+                crash_half::<R>(Framing::ContentLength)
+            }
+            #[test] fn fault_deaf_child_does_not_block_the_writer() { fault_deaf::<R>() }
+            #[test] fn fault_flood_ndjson() { fault_flood::<R>(Framing::NewlineDelimited) }
+            #[test] fn fault_flood_content_length() { fault_flood::<R>(Framing::ContentLength) }
+            #[test] fn fault_huge_line() { super::fault_huge_line::<R>() }
+            #[test] fn fault_huge_frame() { super::fault_huge_frame::<R>() }
+            #[test] fn fault_late_answer_is_dropped() { fault_late_answer::<R>() }
         }
     )*};
 }

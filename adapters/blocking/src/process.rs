@@ -15,19 +15,31 @@
 //! lost or answered twice: every call of [`ProcessProvider::query`] gets
 //! exactly one outcome.
 //!
-//! Limits: stderr lines are cut at 64 KiB; frame limits come from
-//! [`ClientConfig::limits`].
+//! Limits: stderr lines are cut at 64 KiB; the child's output is read in
+//! 64 KiB chunks of which at most [`OUTPUT_QUEUE`] wait for the supervisor
+//! (a child writing faster than it is decoded is slowed down, never
+//! buffered without end); frame limits come from [`ClientConfig::limits`];
+//! at most [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
 
 use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+
+/// Bytes read from the child's stdout at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// Output chunks read from the child but not yet decoded, at most.
+pub const OUTPUT_QUEUE: usize = 16;
+/// Ignored (unparsable, unknown) provider messages logged per child; the
+/// rest are counted, so a child flooding its output with junk cannot flood
+/// the log.
+pub const MAX_SKIPPED_LOGGED: u32 = 16;
 
 /// Where the child's stderr lines and the supervisor's notes go.
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -191,6 +203,9 @@ struct Running {
     child: Child,
     generation: u64,
     stdin: Sender<Vec<u8>>,
+    /// One token per output chunk queued by the reader thread; taken back
+    /// when the chunk is decoded. Dropping it stops the reader.
+    output_credit: Receiver<()>,
 }
 
 struct Deferred {
@@ -210,6 +225,7 @@ struct Supervisor {
     epoch: Instant,
     failures: u32,
     restart_at: Option<Instant>,
+    skipped: u32,
 }
 
 impl Supervisor {
@@ -225,6 +241,7 @@ impl Supervisor {
             epoch: Instant::now(),
             failures: 0,
             restart_at: None,
+            skipped: 0,
         }
     }
 
@@ -254,27 +271,12 @@ impl Supervisor {
         let stdout = child.stdout.take();
         let stderr = child.stderr.take();
         let stdin = child.stdin.take();
-        if let Some(mut stdout) = stdout {
+        let (credit_tx, output_credit) = mpsc::sync_channel::<()>(OUTPUT_QUEUE);
+        if let Some(stdout) = stdout {
             let commands = self.commands.clone();
             let _ = thread::Builder::new()
                 .name("evidence-wire-provider-stdout".into())
-                .spawn(move || {
-                    let mut buffer = vec![0u8; 64 * 1024];
-                    loop {
-                        match stdout.read(&mut buffer) {
-                            Ok(0) | Err(_) => {
-                                let _ = commands.send(Command_::OutputEnd(generation));
-                                return;
-                            }
-                            Ok(read) => {
-                                let bytes = buffer.get(..read).unwrap_or_default().to_vec();
-                                if commands.send(Command_::Output(generation, bytes)).is_err() {
-                                    return;
-                                }
-                            }
-                        }
-                    }
-                });
+                .spawn(move || read_loop(stdout, generation, &commands, &credit_tx));
         }
         if let Some(stderr) = stderr {
             let log = Arc::clone(&self.config.log);
@@ -306,7 +308,9 @@ impl Supervisor {
             child,
             generation,
             stdin: stdin_tx,
+            output_credit,
         });
+        self.skipped = 0;
         Ok(())
     }
 
@@ -341,7 +345,14 @@ impl Supervisor {
                     self.submit_deferred();
                 }
                 Ok(Command_::Output(generation, bytes)) => {
-                    if self.is_current(generation) {
+                    if let Some(running) = self
+                        .running
+                        .as_ref()
+                        .filter(|running| running.generation == generation)
+                    {
+                        // The chunk is out of the queue: the reader may read
+                        // the next one.
+                        let _ = running.output_credit.try_recv();
                         self.client.handle_input(&bytes);
                     }
                 }
@@ -498,7 +509,15 @@ impl Supervisor {
                     }
                 }
                 ClientEvent::Skipped(skipped) => {
-                    (self.config.log)(&format!("ignored a provider message: {skipped:?}"));
+                    self.skipped = self.skipped.saturating_add(1);
+                    if self.skipped <= MAX_SKIPPED_LOGGED {
+                        (self.config.log)(&format!("ignored a provider message: {skipped:?}"));
+                    }
+                    if self.skipped == MAX_SKIPPED_LOGGED {
+                        (self.config.log)(&format!(
+                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
+                        ));
+                    }
                 }
                 ClientEvent::Fatal(reason) => {
                     (self.config.log)(&format!("provider connection broken: {reason}"));
@@ -525,6 +544,36 @@ impl Supervisor {
 /// `initial * 2^failures`, at most `max`.
 fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
     initial.saturating_mul(1u32 << failures.min(16)).min(max)
+}
+
+/// Moves the child's stdout to the supervisor in chunks; waits for a
+/// credit before queuing each, so at most [`OUTPUT_QUEUE`] chunks wait.
+/// Ends at the child's end of output, or when the supervisor no longer
+/// listens to this child (its credit receiver was dropped).
+fn read_loop(
+    mut stdout: std::process::ChildStdout,
+    generation: u64,
+    commands: &Sender<Command_>,
+    credit: &SyncSender<()>,
+) {
+    let mut buffer = vec![0u8; READ_CHUNK];
+    loop {
+        match stdout.read(&mut buffer) {
+            Ok(0) | Err(_) => {
+                let _ = commands.send(Command_::OutputEnd(generation));
+                return;
+            }
+            Ok(read) => {
+                if credit.send(()).is_err() {
+                    return;
+                }
+                let bytes = buffer.get(..read).unwrap_or_default().to_vec();
+                if commands.send(Command_::Output(generation, bytes)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
 }
 
 fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {

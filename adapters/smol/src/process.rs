@@ -20,7 +20,8 @@
 //!
 //! Limits: stderr lines are cut at 64 KiB; output is read in 64 KiB chunks
 //! through a bounded queue (a chatty child is slowed down, not buffered
-//! without end); frame limits come from [`ClientConfig::limits`].
+//! without end); frame limits come from [`ClientConfig::limits`]; at most
+//! [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
 
 use std::collections::HashMap;
 use std::io;
@@ -46,6 +47,10 @@ const MAX_LOG_LINE: usize = 64 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 /// Output chunks queued between the stdout pump and the supervisor.
 const OUTPUT_QUEUE: usize = 16;
+/// Ignored (unparsable, unknown) provider messages logged per child; the
+/// rest are counted, so a child flooding its output with junk cannot flood
+/// the log.
+pub const MAX_SKIPPED_LOGGED: u32 = 16;
 
 /// Where the child's stderr lines and the supervisor's notes go.
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -299,6 +304,7 @@ struct Supervisor {
     epoch: Instant,
     failures: u32,
     restart_at: Option<Instant>,
+    skipped: u32,
 }
 
 impl Supervisor {
@@ -317,6 +323,7 @@ impl Supervisor {
             epoch: Instant::now(),
             failures: 0,
             restart_at: None,
+            skipped: 0,
         }
     }
 
@@ -373,6 +380,7 @@ impl Supervisor {
             stdin: stdin_tx,
             _pumps: pumps,
         });
+        self.skipped = 0;
         Ok(())
     }
 
@@ -607,7 +615,15 @@ impl Supervisor {
                     }
                 }
                 ClientEvent::Skipped(skipped) => {
-                    self.log(&format!("ignored a provider message: {skipped:?}"));
+                    self.skipped = self.skipped.saturating_add(1);
+                    if self.skipped <= MAX_SKIPPED_LOGGED {
+                        self.log(&format!("ignored a provider message: {skipped:?}"));
+                    }
+                    if self.skipped == MAX_SKIPPED_LOGGED {
+                        self.log(&format!(
+                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
+                        ));
+                    }
                 }
                 ClientEvent::Fatal(reason) => {
                     self.log(&format!("provider connection broken: {reason}"));

@@ -14,9 +14,18 @@
 //! with a typed error ([`QueryError::ConnectionLost`] or
 //! [`QueryError::Timeout`]) and the child is restarted with bounded
 //! exponential backoff. Queries asked while the child is down wait for the
-//! restart (at most `restart_backoff_max`). If the child cannot be started,
-//! the waiting queries fail with [`ProviderError::Spawn`]. Every call of
+//! restart, but never longer than their own timeout (then they fail with
+//! [`QueryError::Timeout`]). If the child cannot be started, the waiting
+//! queries fail with [`ProviderError::Spawn`]. Every call of
 //! [`ProcessProvider::query`] gets exactly one outcome.
+//!
+//! Limits: the child's output is read in 64 KiB chunks straight into the
+//! client's frame decoder (so at most one chunk plus
+//! [`ClientConfig::limits`] is buffered, whatever the child writes);
+//! stderr lines are cut at [`MAX_LOG_LINE`]; at most
+//! [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
+//!
+//! [`QueryError::Timeout`]: evidence_wire::client::QueryError::Timeout
 
 use std::collections::HashMap;
 use std::future::pending;
@@ -25,7 +34,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evidence_wire::client::{Client, ClientConfig, ClientEvent, RequestId};
+use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
@@ -40,6 +49,11 @@ pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 /// Longest stderr line passed to the log in one piece; longer lines are
 /// split.
 pub const MAX_LOG_LINE: usize = 64 * 1024;
+
+/// Ignored (unparsable, unknown) provider messages logged per child; the
+/// rest are counted, so a child flooding its output with junk cannot flood
+/// the log.
+pub const MAX_SKIPPED_LOGGED: u32 = 16;
 
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -112,6 +126,13 @@ struct Request {
     reply: Reply,
 }
 
+/// A query waiting for a child (during restart backoff), with its own
+/// deadline: it never waits longer than its timeout.
+struct Deferred {
+    request: Request,
+    deadline: Instant,
+}
+
 /// A provider running as a child process. Cheap to clone; every clone
 /// talks to the same child. Dropping the last clone stops the supervisor
 /// and kills the child.
@@ -173,12 +194,13 @@ struct Supervisor {
     requests: mpsc::UnboundedReceiver<Box<Request>>,
     running: Option<Running>,
     waiting: HashMap<RequestId, Reply>,
-    deferred: Vec<Request>,
+    deferred: Vec<Deferred>,
     outgoing: Vec<u8>,
     written: usize,
     epoch: Instant,
     failures: u32,
     restart_at: Option<Instant>,
+    skipped: u32,
 }
 
 enum Wake {
@@ -202,6 +224,7 @@ impl Supervisor {
             epoch: Instant::now(),
             failures: 0,
             restart_at: None,
+            skipped: 0,
         }
     }
 
@@ -242,6 +265,7 @@ impl Supervisor {
         });
         self.outgoing.clear();
         self.written = 0;
+        self.skipped = 0;
         Ok(())
     }
 
@@ -273,8 +297,14 @@ impl Supervisor {
             match wake {
                 Wake::Request(Some(request)) => {
                     // While the child is down (backoff), queries wait here
-                    // and go to the fresh child.
-                    self.deferred.push(*request);
+                    // and go to the fresh child, but never past their own
+                    // timeout (`expire_deferred`).
+                    let deadline = Instant::now()
+                        + Duration::from_millis(self.config.client.request_timeout_ms);
+                    self.deferred.push(Deferred {
+                        request: *request,
+                        deadline,
+                    });
                     if self.running.is_none() && self.restart_at.is_none() {
                         self.restart_now().await;
                     }
@@ -330,6 +360,7 @@ impl Supervisor {
         self.client.handle_timeout(now);
         let timed_out = self.client.in_flight() < before;
         self.dispatch();
+        self.expire_deferred();
         if timed_out {
             // A hung child may be wedged: restart it so later queries get a
             // fresh process.
@@ -348,14 +379,34 @@ impl Supervisor {
         }
     }
 
+    /// The earliest of the client's deadline, a deferred query's deadline
+    /// and the planned restart.
     fn next_deadline(&self) -> Option<Instant> {
         let query = self
             .client
             .poll_timeout()
             .map(|deadline| self.epoch + Duration::from_millis(deadline));
-        match (query, self.restart_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let deferred = self.deferred.iter().map(|deferred| deferred.deadline).min();
+        [query, deferred, self.restart_at]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Fail the deferred queries whose own timeout has passed while they
+    /// waited for a restart.
+    fn expire_deferred(&mut self) {
+        let now = Instant::now();
+        let timeout = self.config.client.request_timeout_ms;
+        let (expired, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
+            .into_iter()
+            .partition(|deferred| deferred.deadline <= now);
+        self.deferred = kept;
+        for deferred in expired {
+            let _ = deferred
+                .request
+                .reply
+                .send(Err(ProviderError::Query(QueryError::Timeout(timeout))));
         }
     }
 
@@ -374,7 +425,7 @@ impl Supervisor {
             return;
         }
         let now = self.now();
-        for request in std::mem::take(&mut self.deferred) {
+        for Deferred { request, .. } in std::mem::take(&mut self.deferred) {
             if request.reply.is_closed() {
                 continue;
             }
@@ -412,8 +463,8 @@ impl Supervisor {
             self.log(&error.to_string());
             // Fail the waiting queries now rather than keep them forever;
             // the next query tries again after the backoff.
-            for request in std::mem::take(&mut self.deferred) {
-                let _ = request.reply.send(Err(copy_spawn_error(&error)));
+            for deferred in std::mem::take(&mut self.deferred) {
+                let _ = deferred.request.reply.send(Err(copy_spawn_error(&error)));
             }
             self.schedule_restart().await;
         }
@@ -423,8 +474,8 @@ impl Supervisor {
         self.client
             .connection_lost("the provider client was shut down");
         self.dispatch();
-        for request in std::mem::take(&mut self.deferred) {
-            let _ = request.reply.send(Err(ProviderError::ShutDown));
+        for deferred in std::mem::take(&mut self.deferred) {
+            let _ = deferred.request.reply.send(Err(ProviderError::ShutDown));
         }
         for (_, reply) in self.waiting.drain() {
             let _ = reply.send(Err(ProviderError::ShutDown));
@@ -444,7 +495,15 @@ impl Supervisor {
                     }
                 }
                 ClientEvent::Skipped(skipped) => {
-                    self.log(&format!("ignored a provider message: {skipped:?}"));
+                    self.skipped = self.skipped.saturating_add(1);
+                    if self.skipped <= MAX_SKIPPED_LOGGED {
+                        self.log(&format!("ignored a provider message: {skipped:?}"));
+                    }
+                    if self.skipped == MAX_SKIPPED_LOGGED {
+                        self.log(&format!(
+                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
+                        ));
+                    }
                 }
                 ClientEvent::Fatal(reason) => {
                     self.log(&format!("provider connection broken: {reason}"));

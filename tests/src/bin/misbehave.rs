@@ -2,7 +2,7 @@
 //! purpose, for the adapter test matrix.
 //!
 //! ```text
-//! misbehave MODE [--state FILE] [--times N] [--delay-ms N]
+//! misbehave MODE [--state FILE] [--times N] [--delay-ms N] [--bytes N]
 //! ```
 //!
 //! It serves `evidence_query` with the blocking adapter (either framing,
@@ -20,6 +20,10 @@
 //! | `desync` | prints a Content-Length no decoder can skip (a fatal framing error) |
 //! | `wrong-id` | answers with an id the caller never used |
 //! | `slow` | answers after `--delay-ms` (default 200) |
+//! | `deaf` | (at start) never reads its stdin, so the caller's writes fill the pipe; exits after 30 s |
+//! | `flood` | writes `--bytes` (default 16 MiB) of junk lines instead of its answer, then exits |
+//! | `huge-line` | writes `--bytes` (default 100 MiB) without a newline instead of its answer, then exits |
+//! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
 //! across restarts, counting in FILE, and answers correctly afterwards:
@@ -54,6 +58,10 @@ enum Mode {
     Desync,
     WrongId,
     Slow,
+    Deaf,
+    Flood,
+    HugeLine,
+    HugeFrame,
 }
 
 impl Mode {
@@ -67,6 +75,10 @@ impl Mode {
             "desync" => Mode::Desync,
             "wrong-id" => Mode::WrongId,
             "slow" => Mode::Slow,
+            "deaf" => Mode::Deaf,
+            "flood" => Mode::Flood,
+            "huge-line" => Mode::HugeLine,
+            "huge-frame" => Mode::HugeFrame,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -149,6 +161,45 @@ struct Output {
     budget: Arc<Budget>,
     decoder: Decoder,
     stdout: io::Stdout,
+    /// Size of the flood / huge modes' output.
+    bytes: Option<u64>,
+}
+
+/// Writes `total` bytes made by `fill` in 64 KiB pieces (never all at once).
+fn write_generated(
+    out: &mut impl Write,
+    total: u64,
+    mut fill: impl FnMut(&mut [u8]),
+) -> io::Result<()> {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut left = total;
+    while left > 0 {
+        let take = usize::try_from(left.min(chunk.len() as u64)).unwrap_or(chunk.len());
+        let piece = &mut chunk[..take];
+        fill(piece);
+        out.write_all(piece)?;
+        left -= take as u64;
+    }
+    Ok(())
+}
+
+/// Junk lines of varied lengths (1 to ~2000 bytes, some not UTF-8, some
+/// JSON-looking): nothing a decoder can take as a message.
+fn junk(state: &mut u64) -> impl FnMut(&mut [u8]) + '_ {
+    const ALPHABET: &[u8] = b"{}[]\":,0123456789abcdefxyz \t\r\xff\xfe\x00";
+    move |piece: &mut [u8]| {
+        for byte in piece.iter_mut() {
+            // xorshift64: deterministic, no dependency.
+            *state ^= *state << 13;
+            *state ^= *state >> 7;
+            *state ^= *state << 17;
+            *byte = if *state % 997 == 0 {
+                b'\n'
+            } else {
+                ALPHABET[(*state >> 32) as usize % ALPHABET.len()]
+            };
+        }
+    }
 }
 
 impl Output {
@@ -165,7 +216,13 @@ impl Output {
         let mode = self.budget.mode;
         let spoil = matches!(
             mode,
-            Mode::CrashHalf | Mode::Garbage | Mode::Desync | Mode::WrongId
+            Mode::CrashHalf
+                | Mode::Garbage
+                | Mode::Desync
+                | Mode::WrongId
+                | Mode::Flood
+                | Mode::HugeLine
+                | Mode::HugeFrame
         );
         let mut out = self.stdout.lock();
         match is_answer {
@@ -184,6 +241,39 @@ impl Output {
                 Mode::Desync => {
                     eprintln!("misbehave: desynchronizing the stream on purpose");
                     out.write_all(b"Content-Length: 99999999999999999999999999\r\n\r\n")?;
+                }
+                Mode::Flood => {
+                    let total = self.bytes.unwrap_or(16 << 20);
+                    eprintln!("misbehave: flooding {total} bytes of junk on purpose");
+                    let mut state = 0x9E37_79B9_7F4A_7C15;
+                    write_generated(&mut out, total, junk(&mut state))?;
+                    out.flush()?;
+                    eprintln!("misbehave: flooded {total} bytes of junk on purpose; exiting");
+                    std::process::exit(3);
+                }
+                Mode::HugeLine => {
+                    let total = self.bytes.unwrap_or(100 << 20);
+                    eprintln!("misbehave: writing a {total}-byte line on purpose");
+                    write_generated(&mut out, total, |piece| piece.fill(b'x'))?;
+                    out.flush()?;
+                    eprintln!(
+                        "misbehave: wrote a {total}-byte line without a newline on purpose; exiting"
+                    );
+                    std::process::exit(3);
+                }
+                Mode::HugeFrame => {
+                    // The real answer, then spaces (valid JSON whitespace) up
+                    // to `total` body bytes.
+                    let total = self.bytes.unwrap_or(100 << 20).max(body.len() as u64);
+                    eprintln!("misbehave: writing a {total}-byte frame on purpose");
+                    write!(out, "Content-Length: {total}\r\n\r\n")?;
+                    out.write_all(body)?;
+                    write_generated(&mut out, total - body.len() as u64, |piece| {
+                        piece.fill(b' ')
+                    })?;
+                    out.flush()?;
+                    eprintln!("misbehave: wrote a {total}-byte frame on purpose; exiting");
+                    std::process::exit(3);
                 }
                 _ => {
                     eprintln!("misbehave: answering with a wrong id on purpose");
@@ -225,11 +315,13 @@ fn main() {
     let mut state = None;
     let mut times = 1;
     let mut delay = Duration::from_millis(200);
+    let mut bytes = None;
     while let Some(flag) = args.next() {
         let value = args.next().expect("misbehave: a flag needs a value");
         match flag.as_str() {
             "--state" => state = Some(PathBuf::from(value)),
             "--times" => times = value.parse().expect("misbehave: --times N"),
+            "--bytes" => bytes = Some(value.parse().expect("misbehave: --bytes N")),
             "--delay-ms" => {
                 delay = Duration::from_millis(value.parse().expect("misbehave: --delay-ms N"));
             }
@@ -243,10 +335,17 @@ fn main() {
         times,
         lock: Mutex::new(()),
     });
+    if mode == Mode::Deaf && budget.take() {
+        eprintln!("misbehave: not reading stdin on purpose");
+        // Bounded, so a forgotten child ends on its own.
+        std::thread::sleep(Duration::from_secs(30));
+        std::process::exit(4);
+    }
     let output = Output {
         budget: Arc::clone(&budget),
         decoder: Decoder::new(Limits::default()),
         stdout: io::stdout(),
+        bytes,
     };
     let handler = Misbehaving { budget, delay };
     let server = Server::new(ServerConfig::default());
