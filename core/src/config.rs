@@ -36,6 +36,9 @@ pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
 /// The largest trust key file read (4 KiB; a key is 32 bytes or 64 hex digits).
 pub const MAX_KEY_FILE_BYTES: u64 = 4096;
 
+/// The largest CA certificate file (`providers[].tls.ca_certs`) read (1 MiB of PEM).
+pub const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
+
 /// Provider names reserved for Decision Gate's built-in providers.
 pub const RESERVED_PROVIDER_NAMES: [&str; 4] = ["time", "env", "json", "http"];
 
@@ -145,12 +148,16 @@ pub struct ProviderConfig {
     /// What the caller requires of this provider's evidence.
     #[serde(default)]
     pub trust: TrustConfig,
-    /// Allow raw (bytes) evidence values from this provider.
+    /// Allow raw (bytes) evidence values from this provider; when false,
+    /// `evidence-wire query --provider` refuses a `kind: bytes` value.
     #[serde(default)]
     pub allow_raw: bool,
     /// Connect and request timeouts.
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// How an `https://` provider's certificate is checked.
+    #[serde(default)]
+    pub tls: ProviderTls,
     /// Configuration of a builtin provider (builtin only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,
@@ -160,6 +167,20 @@ pub struct ProviderConfig {
     /// The keys read from `trust.require_signature.keys` (filled by loading).
     #[serde(skip)]
     pub trusted_keys: Vec<TrustedKey>,
+    /// The PEM text of each `tls.ca_certs` file, in order (filled by loading).
+    #[serde(skip)]
+    pub ca_certs_pem: Vec<String>,
+}
+
+/// `providers[].tls`: extra roots trusted for an `https://` provider.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ProviderTls {
+    /// PEM files of CA (or self-signed) certificates trusted for this
+    /// provider in addition to the public web roots; resolved against the
+    /// config file's directory and read when loaded.
+    pub ca_certs: Vec<PathBuf>,
 }
 
 impl ProviderConfig {
@@ -176,9 +197,11 @@ impl ProviderConfig {
             trust: TrustConfig::default(),
             allow_raw: false,
             timeouts: Timeouts::default(),
+            tls: ProviderTls::default(),
             config: None,
             contract: None,
             trusted_keys: Vec::new(),
+            ca_certs_pem: Vec::new(),
         }
     }
 
@@ -253,7 +276,8 @@ pub struct TrustedKey {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Timeouts {
-    /// Connect (HTTP) or spawn-to-first-answer budget, 100..=10000 ms (default 2000).
+    /// Connect budget of an HTTP provider (TCP and TLS), 100..=10000 ms
+    /// (default 2000); stdio providers do not use it.
     pub connect_timeout_ms: u64,
     /// Whole-request budget, 500..=30000 ms, at least the connect timeout (default 10000).
     pub request_timeout_ms: u64,
@@ -883,6 +907,19 @@ impl ProviderConfig {
                 }
             }
         }
+        if !self.tls.ca_certs.is_empty() {
+            let https = self.provider_type == ProviderType::Mcp
+                && self
+                    .url
+                    .as_deref()
+                    .is_some_and(|url| url.starts_with("https://"));
+            if !https {
+                return Err(invalid(
+                    field("tls.ca_certs"),
+                    "applies only to type = \"mcp\" providers with an https:// url; remove it",
+                ));
+            }
+        }
         if let TrustConfig::RequireSignature { keys } = &self.trust {
             if keys.is_empty() {
                 return Err(invalid(
@@ -1034,8 +1071,39 @@ impl ProviderConfig {
             }
             self.trusted_keys = loaded;
         }
+        let mut pems = Vec::with_capacity(self.tls.ca_certs.len());
+        for (cert_index, path) in self.tls.ca_certs.iter_mut().enumerate() {
+            *path = resolve(base_dir, path);
+            let field = format!("providers[{index}].tls.ca_certs[{cert_index}]");
+            pems.push(read_ca_cert(&field, path)?);
+        }
+        self.ca_certs_pem = pems;
         Ok(())
     }
+}
+
+/// Reads a PEM file holding at least one certificate.
+fn read_ca_cert(field: &str, path: &Path) -> Result<String, ConfigError> {
+    let bytes = read_capped(field, path, MAX_CA_CERT_BYTES)?;
+    let text = String::from_utf8(bytes).map_err(|_| {
+        invalid(
+            field,
+            format!(
+                "`{}` is not PEM text; give a PEM certificate file (-----BEGIN CERTIFICATE-----)",
+                path.display()
+            ),
+        )
+    })?;
+    if !text.contains("-----BEGIN CERTIFICATE-----") {
+        return Err(invalid(
+            field,
+            format!(
+                "`{}` holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA certificate in PEM form",
+                path.display()
+            ),
+        ));
+    }
+    Ok(text)
 }
 
 /// Reads a public key file: 32 raw bytes, or 64 hex digits (surrounding

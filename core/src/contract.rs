@@ -5,9 +5,18 @@
 //! provider's configuration. A [`ProviderContract`] names the provider and
 //! lists its checks; each [`CheckContract`] says what params it takes
 //! (`params_schema`), what it answers (`result_schema`), which comparators a
-//! gate may apply to the answer, and gives examples. The server generates its
-//! `tools/list` answer and the `contract` CLI output from these same plain
-//! data types.
+//! gate may apply to the answer, and gives examples.
+//!
+//! A provider declares its checks once, as a [`ProviderContract`], and hands
+//! it to the server as a [`crate::server::ServerContract`] (through
+//! [`crate::server::ServerConfig::with_contract`]). From that one definition
+//! the server derives its `tools/list` entry for `evidence_query` (checks in
+//! the description, `query.check_id` an `enum` of their ids), checks every
+//! query against it before the provider code runs (check id, provider id,
+//! params against `params_schema`), and prints it for `capabilities_path`
+//! ([`crate::server::ServerContract::contract_json`], what `evidence-wire
+//! contract` outputs). A server without a contract lists the built-in
+//! definition and hands every query on unchecked.
 //!
 //! Every field is required and unknown fields are rejected, as Decision Gate
 //! does. [`ProviderContract::validate`] checks what serde cannot (ids, the

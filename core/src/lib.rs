@@ -23,6 +23,9 @@
 //! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
 //! | [`evidence`] | query, context and result types; hash and signature verification |
 //! | [`schema`] | tool I/O schema registry, cached by fingerprint |
+//! | [`contract`] | the Decision Gate capabilities contract of a provider: types and validation |
+//! | [`server`] | provider-side connection state machine; a contract drives its `tools/list` and query checks |
+//! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
 //! | [`http`] | HTTP transport decisions: routes, auth, Origin, statuses, body limit, SSE |
 //! | [`docs`] | embedded docs registry, deterministic section search, MCP resources |
 //! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |

@@ -15,6 +15,17 @@
 //! `spec/schemas/evidence_query.{input,output}.schema.json`, compiled once
 //! per process; its arguments are then read into their typed form.
 //!
+//! With a capabilities contract ([`ServerConfig::with_contract`],
+//! [`ServerContract`]) one definition drives three things: `tools/list`
+//! shows `evidence_query` with the contract's checks in its description and
+//! its input schema narrowed to them (`query.check_id` an `enum`,
+//! `query.provider_id` a `const`); every query is checked against the
+//! contract after the schema and before an event, and a refused one (unknown
+//! check, another provider's id, params outside the check's `params_schema`)
+//! is answered at once as an `EvidenceResult` error (`unknown_check`,
+//! `provider_mismatch`, `invalid_params`), never reaching the embedder; and
+//! [`Server::contract_json`] is the `capabilities_path` JSON.
+//!
 //! Framing is detected from the first byte of input and mirrored on
 //! output. The dialect (Decision Gate or MCP) is chosen per connection: MCP
 //! once the peer sends `initialize`, Decision Gate otherwise, unless
@@ -39,11 +50,12 @@ use core::fmt;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value, json};
 
+use crate::contract::{ContractError, ProviderContract};
 use crate::envelope::{self, Id, Incoming, Message, Policy};
 use crate::error::CanonicalError;
 use crate::evidence::{
-    self, EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceQuery, EvidenceQueryArguments,
-    EvidenceResult,
+    self, EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceError, EvidenceQuery,
+    EvidenceQueryArguments, EvidenceResult,
 };
 use crate::frame::{self, Decoder, FrameError, Framing, Limits};
 
@@ -148,6 +160,60 @@ impl ToolDefinition {
         }
     }
 
+    /// The `evidence_query` tool under `contract`: the built-in definition
+    /// with the contract's checks listed in the description and the input
+    /// schema refined so that `query.check_id` (and the older `predicate`)
+    /// is an `enum` of the contract's check ids and `query.provider_id` is
+    /// `const` the contract's provider id. Every instance of the refined
+    /// schema is an instance of the built-in one, which the server keeps
+    /// validating against; the contract itself is checked after it.
+    pub fn for_contract(contract: &ProviderContract) -> Self {
+        let base = ToolDefinition::shared_evidence_query();
+        let ids: Vec<Value> = contract
+            .checks
+            .iter()
+            .map(|check| Value::from(check.check_id.as_str()))
+            .collect();
+        let mut input_schema = base.input_schema.clone();
+        if let Some(Value::Object(properties)) =
+            input_schema.pointer_mut("/$defs/EvidenceQuery/properties")
+        {
+            for key in ["check_id", "predicate"] {
+                if let Some(Value::Object(property)) = properties.get_mut(key) {
+                    property.insert("enum".to_owned(), Value::Array(ids.clone()));
+                }
+            }
+            if let Some(Value::Object(property)) = properties.get_mut("provider_id") {
+                property.insert(
+                    "const".to_owned(),
+                    Value::from(contract.provider_id.as_str()),
+                );
+            }
+        }
+        let mut description = format!(
+            "{}\n\nProvider {:?} answers these checks (query.check_id):",
+            base.description, contract.provider_id
+        );
+        for check in &contract.checks {
+            description.push_str(&format!(
+                "\n- {}: {} (params {})",
+                check.check_id,
+                check.description,
+                if check.params_required {
+                    "required"
+                } else {
+                    "optional"
+                }
+            ));
+        }
+        ToolDefinition {
+            name: EVIDENCE_QUERY_TOOL.to_owned(),
+            description,
+            input_schema,
+            output_schema: base.output_schema.clone(),
+        }
+    }
+
     fn to_listing(&self, dialect: Dialect) -> Value {
         let mut tool = Map::new();
         tool.insert("name".to_owned(), Value::from(self.name.as_str()));
@@ -167,6 +233,136 @@ impl ToolDefinition {
             }
         }
         Value::Object(tool)
+    }
+}
+
+/// A provider's capabilities contract bound to its server: the one
+/// definition of its checks that drives `tools/list`, the check of every
+/// `evidence_query` before it reaches the embedder, and the contract JSON
+/// Decision Gate reads from `capabilities_path` ([`ServerContract::contract_json`]).
+///
+/// Made once with [`ServerContract::new`], which validates the contract and
+/// (with `std`) compiles every check's `params_schema`; cloning shares the
+/// compiled form, so a server per HTTP request costs nothing more. Set it
+/// with [`ServerConfig::with_contract`].
+#[derive(Clone)]
+pub struct ServerContract {
+    inner: Arc<ContractInner>,
+}
+
+struct ContractInner {
+    contract: ProviderContract,
+    tool: Arc<ToolDefinition>,
+    #[cfg(feature = "std")]
+    validators: BTreeMap<String, crate::contract::ParamsValidator>,
+}
+
+impl fmt::Debug for ServerContract {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ServerContract")
+            .field("provider_id", &self.inner.contract.provider_id)
+            .field("checks", &self.inner.contract.checks.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// The `error.code` of an `evidence_query` naming a check the contract does not have.
+pub const UNKNOWN_CHECK: &str = "unknown_check";
+/// The `error.code` of an `evidence_query` whose `provider_id` is not the contract's.
+pub const PROVIDER_MISMATCH: &str = "provider_mismatch";
+/// The `error.code` of an `evidence_query` whose params fail the check's `params_schema`.
+pub const INVALID_PARAMS: &str = "invalid_params";
+
+impl ServerContract {
+    /// Validates `contract` ([`ProviderContract::validate`] against its own
+    /// `provider_id`), compiles each check's `params_schema` (with `std`) and
+    /// derives the `evidence_query` tool definition from it.
+    pub fn new(contract: ProviderContract) -> Result<Self, ContractError> {
+        contract.validate(&contract.provider_id)?;
+        #[cfg(feature = "std")]
+        let validators = {
+            let mut validators = BTreeMap::new();
+            for (index, check) in contract.checks.iter().enumerate() {
+                let validator =
+                    check
+                        .params_validator()
+                        .map_err(|error| ContractError::InvalidSchema {
+                            location: format!("checks[{index}].params_schema"),
+                            detail: error.to_string(),
+                        })?;
+                validators.insert(check.check_id.clone(), validator);
+            }
+            validators
+        };
+        let tool = Arc::new(ToolDefinition::for_contract(&contract));
+        Ok(ServerContract {
+            inner: Arc::new(ContractInner {
+                contract,
+                tool,
+                #[cfg(feature = "std")]
+                validators,
+            }),
+        })
+    }
+
+    /// The contract.
+    pub fn contract(&self) -> &ProviderContract {
+        &self.inner.contract
+    }
+
+    /// The `evidence_query` tool as `tools/list` shows it under this contract.
+    pub fn tool_definition(&self) -> ToolDefinition {
+        self.inner.tool.as_ref().clone()
+    }
+
+    /// The contract as Decision Gate reads it from `capabilities_path`:
+    /// pretty-printed JSON, fields in declaration order, no trailing newline.
+    pub fn contract_json(&self) -> String {
+        serde_json::to_string_pretty(&self.inner.contract).unwrap_or_default()
+    }
+
+    /// Checks a query against the contract before the embedder sees it:
+    /// the check exists (`unknown_check`), `provider_id` is the contract's
+    /// (`provider_mismatch`), and the params validate against the check's
+    /// `params_schema` (`invalid_params`; without `std` only presence and
+    /// object shape are checked). The error is what the server answers, as
+    /// an `EvidenceResult` error (an expected failure, fail closed), never
+    /// a JSON-RPC error.
+    pub fn check_query(&self, query: &EvidenceQuery) -> Result<(), EvidenceError> {
+        let contract = &self.inner.contract;
+        let Some(check) = contract.check(&query.check_id) else {
+            let ids: Vec<&str> = contract
+                .checks
+                .iter()
+                .map(|check| check.check_id.as_str())
+                .collect();
+            return Err(EvidenceError::new(
+                UNKNOWN_CHECK,
+                format!(
+                    "this provider has no check {:?}; its checks are {}",
+                    query.check_id,
+                    ids.join(", ")
+                ),
+            ));
+        };
+        if query.provider_id != contract.provider_id {
+            return Err(EvidenceError::new(
+                PROVIDER_MISMATCH,
+                format!(
+                    "this provider is {:?} but query.provider_id is {:?}; send the query to that provider, or make the configured provider name, the contract's provider_id and query.provider_id equal",
+                    contract.provider_id, query.provider_id
+                ),
+            ));
+        }
+        let params = query.params.as_ref().unwrap_or(&Value::Null);
+        #[cfg(feature = "std")]
+        let checked = match self.inner.validators.get(&check.check_id) {
+            Some(validator) => validator.validate(params),
+            None => check.validate_params(params),
+        };
+        #[cfg(not(feature = "std"))]
+        let checked = check.validate_params(params);
+        checked.map_err(|error| EvidenceError::new(INVALID_PARAMS, error.to_string()))
     }
 }
 
@@ -231,6 +427,19 @@ pub struct ServerConfig {
     /// visible tool it refuses is answered `FORBIDDEN`. Built by
     /// [`crate::policy::ToolPolicy::apply`] from `[server.auth] allowed_tools`.
     pub tool_authorizer: Option<ToolFilter>,
+    /// The provider's capabilities contract (`None`: any check id and
+    /// params are handed to the embedder). When set, `tools/list` shows the
+    /// `evidence_query` tool derived from it and every query is checked
+    /// against it before an [`ServerEvent::EvidenceQuery`] is emitted.
+    pub contract: Option<ServerContract>,
+}
+
+impl ServerConfig {
+    /// This configuration serving `contract` (see [`ServerContract`]).
+    pub fn with_contract(mut self, contract: ServerContract) -> Self {
+        self.contract = Some(contract);
+        self
+    }
 }
 
 impl Default for ServerConfig {
@@ -246,6 +455,7 @@ impl Default for ServerConfig {
             resources_enabled: true,
             tool_filter: None,
             tool_authorizer: None,
+            contract: None,
         }
     }
 }
@@ -260,6 +470,7 @@ impl fmt::Debug for ServerConfig {
             .field("server_info", &self.server_info)
             .field("max_in_flight", &self.max_in_flight)
             .field("resources_enabled", &self.resources_enabled)
+            .field("contract", &self.contract)
             .finish_non_exhaustive()
     }
 }
@@ -459,12 +670,32 @@ impl Server {
             #[cfg(feature = "std")]
             schemas: evidence_query_schemas(),
         };
-        // The schema registry (std) already holds this definition's schemas.
+        // The schema registry (std) already holds the built-in schemas; a
+        // contract's definition only narrows them (see
+        // `ToolDefinition::for_contract`), and its checks run after them.
+        let definition = match &server.config.contract {
+            Some(contract) => Arc::clone(&contract.inner.tool),
+            None => ToolDefinition::shared_evidence_query(),
+        };
         server.tools.push(Tool {
-            definition: ToolDefinition::shared_evidence_query(),
+            definition,
             kind: ToolKind::Evidence,
         });
         server
+    }
+
+    /// The capabilities contract this server enforces, if any.
+    pub fn contract(&self) -> Option<&ServerContract> {
+        self.config.contract.as_ref()
+    }
+
+    /// The contract JSON for Decision Gate's `capabilities_path` (what
+    /// `evidence-wire contract` prints), if a contract is set.
+    pub fn contract_json(&self) -> Option<String> {
+        self.config
+            .contract
+            .as_ref()
+            .map(ServerContract::contract_json)
     }
 
     /// Replace the `evidence_query` tool's definition (e.g. a description
@@ -1051,6 +1282,11 @@ impl Server {
                         );
                     }
                 };
+                let refusal = (self.config.contract.as_ref())
+                    .and_then(|contract| contract.check_query(&arguments.query).err());
+                if let Some(error) = refusal {
+                    return self.answer_refused_query(id, batch, name, error);
+                }
                 let ticket = self.issue_ticket(id, CallKind::Evidence, batch, &name);
                 self.events.push_back(ServerEvent::EvidenceQuery {
                     ticket,
@@ -1121,6 +1357,38 @@ impl Server {
         {
             let _ = name;
             serde_json::from_str(text).map_err(typed)
+        }
+    }
+
+    /// Answers an `evidence_query` the contract refused, at once and
+    /// without an event: an `EvidenceResult` carrying `error` in the
+    /// connection's dialect, as the embedder's answer would be. Its record
+    /// has no canonical error (the call succeeded at the JSON-RPC level)
+    /// and says what was refused.
+    fn answer_refused_query(
+        &mut self,
+        id: &Value,
+        batch: Option<u64>,
+        tool: String,
+        error: EvidenceError,
+    ) -> RequestOutcome {
+        let detail = format!(
+            "refused by the capabilities contract, answered as evidence error {}: {}",
+            error.code, error.message
+        );
+        let result = EvidenceResult::with_error(error);
+        let body = match self.dialect {
+            Dialect::DecisionGate => {
+                encode_result(id, &evidence::to_decision_gate_tool_result(&result))
+            }
+            Dialect::Mcp => encode_result(id, &evidence::to_mcp_tool_result(&result)),
+        };
+        self.reply(batch, body);
+        RequestOutcome {
+            tool: Some(tool),
+            error: None,
+            detail: Some(detail),
+            deferred: false,
         }
     }
 

@@ -96,6 +96,9 @@ const LOAD_TIME_ONLY: &[&str] = &[
     "provider_name_duplicate.toml",
     "server_public_bind_without_auth.toml",
     "timeouts_request_below_connect.toml",
+    "tls_ca_cert_missing.toml",
+    "tls_ca_cert_not_pem.toml",
+    "tls_ca_certs_on_stdio_provider.toml",
     "trust_key_duplicate_id.toml",
     "trust_key_malformed.toml",
     "trust_key_not_found.toml",
@@ -422,6 +425,7 @@ fn schema_keys_are_exactly_the_code_keys() {
         "server.auth.allowed_tools",
         "bundled.http.allow_hosts",
         "providers[].timeouts.request_timeout_ms",
+        "providers[].tls.ca_certs",
     ] {
         assert!(declared.contains(path), "{path} missing from {declared:?}");
     }

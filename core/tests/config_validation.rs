@@ -365,3 +365,14 @@ fn config_serializes_to_json_without_secrets_in_debug() {
         Some(1)
     );
 }
+
+#[test]
+fn tls_ca_certs_are_resolved_and_read_at_load() {
+    let path = data_dir().join("good/https_provider_with_ca.toml");
+    let config = Config::load(&path).unwrap_or_else(|error| panic!("{error}"));
+    let provider = config.provider("files").expect("provider files");
+    assert_eq!(provider.tls.ca_certs.len(), 1);
+    assert!(provider.tls.ca_certs[0].ends_with("certs/provider-ca.pem"));
+    let expected = fs::read_to_string(data_dir().join("certs/provider-ca.pem")).expect("pem");
+    assert_eq!(provider.ca_certs_pem, vec![expected]);
+}

@@ -35,6 +35,9 @@ pub enum DocsCommand {
         max: Option<u64>,
     },
     /// List every document (uri, name, title, description, mimeType).
+    #[command(
+        after_help = "Examples:\n  evidence-wire docs list\n  evidence-wire --config evidence-wire.toml docs list    (with [docs] extra_paths)"
+    )]
     List,
     /// Print one document by URI, as resources/read serves it.
     #[command(after_help = "Example:\n  evidence-wire docs read decision-gate://docs/framing")]

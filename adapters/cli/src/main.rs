@@ -59,7 +59,7 @@ enum Command {
     Serve(ServeArgs),
     /// Query a provider and print the verified EvidenceResult.
     #[command(
-        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe"
+        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe\n  evidence-wire query --url https://localhost:8443/rpc --ca-cert ca.pem --check time_now\n  evidence-wire --config evidence-wire.toml query --provider git --check head"
     )]
     Query(QueryArgs),
     /// Hash a JSON value (canonical JSON, SHA-256) or raw bytes.
@@ -76,9 +76,15 @@ enum Command {
     #[command(after_help = "Example:\n  evidence-wire contract > evidence-wire.contract.json")]
     Contract(ContractArgs),
     /// Check a configuration file.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  evidence-wire config check examples/evidence-wire.toml"
+    )]
     Config(ConfigCommand),
     /// Search, list and read the embedded documentation (JSON on stdout).
+    #[command(
+        after_help = "Examples:\n  evidence-wire docs search 'content-length limits'\n  evidence-wire docs list\n  evidence-wire docs read decision-gate://docs/framing"
+    )]
     Docs {
         /// What to do.
         #[command(subcommand)]
@@ -104,6 +110,9 @@ struct ServeArgs {
     /// Id of the root in evidence_ref URIs and anchors (default: [bundled] root_id, or evidence-root).
     #[arg(long)]
     root_id: Option<String>,
+    /// The provider id queries must carry and the contract declares (default: [bundled] provider_id, or evidence-wire).
+    #[arg(long)]
+    provider_id: Option<String>,
     /// Environment variable env_get may read (repeatable; adds to [bundled.env] allow; none by default).
     #[arg(long = "allow-env", value_name = "KEY")]
     allow_env: Vec<String>,
@@ -167,6 +176,10 @@ struct QueryArgs {
     /// URL of an HTTP provider (POST, JSON-RPC).
     #[arg(long, conflicts_with = "provider")]
     url: Option<String>,
+    /// PEM certificate file trusted for an https:// --url (a private CA or a
+    /// self-signed certificate), besides the public web roots; repeatable.
+    #[arg(long = "ca-cert", value_name = "FILE", requires = "url")]
+    ca_cert: Vec<PathBuf>,
     /// Allow a plain http:// --url.
     #[arg(long)]
     allow_insecure_http: bool,
@@ -303,6 +316,9 @@ fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
     if let Some(root_id) = &args.root_id {
         settings.root_id = root_id.clone();
     }
+    if let Some(provider_id) = &args.provider_id {
+        settings.provider_id = provider_id.clone();
+    }
     for key in &args.allow_env {
         if !settings.env_allow.contains(key) {
             settings.env_allow.push(key.clone());
@@ -335,7 +351,8 @@ fn server_config(config: &Config) -> ServerConfig {
 
 fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     let settings = bundled_settings(config, &args);
-    let mut server_config = server_config(config);
+    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    let mut server_config = provider.install(server_config(config));
     let docs = docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args.http.or(match config.server.transport {
         evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
@@ -350,13 +367,12 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
             config,
             server_config,
             docs,
-            settings,
+            provider,
             log,
         );
     }
     let mut server = Server::new(server_config);
     docs.install(&mut server);
-    let provider = BundledProvider::new(settings);
     evidence_wire_blocking::serve_stdio_with_log(server, provider, args.workers, &log)
         .map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
@@ -369,7 +385,7 @@ fn serve_http(
     config: &Config,
     server_config: ServerConfig,
     docs: evidence_wire::docs::DocsSurface,
-    settings: BundledSettings,
+    provider: BundledProvider,
     log: evidence_wire_blocking::log::ValidationLog,
 ) -> Result<u8, Failure> {
     use evidence_wire::config::ServerAuthMode;
@@ -411,15 +427,9 @@ fn serve_http(
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        evidence_wire_tokio::serve_http(
-            listener,
-            server_config,
-            BundledProvider::new(settings),
-            http_config,
-            shutdown,
-        )
-        .await
-        .map_err(|error| Failure::evidence(error.to_string()))
+        evidence_wire_tokio::serve_http(listener, server_config, provider, http_config, shutdown)
+            .await
+            .map_err(|error| Failure::evidence(error.to_string()))
     })?;
     Ok(0)
 }
@@ -441,6 +451,8 @@ enum Endpoint {
         allow_insecure_http: bool,
         bearer_token: Option<String>,
         connect_timeout_ms: u64,
+        /// PEM text of extra trusted roots (`--ca-cert`, `tls.ca_certs`).
+        ca_certs_pem: Vec<String>,
     },
 }
 
@@ -452,6 +464,9 @@ struct Target {
     contract: Option<ProviderContract>,
     trust: TrustPolicy,
     timeout_ms: u64,
+    /// Whether a `kind: bytes` value is accepted (`allow_raw`; only
+    /// `--provider` targets can refuse it).
+    allow_raw: bool,
 }
 
 fn framing_of(arg: FramingArg) -> Framing {
@@ -492,6 +507,7 @@ fn target(
                 allow_insecure_http: provider.allow_insecure_http,
                 bearer_token: provider.auth.as_ref().map(|auth| auth.bearer_token.clone()),
                 connect_timeout_ms: provider.timeouts.connect_timeout_ms,
+                ca_certs_pem: provider.ca_certs_pem.clone(),
             },
             (None, None) => {
                 return Err(Failure::usage(format!(
@@ -514,6 +530,7 @@ fn target(
             timeout_ms: args
                 .timeout_ms
                 .unwrap_or(provider.timeouts.request_timeout_ms),
+            allow_raw: provider.allow_raw,
         });
     }
     if let Some(url) = &args.url {
@@ -523,6 +540,7 @@ fn target(
                 allow_insecure_http: args.allow_insecure_http,
                 bearer_token: args.bearer_token.clone(),
                 connect_timeout_ms: 2000,
+                ca_certs_pem: read_ca_certs(&args.ca_cert)?,
             },
             framing: Framing::ContentLength,
             provider_id: args
@@ -532,6 +550,7 @@ fn target(
             contract: None,
             trust: TrustPolicy::Audit,
             timeout_ms: args.timeout_ms.unwrap_or(10_000),
+            allow_raw: true,
         });
     }
     if !args.command.is_empty() {
@@ -545,6 +564,7 @@ fn target(
             contract: None,
             trust: TrustPolicy::Audit,
             timeout_ms: args.timeout_ms.unwrap_or(10_000),
+            allow_raw: true,
         });
     }
     // The bundled provider: this binary, `serve`, with the same configuration.
@@ -565,9 +585,14 @@ fn target(
     let mut settings = BundledSettings::from_config(&config.bundled);
     if let Some(provider_id) = &args.provider_id {
         settings.provider_id = provider_id.clone();
+        // The served contract checks query.provider_id: serve under the same id.
+        command.push("--provider-id".to_owned());
+        command.push(provider_id.clone());
     }
     let provider_id = settings.provider_id.clone();
-    let contract = BundledProvider::new(settings).contract();
+    let contract = BundledProvider::new(settings)
+        .map_err(Failure::usage)?
+        .contract();
     Ok(Target {
         endpoint: Endpoint::Command(command),
         framing: Framing::ContentLength,
@@ -575,7 +600,67 @@ fn target(
         contract: Some(contract),
         trust: TrustPolicy::Audit,
         timeout_ms: args.timeout_ms.unwrap_or(10_000),
+        allow_raw: true,
     })
+}
+
+/// The largest `--ca-cert` file read (1 MiB of PEM).
+const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
+
+/// Reads each `--ca-cert` file (capped before reading) as PEM text.
+fn read_ca_certs(paths: &[PathBuf]) -> Result<Vec<String>, Failure> {
+    let mut pems = Vec::with_capacity(paths.len());
+    for path in paths {
+        let file = std::fs::File::open(path).map_err(|error| {
+            Failure::usage(format!(
+                "--ca-cert {}: cannot open: {error}",
+                path.display()
+            ))
+        })?;
+        let mut bytes = Vec::new();
+        file.take(MAX_CA_CERT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| {
+                Failure::usage(format!(
+                    "--ca-cert {}: cannot read: {error}",
+                    path.display()
+                ))
+            })?;
+        if bytes.len() as u64 > MAX_CA_CERT_BYTES {
+            return Err(Failure::usage(format!(
+                "--ca-cert {}: larger than {MAX_CA_CERT_BYTES} bytes; give one PEM certificate file",
+                path.display()
+            )));
+        }
+        let text = String::from_utf8(bytes)
+            .ok()
+            .filter(|text| text.contains("-----BEGIN CERTIFICATE-----"));
+        let Some(text) = text else {
+            return Err(Failure::usage(format!(
+                "--ca-cert {}: holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA certificate in PEM form",
+                path.display()
+            )));
+        };
+        pems.push(text);
+    }
+    Ok(pems)
+}
+
+/// `allow_raw = false`: a `kind: bytes` value is refused. Following Decision
+/// Gate's redaction, the value and its content type are withheld while the
+/// hash, reference and anchor are kept; the result carries the error
+/// `raw_value_refused`.
+fn refuse_raw(mut result: EvidenceResult, provider_id: &str) -> (EvidenceResult, String) {
+    let message = format!(
+        "provider {provider_id} answered raw (kind: bytes) evidence, refused because its allow_raw is false; set allow_raw = true in its [[providers]] entry to accept raw values"
+    );
+    result.value = None;
+    result.content_type = None;
+    result.error = Some(evidence::EvidenceError::new(
+        "raw_value_refused",
+        message.clone(),
+    ));
+    (result, message)
 }
 
 fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result<u8, Failure> {
@@ -636,6 +721,7 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
             allow_insecure_http,
             bearer_token,
             connect_timeout_ms,
+            ca_certs_pem,
         } => {
             let mut config = HttpProviderConfig::new(url)
                 .with_insecure_http(allow_insecure_http)
@@ -643,6 +729,9 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
                 .with_connect_timeout(std::time::Duration::from_millis(connect_timeout_ms));
             if let Some(token) = bearer_token {
                 config = config.with_bearer_token(token);
+            }
+            for pem in ca_certs_pem {
+                config = config.with_root_certificate_pem(pem);
             }
             let provider =
                 HttpProvider::new(config).map_err(|error| Failure::usage(error.to_string()))?;
@@ -656,6 +745,14 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
         }
     };
     let (result, code) = match outcome {
+        Ok(verified)
+            if !target.allow_raw
+                && matches!(verified.result().value, Some(EvidenceValue::Bytes(_))) =>
+        {
+            let (result, message) = refuse_raw(verified.into_result(), &target.provider_id);
+            eprintln!("evidence-wire: {message}");
+            (result, 1)
+        }
         Ok(verified) => {
             let code = u8::from(verified.result().error.is_some());
             (verified.into_result(), code)
@@ -801,9 +898,7 @@ fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
     if let Some(provider_id) = args.provider_id {
         settings.provider_id = provider_id;
     }
-    let contract = BundledProvider::new(settings).contract();
-    let text = serde_json::to_string_pretty(&contract)
-        .map_err(|error| Failure::evidence(error.to_string()))?;
-    println!("{text}");
+    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    println!("{}", provider.server_contract().contract_json());
     Ok(0)
 }

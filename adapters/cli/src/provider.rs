@@ -9,10 +9,14 @@
 //! `http_status` and `http_body_hash` GET an allow-listed `https` URL
 //! (`http` only when allowed) without following redirects.
 //!
-//! Every query's params are validated against the check's `params_schema`
-//! before the check runs: the capabilities contract ([`BundledProvider::contract`]),
-//! the validation and the dispatch come from one check table, so they
-//! cannot disagree.
+//! The checks are declared once, as a capabilities contract
+//! ([`BundledProvider::server_contract`]), and registered with the core
+//! server through [`ServerConfig::with_contract`]
+//! ([`BundledProvider::install`]): the server derives `tools/list` from it,
+//! refuses an unknown check, another provider's id or params outside the
+//! check's `params_schema` before the provider is called, and the same
+//! contract is what `evidence-wire contract` prints. This module only
+//! dispatches the queries that passed.
 //!
 //! Limits: files larger than `max_file_bytes` are refused before reading;
 //! environment values larger than `max_value_bytes` are refused; paths that
@@ -20,23 +24,21 @@
 //! refused with `path_outside_root`; HTTP bodies are read up to
 //! `max_body_bytes` and requests bounded by `timeout_ms`.
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use evidence_wire::canonical::Profile;
 use evidence_wire::config::BundledConfig;
 use evidence_wire::contract::{
-    CheckContract, CheckExample, Comparator, ContractTransport, Determinism, ParamsValidator,
-    ProviderContract,
+    CheckContract, CheckExample, Comparator, ContractTransport, Determinism, ProviderContract,
 };
 use evidence_wire::evidence::{
     EvidenceAnchor, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceRef, EvidenceResult,
     EvidenceValue, HashDigest, TriggerTime,
 };
+use evidence_wire::server::{ServerConfig, ServerContract};
 use evidence_wire_blocking::Handler;
 use serde_json::{Value, json};
 
@@ -121,42 +123,34 @@ impl Default for BundledSettings {
 #[derive(Clone, Debug)]
 pub struct BundledProvider {
     settings: BundledSettings,
-    validators: Arc<BTreeMap<String, ParamsValidator>>,
+    contract: ServerContract,
 }
 
 impl BundledProvider {
-    /// A provider with `settings`. The checks' params schemas are compiled
-    /// here, once.
-    pub fn new(settings: BundledSettings) -> Self {
-        let validators = check_contracts()
-            .iter()
-            .filter_map(|check| {
-                // The schemas are ours and compile; a failure would show in
-                // the contract test, and the check then runs unvalidated
-                // params through its own typed parsing.
-                check
-                    .params_validator()
-                    .ok()
-                    .map(|validator| (check.check_id.clone(), validator))
-            })
-            .collect();
-        BundledProvider {
-            settings,
-            validators: Arc::new(validators),
-        }
+    /// A provider with `settings`. Its contract is validated and the
+    /// checks' params schemas compiled here, once.
+    pub fn new(settings: BundledSettings) -> Result<Self, String> {
+        let contract = ServerContract::new(contract_of(&settings.provider_id)).map_err(|error| {
+            format!("the bundled provider's contract is refused: {error}; check [bundled] provider_id")
+        })?;
+        Ok(BundledProvider { settings, contract })
     }
 
-    /// Answer one query.
+    /// The contract the server enforces for this provider.
+    pub fn server_contract(&self) -> &ServerContract {
+        &self.contract
+    }
+
+    /// `config` serving this provider's contract: `tools/list`, query
+    /// checks and the contract output all come from it.
+    pub fn install(&self, config: ServerConfig) -> ServerConfig {
+        config.with_contract(self.contract.clone())
+    }
+
+    /// Answer one query that the server already checked against the
+    /// contract (check id, provider id, params schema).
     pub fn answer(&self, query: &EvidenceQuery, context: &EvidenceContext) -> EvidenceResult {
         let params = query.params.clone().unwrap_or(Value::Null);
-        if let Some(validator) = self.validators.get(query.check_id.as_str()) {
-            if let Err(error) = validator.validate(&params) {
-                return EvidenceResult::with_error(EvidenceError::new(
-                    "invalid_params",
-                    error.to_string(),
-                ));
-            }
-        }
         let outcome = match query.check_id.as_str() {
             "time_now" => Ok(time_now(context)),
             "time_after" => compare_time(context, &params, true),
@@ -166,13 +160,17 @@ impl BundledProvider {
             "file_size" => self.file_size(&params),
             "http_status" => self.http_get(&params, false),
             "http_body_hash" => self.http_get(&params, true),
-            other => Err(EvidenceError::new(
-                "unknown_check",
-                format!(
-                    "this provider has no check {other:?}; its checks are {}",
-                    CHECKS.join(", ")
-                ),
-            )),
+            // Unreachable behind a server with this contract; answered as
+            // the server would, for a caller that skipped it.
+            _ => self.contract.check_query(query).and_then(|()| {
+                Err(EvidenceError::new(
+                    "internal_error",
+                    format!(
+                        "check {:?} is in the contract but not implemented",
+                        query.check_id
+                    ),
+                ))
+            }),
         };
         match outcome {
             Ok(result) => result,
@@ -495,21 +493,25 @@ impl BundledProvider {
     }
 
     /// The capabilities contract of this provider (Decision Gate's
-    /// `capabilities_path` format), generated from the same check list the
-    /// provider answers.
+    /// `capabilities_path` format): the one the server enforces.
     pub fn contract(&self) -> ProviderContract {
-        ProviderContract {
-            provider_id: self.settings.provider_id.clone(),
-            name: "evidence-wire bundled provider".to_owned(),
-            description: "Time, environment and file checks equivalent to Decision Gate's built-in providers.".to_owned(),
-            transport: ContractTransport::Mcp,
-            config_schema: json!({"type": "object"}),
-            checks: check_contracts(),
-            notes: vec![
-                "Time checks read trigger_time from the query context, never the wall clock.".to_owned(),
-                "File checks read only under the configured root; env_get reads only allow-listed keys.".to_owned(),
-            ],
-        }
+        self.contract.contract().clone()
+    }
+}
+
+/// The bundled provider's capabilities contract under `provider_id`.
+fn contract_of(provider_id: &str) -> ProviderContract {
+    ProviderContract {
+        provider_id: provider_id.to_owned(),
+        name: "evidence-wire bundled provider".to_owned(),
+        description: "Time, environment and file checks equivalent to Decision Gate's built-in providers.".to_owned(),
+        transport: ContractTransport::Mcp,
+        config_schema: json!({"type": "object"}),
+        checks: check_contracts(),
+        notes: vec![
+            "Time checks read trigger_time from the query context, never the wall clock.".to_owned(),
+            "File checks read only under the configured root; env_get reads only allow-listed keys.".to_owned(),
+        ],
     }
 }
 
@@ -540,18 +542,6 @@ impl evidence_wire_tokio::Handler for BundledProvider {
         }
     }
 }
-
-/// The check ids this provider answers.
-pub const CHECKS: [&str; 8] = [
-    "time_now",
-    "time_after",
-    "time_before",
-    "env_get",
-    "json_path",
-    "file_size",
-    "http_status",
-    "http_body_hash",
-];
 
 fn file_too_large(relative: &str, limit: u64) -> EvidenceError {
     EvidenceError::new(

@@ -2,7 +2,9 @@
 //! success and documented failures through `query` (the provider is the
 //! binary's own `serve`, spawned over stdio), `hash` on the wire-facts
 //! examples, `verify` on good and tampered evidence, `config check`,
-//! `contract`, `--help`, and the exit codes 0 / 1 / 2.
+//! `contract`, `--help`, and the exit codes 0 / 1 / 2. Also `allow_raw`
+//! enforcement and `query --url https://… --ca-cert` against loopback
+//! servers built on the core `Server` state machine.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -810,8 +812,12 @@ fn every_command_has_help_with_an_example() {
         &["hash", "--help"],
         &["verify", "--help"],
         &["contract", "--help"],
+        &["config", "--help"],
         &["config", "check", "--help"],
+        &["docs", "--help"],
+        &["docs", "list", "--help"],
         &["docs", "search", "--help"],
+        &["docs", "read", "--help"],
     ] {
         let output = run(command, None);
         assert_eq!(code(&output), 0, "{command:?}");
@@ -910,4 +916,403 @@ fn serve_http_answers_query_url() {
 
 fn stderr_text(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[test]
+fn http_timeout_when_the_server_accepts_and_never_answers() {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    // Accept and hold the connection open without answering, for a bounded time.
+    thread::spawn(move || {
+        let mut held = Vec::new();
+        held.extend(listener.incoming().take(2).flatten());
+        thread::sleep(Duration::from_secs(10));
+        drop(held);
+    });
+    let dir = TempDir::new();
+    let config = dir.write(
+        "timeout.toml",
+        "[bundled.http]\nallow_hosts = [\"127.0.0.1\"]\nallow_insecure_http = true\ntimeout_ms = 300\n",
+    );
+    let started = std::time::Instant::now();
+    let output = query(
+        None,
+        Some(&config),
+        "http_status",
+        Some(json!({"url": format!("http://127.0.0.1:{port}/slow")})),
+    );
+    let result = assert_error(&output, "http_timeout");
+    assert!(
+        result["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("300 ms")),
+        "{result}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "the timeout did not bound the request: {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn file_size_failures_are_evidence_errors() {
+    let dir = TempDir::new();
+    dir.write("sub/inner.txt", "x");
+    // A directory is not a file.
+    let output = query(
+        Some(&dir.0),
+        None,
+        "file_size",
+        Some(json!({"path": "sub"})),
+    );
+    assert_error(&output, "not_a_file");
+    // A missing file.
+    let output = query(
+        Some(&dir.0),
+        None,
+        "file_size",
+        Some(json!({"path": "sub/absent.txt"})),
+    );
+    assert_error(&output, "file_not_found");
+    // A path that climbs out of the root.
+    let output = query(
+        Some(&dir.0),
+        None,
+        "file_size",
+        Some(json!({"path": "../outside.txt"})),
+    );
+    assert_error(&output, "path_outside_root");
+    // The same root still answers for a real file.
+    let output = query(
+        Some(&dir.0),
+        None,
+        "file_size",
+        Some(json!({"path": "sub/inner.txt"})),
+    );
+    assert_evidence(&output, &json!(1));
+}
+
+/// Answers one JSON-RPC body through a fresh core `Server`, every evidence
+/// query with `value` (the hash is filled in by the client's verification).
+fn rpc_answer(body: &[u8], value: &evidence_wire::evidence::EvidenceValue) -> Vec<u8> {
+    use evidence_wire::evidence::EvidenceResult;
+    use evidence_wire::server::{Server, ServerConfig, ServerEvent};
+    let mut server = Server::new(ServerConfig::default());
+    let mut line = body.to_vec();
+    line.push(b'\n');
+    server.handle_input(&line);
+    server.handle_end_of_input();
+    while let Some(event) = server.poll_event() {
+        if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+            server
+                .respond(ticket, EvidenceResult::with_value(value.clone()))
+                .expect("known ticket");
+        }
+    }
+    let mut out = Vec::new();
+    while let Some(bytes) = server.poll_transmit() {
+        out.extend_from_slice(&bytes);
+    }
+    while out.last() == Some(&b'\n') {
+        out.pop();
+    }
+    out
+}
+
+/// Reads one HTTP/1.1 request (headers, then a Content-Length body) and
+/// answers it with `rpc_answer`.
+fn serve_one_request(stream: &mut dyn ReadWrite, value: &evidence_wire::evidence::EvidenceValue) {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") && head.len() < 64 * 1024 {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return,
+        }
+    }
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|line| line.strip_prefix("content-length:"))
+        .and_then(|value| value.trim().parse().ok())
+        .unwrap_or(0)
+        .min(1024 * 1024);
+    let mut body = vec![0u8; length];
+    if stream.read_exact(&mut body).is_err() {
+        return;
+    }
+    let answer = rpc_answer(&body, value);
+    let mut response = format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        answer.len()
+    )
+    .into_bytes();
+    response.extend_from_slice(&answer);
+    let _ = stream.write_all(&response);
+    let _ = stream.flush();
+}
+
+trait ReadWrite: Read + Write {}
+impl<T: Read + Write> ReadWrite for T {}
+
+/// A plain-HTTP JSON-RPC provider on loopback answering every query with
+/// `value`, for at most `requests` connections.
+fn rpc_server(value: evidence_wire::evidence::EvidenceValue, requests: usize) -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    thread::spawn(move || {
+        for stream in listener.incoming().take(requests) {
+            let Ok(mut stream) = stream else { continue };
+            let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+            serve_one_request(&mut stream, &value);
+        }
+    });
+    port
+}
+
+#[test]
+fn allow_raw_false_refuses_bytes_evidence_from_a_configured_provider() {
+    use evidence_wire::evidence::EvidenceValue;
+    let port = rpc_server(EvidenceValue::Bytes(b"hello".to_vec()), 4);
+    let dir = TempDir::new();
+    let contract = run(&["contract", "--provider-id", "raw"], None);
+    assert_eq!(code(&contract), 0, "{}", stderr(&contract));
+    std::fs::write(dir.0.join("raw.json"), &contract.stdout).expect("contract");
+    let config_for = |allow_raw: bool| {
+        dir.write(
+            &format!("raw-{allow_raw}.toml"),
+            &format!(
+                "[[providers]]\nname = \"raw\"\ntype = \"mcp\"\nurl = \"http://127.0.0.1:{port}/rpc\"\nallow_insecure_http = true\ncapabilities_path = \"raw.json\"\nallow_raw = {allow_raw}\n"
+            ),
+        )
+    };
+    let ask = |config: &Path| {
+        let config = config.display().to_string();
+        run(
+            &[
+                "--config",
+                &config,
+                "query",
+                "--provider",
+                "raw",
+                "--check",
+                "time_now",
+                "--context",
+                CONTEXT,
+            ],
+            None,
+        )
+    };
+
+    // allow_raw = false (the default): refused, exit 1, value withheld.
+    let refused = ask(&config_for(false));
+    assert_eq!(code(&refused), 1, "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("allow_raw"),
+        "{}",
+        stderr(&refused)
+    );
+    let result = stdout_json(&refused);
+    assert_eq!(result["error"]["code"], "raw_value_refused", "{result}");
+    assert_eq!(result["value"], Value::Null, "{result}");
+    // The hash of the withheld bytes is kept (wire-facts: raw `hello`).
+    assert_eq!(
+        result["evidence_hash"]["value"],
+        "2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824",
+        "{result}"
+    );
+
+    // allow_raw = true: the same answer is accepted.
+    let accepted = ask(&config_for(true));
+    assert_eq!(code(&accepted), 0, "{}", stderr(&accepted));
+    let result = stdout_json(&accepted);
+    assert_eq!(
+        result["value"],
+        json!({"kind": "bytes", "value": [104, 101, 108, 108, 111]}),
+        "{result}"
+    );
+    assert_eq!(result["error"], Value::Null);
+}
+
+#[test]
+fn allow_raw_false_lets_json_evidence_through() {
+    use evidence_wire::evidence::EvidenceValue;
+    let value = EvidenceValue::json(&json!({"ok": true})).expect("json");
+    let port = rpc_server(value, 2);
+    let dir = TempDir::new();
+    let contract = run(&["contract", "--provider-id", "plain"], None);
+    std::fs::write(dir.0.join("plain.json"), &contract.stdout).expect("contract");
+    let config = dir.write(
+        "plain.toml",
+        &format!(
+            "[[providers]]\nname = \"plain\"\ntype = \"mcp\"\nurl = \"http://127.0.0.1:{port}/rpc\"\nallow_insecure_http = true\ncapabilities_path = \"plain.json\"\n"
+        ),
+    );
+    let config = config.display().to_string();
+    let output = run(
+        &[
+            "--config",
+            &config,
+            "query",
+            "--provider",
+            "plain",
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+        ],
+        None,
+    );
+    assert_evidence(&output, &json!({"ok": true}));
+}
+
+/// A loopback HTTPS JSON-RPC provider with a self-signed certificate for
+/// `localhost`; returns its port and the certificate as PEM.
+fn https_rpc_server(requests: usize) -> (u16, String) {
+    use std::sync::Arc;
+    use tokio_rustls::rustls;
+    use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let issued =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).expect("certificate");
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(issued.signing_key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let server = Arc::new(
+        rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("protocol versions")
+            .with_no_client_auth()
+            .with_single_cert(vec![issued.cert.der().clone()], key)
+            .expect("server certificate"),
+    );
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind loopback");
+    let port = listener.local_addr().expect("addr").port();
+    let value = evidence_wire::evidence::EvidenceValue::json(&json!("over tls")).expect("json");
+    thread::spawn(move || {
+        for stream in listener.incoming().take(requests) {
+            let Ok(tcp) = stream else { continue };
+            let _ = tcp.set_read_timeout(Some(Duration::from_secs(5)));
+            let _ = tcp.set_write_timeout(Some(Duration::from_secs(5)));
+            let Ok(connection) = rustls::ServerConnection::new(Arc::clone(&server)) else {
+                continue;
+            };
+            // A client that refuses the certificate ends the handshake here.
+            let mut tls = rustls::StreamOwned::new(connection, tcp);
+            serve_one_request(&mut tls, &value);
+            tls.conn.send_close_notify();
+            let _ = tls.flush();
+        }
+    });
+    (port, issued.cert.pem())
+}
+
+#[test]
+fn query_https_url_with_ca_cert() {
+    let (port, pem) = https_rpc_server(4);
+    let dir = TempDir::new();
+    let cert = dir.write("provider-cert.pem", &pem);
+    let cert = cert.display().to_string();
+    let url = format!("https://localhost:{port}/rpc");
+
+    let trusted = run(
+        &[
+            "query",
+            "--url",
+            &url,
+            "--ca-cert",
+            &cert,
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+        ],
+        None,
+    );
+    assert_evidence(&trusted, &json!("over tls"));
+
+    // Without --ca-cert the self-signed certificate is unknown: exit 1, a TLS message.
+    let untrusted = run(
+        &[
+            "query",
+            "--url",
+            &url,
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+        ],
+        None,
+    );
+    assert_eq!(code(&untrusted), 1, "{}", stderr(&untrusted));
+    let message = stderr(&untrusted).to_ascii_lowercase();
+    assert!(
+        message.contains("tls") || message.contains("certificate"),
+        "{message}"
+    );
+    assert!(!message.contains("panicked"), "{message}");
+
+    // A --ca-cert that is not a certificate is a usage error.
+    let not_pem = dir.write("not.pem", "hello");
+    let not_pem = not_pem.display().to_string();
+    let bad = run(
+        &[
+            "query",
+            "--url",
+            &url,
+            "--ca-cert",
+            &not_pem,
+            "--check",
+            "time_now",
+        ],
+        None,
+    );
+    assert_eq!(code(&bad), 2, "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("--ca-cert"), "{}", stderr(&bad));
+}
+
+#[test]
+fn configured_https_provider_uses_tls_ca_certs() {
+    let (port, pem) = https_rpc_server(2);
+    let dir = TempDir::new();
+    dir.write("certs/provider.pem", &pem);
+    let contract = run(&["contract", "--provider-id", "secure"], None);
+    std::fs::write(dir.0.join("secure.json"), &contract.stdout).expect("contract");
+    let config = dir.write(
+        "secure.toml",
+        &format!(
+            "[[providers]]\nname = \"secure\"\ntype = \"mcp\"\nurl = \"https://localhost:{port}/rpc\"\ncapabilities_path = \"secure.json\"\ntls = {{ ca_certs = [\"certs/provider.pem\"] }}\n"
+        ),
+    );
+    let check = run(&["config", "check", &config.display().to_string()], None);
+    assert_eq!(code(&check), 0, "{}", stderr(&check));
+    let output = run(
+        &[
+            "--config",
+            &config.display().to_string(),
+            "query",
+            "--provider",
+            "secure",
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+        ],
+        None,
+    );
+    assert_evidence(&output, &json!("over tls"));
+
+    // A missing certificate file fails `config check` with exit 2 naming the field.
+    let missing = dir.write(
+        "missing.toml",
+        &format!(
+            "[[providers]]\nname = \"secure\"\ntype = \"mcp\"\nurl = \"https://localhost:{port}/rpc\"\ncapabilities_path = \"secure.json\"\ntls = {{ ca_certs = [\"certs/absent.pem\"] }}\n"
+        ),
+    );
+    let check = run(&["config", "check", &missing.display().to_string()], None);
+    assert_eq!(code(&check), 2, "{}", stderr(&check));
+    assert!(
+        stderr(&check).contains("providers[0].tls.ca_certs[0]"),
+        "{}",
+        stderr(&check)
+    );
 }
