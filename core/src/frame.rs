@@ -577,6 +577,11 @@ impl Decoder {
                     scan = 0;
                     continue;
                 }
+                // The blank line counts against the limit too, as it does
+                // when the block arrives in pieces (found by fuzzing).
+                if line_end + 1 > self.limits.max_header_bytes {
+                    return self.header_too_large();
+                }
                 let block_offset = self.base;
                 self.consume(line_end + 1);
                 return self.finish_header_block(block, block_offset);

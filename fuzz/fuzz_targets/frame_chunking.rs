@@ -1,26 +1,11 @@
-//! Any chunking of the same bytes gives the same frames and errors as
-//! feeding them whole. The first byte of the input picks the chunk size.
+//! Any chunking of the same bytes gives the same frames, offsets and errors
+//! as feeding them whole (and byte by byte). The first input byte seeds the
+//! chunk sizes. The checks are in `common/frame.rs`, shared with the corpus
+//! replay in `core/tests/frame_fuzz_corpus.rs`.
 #![no_main]
 
-use evidence_wire::frame::{Decoder, Limits};
-use libfuzzer_sys::fuzz_target;
+#[path = "common/frame.rs"]
+#[allow(dead_code)] // each frame target uses one of the two entry points
+mod checks;
 
-fn decode(data: &[u8], chunk: usize) -> Vec<Result<Vec<u8>, String>> {
-    let limits = Limits { max_header_bytes: 64, max_body_bytes: 256 };
-    let mut decoder = Decoder::new(limits);
-    let mut out = Vec::new();
-    for piece in data.chunks(chunk.max(1)) {
-        decoder.push(piece);
-        while let Some(frame) = decoder.poll_frame() {
-            out.push(frame.map(|f| f.body.to_vec()).map_err(|e| e.to_string()));
-        }
-    }
-    out.push(decoder.finish().map(|()| Vec::new()).map_err(|e| e.to_string()));
-    out
-}
-
-fuzz_target!(|data: &[u8]| {
-    let Some((&first, rest)) = data.split_first() else { return };
-    let chunk = usize::from(first % 17) + 1;
-    assert_eq!(decode(rest, usize::MAX), decode(rest, chunk));
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::run_chunking(data));

@@ -1,18 +1,11 @@
-//! Frame decoder on raw bytes: never panics, never buffers past its limits,
-//! and `finish` always answers.
+//! Frame decoder on raw bytes under every framing choice: never panics,
+//! never holds more than one frame's worth of bytes, `finish` always
+//! answers. The checks are in `common/frame.rs`, shared with the corpus
+//! replay in `core/tests/frame_fuzz_corpus.rs`.
 #![no_main]
 
-use evidence_wire::frame::{Decoder, Limits};
-use libfuzzer_sys::fuzz_target;
+#[path = "common/frame.rs"]
+#[allow(dead_code)] // each frame target uses one of the two entry points
+mod checks;
 
-fuzz_target!(|data: &[u8]| {
-    let limits = Limits { max_header_bytes: 256, max_body_bytes: 1024 };
-    let mut decoder = Decoder::new(limits);
-    decoder.push(data);
-    while let Some(frame) = decoder.poll_frame() {
-        if let Ok(frame) = frame {
-            assert!(frame.body.len() <= limits.max_body_bytes);
-        }
-    }
-    let _ = decoder.finish();
-});
+libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::run_decoder(data));
