@@ -112,7 +112,7 @@ fn lock_versions(lock: &Path, names: &[&str]) -> String {
     found.join(", ")
 }
 
-fn machine(lock: &Path) -> String {
+fn machine(lock: &Path, results: &Path) -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -130,8 +130,20 @@ fn machine(lock: &Path) -> String {
             |kib| format!("{:.0} GiB", kib as f64 / 1048576.0),
         );
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    // scripts/bench writes /proc/loadavg here when it starts and ends.
+    let load = std::fs::read_to_string(results.join("loadavg.txt")).unwrap_or_default();
+    let load: Vec<&str> = load
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    let load = if load.is_empty() {
+        String::from("not recorded")
+    } else {
+        load.join(" at the start, ") + " at the end"
+    };
     format!(
-        "- Machine: {cpu}, {cores} cores available, {memory} RAM, Linux {} ({}), shared with other work.\n\
+        "- Machine: {cpu}, {cores} cores available, {memory} RAM, Linux {} ({}), shared with other work\n  \
+         (1-minute load average {load}; wall-clock figures are noisy, instruction counts are not).\n\
          - Toolchain: {}; profile `bench` (release).\n\
          - Run: {} UTC.\n\
          - Versions: {}.\n",
@@ -178,6 +190,9 @@ fn ratio_of(peer: Option<f64>, ours: Option<f64>) -> Option<f64> {
     }
 }
 
+/// The targets table: one row per issue-10 target, judged on the
+/// wall-clock medians and, where the path has one, on the instruction
+/// counts (stable when the machine is shared).
 struct Verdicts(String);
 
 impl Verdicts {
@@ -185,15 +200,21 @@ impl Verdicts {
         &mut self,
         target: &str,
         measured: Option<f64>,
+        by_instructions: Option<f64>,
         needed: f64,
         show: impl Fn(f64) -> String,
     ) {
-        let verdict = match measured {
-            None => "not measured".to_string(),
+        let judge = |value: Option<f64>| match value {
+            None => "—".to_string(),
             Some(value) if value >= needed => format!("{} — met", show(value)),
             Some(value) => format!("{} — **MISSED**", show(value)),
         };
-        let _ = writeln!(self.0, "| {target} | {verdict} |");
+        let _ = writeln!(
+            self.0,
+            "| {target} | {} | {} |",
+            judge(measured),
+            judge(by_instructions)
+        );
     }
 }
 
@@ -217,11 +238,20 @@ fn main() {
             .copied()
     };
     let mut verdicts = Verdicts(String::from(
-        "| target (ours : peer, same run) | measured |\n| --- | --- |\n",
+        "| target (ours : peer, same run) | wall clock (medians) | instruction counts |\n| --- | --- | --- |\n",
     ));
+    let instructions = read_lines(&results.join("instructions.jsonl"));
+    let count = |group: &str, size: &str, side: &str| {
+        instructions.iter().find_map(|row| {
+            (row["group"] == group && row["size"] == size && row["side"] == side)
+                .then(|| row["instructions"].as_f64())
+                .flatten()
+        })
+    };
+    let frame_count = |size: &str, side: &str| count("frame+envelope", size, side);
     let mut doc = String::new();
     doc.push_str("# Benchmarks\n\nWritten by `scripts/bench` (tests/src/bin/bench-report.rs) from one run; do not edit by hand\n(the analysis at the end comes from `tests/benches/notes.md`). Ratios are peer time / our time\n(or our rate / peer rate): above 1 means we are faster. Times are criterion medians per iteration.\n\n");
-    doc.push_str(&machine(&lock));
+    doc.push_str(&machine(&lock, &results));
 
     // Framing and envelope.
     let sides = [
@@ -272,6 +302,10 @@ fn main() {
             verdicts.add(
                 "frame + envelope, 10 KB, whole: >= 5x lsp-server",
                 ratio_of(median(&group, "lsp-server", "whole"), ours),
+                ratio_of(
+                    frame_count(label, "lsp-server"),
+                    frame_count(label, "ours-cl-envelope"),
+                ),
                 5.0,
                 |r| format!("{r:.2}x"),
             );
@@ -281,12 +315,17 @@ fn main() {
                     median(&group, "lsp-server", "4KiB"),
                     median(&group, "ours-cl-envelope", "4KiB"),
                 ),
+                None,
                 5.0,
                 |r| format!("{r:.2}x"),
             );
             verdicts.add(
                 "frame + envelope, 10 KB: >= 70 % of IgnoredAny throughput",
                 ratio_of(floor, ours),
+                ratio_of(
+                    frame_count(label, "ignoredany"),
+                    frame_count(label, "ours-cl-envelope"),
+                ),
                 0.7,
                 |r| format!("{:.0} %", r * 100.0),
             );
@@ -295,6 +334,10 @@ fn main() {
             verdicts.add(
                 "100 B messages, whole: >= 2x lsp-server messages/s",
                 ratio_of(median(&group, "lsp-server", "whole"), ours),
+                ratio_of(
+                    frame_count(label, "lsp-server"),
+                    frame_count(label, "ours-cl-envelope"),
+                ),
                 2.0,
                 |r| format!("{r:.2}x"),
             );
@@ -322,6 +365,10 @@ fn main() {
             verdicts.add(
                 "canonical hash, 10 KB: >= 1.5x serde_json_canonicalizer + sha2",
                 ratio_of(peer, ours),
+                ratio_of(
+                    count("canonical+sha256", size, "serde_json_canonicalizer+sha2"),
+                    count("canonical+sha256", size, "ours"),
+                ),
                 1.5,
                 |r| format!("{r:.2}x"),
             );
@@ -329,18 +376,10 @@ fn main() {
     }
 
     // Instructions.
-    let instructions = read_lines(&results.join("instructions.jsonl"));
     doc.push_str(
         "\n## 3. Instruction counts (valgrind callgrind, `tests/benches/instructions.rs`)\n\n",
     );
     doc.push_str("Instructions per operation ((run of 8 - run of 0) / 8, so start-up cancels out). Framing: 1000 x ~100 B\nor 20 x ~10 KB messages fed in 4 KiB chunks; canonical: one value. Ratio: peer / ours (the\n`ours-cl-envelope` row for framing, `ours` for canonical).\n\n| path | size | side | instructions/op | peer / ours |\n|---|---|---|---|---|\n");
-    let count = |group: &str, size: &str, side: &str| {
-        instructions.iter().find_map(|row| {
-            (row["group"] == group && row["size"] == size && row["side"] == side)
-                .then(|| row["instructions"].as_f64())
-                .flatten()
-        })
-    };
     for row in &instructions {
         let (Some(group), Some(size), Some(side)) = (
             row["group"].as_str(),
@@ -393,6 +432,7 @@ fn main() {
     verdicts.add(
         "hostile input: ours grows <= 4 MiB (1 MiB body limit + buffers) in every scenario",
         bounded.map(|ok| if ok { 1.0 } else { 0.0 }),
+        None,
         1.0,
         |ok| {
             if ok >= 1.0 {
@@ -432,6 +472,7 @@ fn main() {
             verdicts.add(
                 "stdio end to end, 64 in flight: >= 2x rmcp",
                 ratio_of(ours, peer),
+                None,
                 2.0,
                 |r| format!("{r:.2}x"),
             );
@@ -440,6 +481,7 @@ fn main() {
             verdicts.add(
                 "stdio end to end, 1 at a time: within 1.5x of the bare pipe echo",
                 ratio_of(echo, ours).map(|r| 1.5 / r),
+                None,
                 1.0,
                 |r| format!("{:.2}x the echo's time", 1.5 / r),
             );

@@ -27,7 +27,7 @@ use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncReadExt;
 
@@ -81,7 +81,7 @@ impl ServerHandler for Provider {
                 None,
             ));
         }
-        let arguments = request.arguments.unwrap_or_else(Map::new);
+        let arguments = request.arguments.unwrap_or_default();
         let check = arguments
             .get("query")
             .and_then(|query| query.get("check_id"))
