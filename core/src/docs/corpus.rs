@@ -107,4 +107,11 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         description: "Envelope validation logs: where the JSON Lines files go, every record field, .latest, transport parity and deterministic mode.",
         body: include_str!("../../../spec/logging.md"),
     },
+    Embedded {
+        id: "bundled-provider",
+        title: "The bundled provider",
+        role: DocRole::Ontology,
+        description: "The checks evidence-wire serve answers: params, result values, references, anchors and every error code.",
+        body: include_str!("../../../spec/bundled-provider.md"),
+    },
 ];
