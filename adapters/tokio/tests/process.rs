@@ -286,9 +286,14 @@ async fn the_bundled_cli_provider_answers() {
     for framing in [Framing::ContentLength, Framing::NewlineDelimited] {
         let mut client = ClientConfig::default();
         client.framing = framing;
-        let config =
-            ProcessConfig::new(vec![cli.to_string_lossy().into_owned(), "serve".to_owned()])
-                .with_client(client);
+        let config = ProcessConfig::new(vec![
+            cli.to_string_lossy().into_owned(),
+            "serve".to_owned(),
+            // The bundled provider refuses queries for another provider id.
+            "--provider-id".to_owned(),
+            "test".to_owned(),
+        ])
+        .with_client(client);
         let provider = ProcessProvider::spawn(config).expect("spawn the CLI");
         let answer = tokio::time::timeout(
             Duration::from_secs(20),
