@@ -9,7 +9,9 @@
 //! install beyond valgrind (iai-callgrind would need its runner binary).
 //!
 //! Cases: framing + envelope of 1000 x ~100 B and 20 x ~10 KB messages fed
-//! in 4 KiB chunks (the sides of `frame.rs`); canonical JSON + SHA-256 of a
+//! in 4 KiB chunks (the sides of `frame.rs`), and 20 x ~10 KB "dense"
+//! messages (`common::dense_request`: more opening brackets than the depth
+//! limit, so ours takes the exact depth scan); canonical JSON + SHA-256 of a
 //! ~100 B and a ~10 KB evidence value (ours, serde_json_canonicalizer +
 //! sha2, raw sha2 over the same bytes).
 //!
@@ -49,6 +51,10 @@ const CASES: &[(&str, &str, &str)] = &[
     ("frame+envelope", "10KB", "rmcp"),
     ("frame+envelope", "10KB", "lines-serde"),
     ("frame+envelope", "10KB", "ignoredany"),
+    ("frame+envelope", "10KB-dense", "ours-cl-envelope"),
+    ("frame+envelope", "10KB-dense", "lsp-server"),
+    ("frame+envelope", "10KB-dense", "lines-serde"),
+    ("frame+envelope", "10KB-dense", "ignoredany"),
     ("canonical+sha256", "100B", "ours"),
     ("canonical+sha256", "100B", "serde_json_canonicalizer+sha2"),
     ("canonical+sha256", "100B", "raw-sha2"),
@@ -80,12 +86,16 @@ fn run_case(group: &str, size: &str, side: &str, repeat: u64) {
         }
         return;
     }
-    let (_, target, copies) = common::SIZES
-        .iter()
-        .copied()
-        .find(|(label, _, _)| *label == size)
-        .expect("known size");
-    let body = common::request(target);
+    let (body, copies) = if size == "10KB-dense" {
+        (common::dense_request(10_000), 20)
+    } else {
+        let (_, target, copies) = common::SIZES
+            .iter()
+            .copied()
+            .find(|(label, _, _)| *label == size)
+            .expect("known size");
+        (common::request(target), copies)
+    };
     let cl = framing::stream(Framing::ContentLength, &body, copies);
     let nd = framing::stream(Framing::NewlineDelimited, &body, copies);
     let bodies = vec![body; copies];

@@ -115,6 +115,32 @@ pub fn request(target: usize) -> Vec<u8> {
     format!("{head}{value}{tail}").into_bytes()
 }
 
+/// A `tools/call evidence_query` request of about `target` bytes whose
+/// evidence is a long array of small objects (`{"id":N,"ok":true,"n":N}`):
+/// one opening bracket every ~25 bytes, so a 10 KB body holds several
+/// hundred, more than the default depth limit of 128. Such a body takes the
+/// exact depth scan of `envelope::validate`, which `request` bodies (about
+/// one bracket per 80 bytes) skip; the instruction bench reports both.
+pub fn dense_request(target: usize) -> Vec<u8> {
+    let head = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"evidence_query","arguments":{"query":{"provider_id":"file","check_id":"scan","params":{"results":["#;
+    let tail = r#"]}},"context":{"tenant_id":1,"namespace_id":1,"run_id":"run-1","trigger_time":{"kind":"unix_millis","value":1710000000000}}}}}"#;
+    let mut rng = Rng(0x243f_6a88_85a3_08d3);
+    let mut items = String::new();
+    let mut index = 0u64;
+    while head.len() + items.len() + tail.len() < target {
+        if index > 0 {
+            items.push(',');
+        }
+        items.push_str(&format!(
+            r#"{{"id":{index},"ok":{},"n":{}}}"#,
+            rng.below(2) == 0,
+            rng.below(100_000)
+        ));
+        index += 1;
+    }
+    format!("{head}{items}{tail}").into_bytes()
+}
+
 /// The sizes every table reports: label, target body size, messages per
 /// iteration (so that one iteration is ~100 KB to 1 MB of input).
 pub const SIZES: [(&str, usize, usize); 3] = [
