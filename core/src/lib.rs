@@ -26,6 +26,7 @@
 //! | [`contract`] | the Decision Gate capabilities contract of a provider: types and validation |
 //! | [`server`] | provider-side connection state machine; a contract drives its `tools/list` and query checks |
 //! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
+//! | [`supervisor`] | restart supervision of a child-process provider: backoff, deferred queries |
 //! | [`http`] | HTTP transport decisions: routes, auth, Origin, statuses, body limit, SSE |
 //! | [`docs`] | embedded docs registry, deterministic section search, MCP resources |
 //! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |
@@ -63,3 +64,4 @@ pub mod log;
 pub mod policy;
 pub mod schema;
 pub mod server;
+pub mod supervisor;

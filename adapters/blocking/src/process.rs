@@ -1,27 +1,33 @@
 //! A child-process provider client on blocking I/O.
 //!
-//! One supervisor thread owns the [`Client`] state machine and the child.
-//! The child's stdout is read by a reader thread, its stderr by a log
-//! thread (each line goes to the [`LogSink`]), and its stdin is written by a
-//! writer thread, so a child that stops reading can never block the
-//! supervisor: the request times out and the child is restarted.
+//! One supervisor thread owns the child and the core's sans-IO restart
+//! supervisor ([`evidence_wire::supervisor::Supervisor`], which owns the
+//! [`Client`](evidence_wire::client::Client) state machine). The child's
+//! stdout is read by a reader thread, its stderr by a log thread (each line
+//! goes to the [`LogSink`]), and its stdin is written by a writer thread, so
+//! a child that stops reading can never block the supervisor: the request
+//! times out and the child is restarted. This file is plumbing only: it
+//! spawns and kills the child, moves bytes, sleeps until the core's next
+//! deadline and maps outcomes to [`ProviderError`]; the restart policy lives
+//! in the core.
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout, the affected requests fail
 //! with a typed error and the child is restarted with bounded exponential
-//! backoff. Queries that arrive while the child is down wait for the fresh
-//! child, but never longer than their own timeout; when the child cannot be
-//! started they fail with [`ProviderError::Spawn`]. No request is silently
-//! lost or answered twice: every call of [`ProcessProvider::query`] gets
-//! exactly one outcome.
+//! backoff (reset by any answer of the child). Queries that arrive while the
+//! child is down wait for the fresh child, but never longer than their own
+//! timeout; when the child cannot be started they fail with
+//! [`ProviderError::Spawn`]. No request is silently lost or answered twice:
+//! every call of [`ProcessProvider::query`] gets exactly one outcome.
 //!
 //! Limits: stderr lines are cut at 64 KiB; the child's output is read in
 //! 64 KiB chunks of which at most [`OUTPUT_QUEUE`] wait for the supervisor
 //! (a child writing faster than it is decoded is slowed down, never
 //! buffered without end); frame limits come from [`ClientConfig::limits`];
 //! at most [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
+//!
+//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::MAX_SKIPPED_LOGGED
 
-use std::collections::HashMap;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
@@ -29,17 +35,14 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::supervisor::{Action, Failure, RestartPolicy, Supervisor as CoreSupervisor};
 
 /// Bytes read from the child's stdout at once.
 const READ_CHUNK: usize = 64 * 1024;
 /// Output chunks read from the child but not yet decoded, at most.
 pub const OUTPUT_QUEUE: usize = 16;
-/// Ignored (unparsable, unknown) provider messages logged per child; the
-/// rest are counted, so a child flooding its output with junk cannot flood
-/// the log.
-pub const MAX_SKIPPED_LOGGED: u32 = 16;
 
 /// Where the child's stderr lines and the supervisor's notes go.
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -174,7 +177,7 @@ impl ProcessProvider {
         let (commands, receiver) = mpsc::channel();
         let command = config.command.clone();
         let mut supervisor = Supervisor::new(config, commands.clone());
-        supervisor.start_child()?;
+        supervisor.start_first_child()?;
         thread::Builder::new()
             .name("evidence-wire-provider".into())
             .spawn(move || supervisor.run(receiver))
@@ -208,45 +211,43 @@ struct Running {
     output_credit: Receiver<()>,
 }
 
-struct Deferred {
-    request: Box<(EvidenceQuery, EvidenceContext)>,
-    reply: Reply,
-    deadline: Instant,
-}
-
+/// The plumbing around the core [`CoreSupervisor`] (which decides about
+/// deferred queries, timeouts, restarts and backoff): the child process,
+/// its pump threads, the clock, and the reply channels.
 struct Supervisor {
     config: ProcessConfig,
-    client: Client,
+    core: CoreSupervisor<Reply>,
     commands: Sender<Command_>,
     running: Option<Running>,
     generation: u64,
-    waiting: HashMap<RequestId, Reply>,
-    deferred: Vec<Deferred>,
     epoch: Instant,
-    failures: u32,
-    restart_at: Option<Instant>,
-    skipped: u32,
+    /// Why the last spawn failed, for the queries that waited for it.
+    spawn_error: Option<(io::ErrorKind, String)>,
 }
 
 impl Supervisor {
     fn new(config: ProcessConfig, commands: Sender<Command_>) -> Self {
         Supervisor {
-            client: Client::new(config.client.clone()),
+            core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
             config,
             commands,
             running: None,
             generation: 0,
-            waiting: HashMap::new(),
-            deferred: Vec::new(),
             epoch: Instant::now(),
-            failures: 0,
-            restart_at: None,
-            skipped: 0,
+            spawn_error: None,
         }
     }
 
     fn now(&self) -> u64 {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Start the first child (before the supervisor thread runs).
+    fn start_first_child(&mut self) -> Result<(), ProviderError> {
+        self.start_child()?;
+        self.core.child_started(self.now());
+        self.perform();
+        Ok(())
     }
 
     fn start_child(&mut self) -> Result<(), ProviderError> {
@@ -310,7 +311,6 @@ impl Supervisor {
             stdin: stdin_tx,
             output_credit,
         });
-        self.skipped = 0;
         Ok(())
     }
 
@@ -324,25 +324,18 @@ impl Supervisor {
     fn run(mut self, commands: Receiver<Command_>) {
         loop {
             self.flush();
-            let command = match self.next_wake() {
-                Some(at) => commands.recv_timeout(at.saturating_duration_since(Instant::now())),
+            let command = match self.core.poll_timeout() {
+                Some(at) => {
+                    let at = self.epoch + Duration::from_millis(at);
+                    commands.recv_timeout(at.saturating_duration_since(Instant::now()))
+                }
                 None => commands.recv().map_err(|_| RecvTimeoutError::Disconnected),
             };
+            let now = self.now();
             match command {
                 Ok(Command_::Query(request, reply)) => {
-                    // While the child is down (backoff), queries wait here and
-                    // go to the fresh child, but never past their own timeout.
-                    let deadline = Instant::now()
-                        + Duration::from_millis(self.config.client.request_timeout_ms);
-                    self.deferred.push(Deferred {
-                        request,
-                        reply,
-                        deadline,
-                    });
-                    if self.running.is_none() && self.restart_at.is_none() {
-                        self.restart_now();
-                    }
-                    self.submit_deferred();
+                    let (query, context) = *request;
+                    self.core.query(query, context, reply, now);
                 }
                 Ok(Command_::Output(generation, bytes)) => {
                     if let Some(running) = self
@@ -353,87 +346,69 @@ impl Supervisor {
                         // The chunk is out of the queue: the reader may read
                         // the next one.
                         let _ = running.output_credit.try_recv();
-                        self.client.handle_input(&bytes);
+                        self.core.handle_input(&bytes, now);
                     }
                 }
                 Ok(Command_::OutputEnd(generation)) => {
                     if self.is_current(generation) {
-                        self.client.handle_input(&[]);
+                        self.core.handle_input(&[], now);
                     }
                 }
                 Ok(Command_::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
-                    self.client
-                        .connection_lost("the provider client was shut down");
-                    self.dispatch();
-                    for deferred in std::mem::take(&mut self.deferred) {
-                        let _ = deferred.reply.send(Err(ProviderError::ShutDown));
-                    }
+                    self.core.shutdown();
+                    self.perform();
                     self.stop_child();
                     return;
                 }
-                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Timeout) => self.core.handle_timeout(now),
             }
-            self.after_step();
+            self.perform();
         }
     }
 
-    /// Timeouts, answers and restarts after anything happened.
-    fn after_step(&mut self) {
-        let now = self.now();
-        self.client.handle_timeout(now);
-        let timed_out = self.dispatch();
-        self.expire_deferred();
-        if timed_out && self.running.is_some() {
-            // A hung child may be wedged: later queries get a fresh process.
-            self.schedule_restart("the provider did not answer in time");
-        }
-        if self.client.needs_restart() {
-            self.schedule_restart("the provider's stream broke");
-        }
-        if let Some(restart_at) = self.restart_at {
-            if Instant::now() >= restart_at {
-                self.restart_now();
-                self.submit_deferred();
+    /// Do what the core supervisor asks, in order.
+    fn perform(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Spawn => {
+                    self.stop_child();
+                    match self.start_child() {
+                        Ok(()) => {
+                            self.spawn_error = None;
+                            self.core.child_started(self.now());
+                        }
+                        Err(error) => {
+                            if let ProviderError::Spawn { source, .. } = &error {
+                                self.spawn_error = Some((source.kind(), source.to_string()));
+                            }
+                            self.core.spawn_failed(self.now(), &error.to_string());
+                        }
+                    }
+                }
+                Action::Kill => self.stop_child(),
+                Action::Answer { payload, outcome } => {
+                    let _ = payload.send(outcome.map_err(|failure| self.provider_error(failure)));
+                }
+                Action::Log(line) => (self.config.log)(&line),
+                _ => {}
             }
         }
     }
 
-    /// The earliest of the client's deadline, a deferred query's deadline
-    /// and the planned restart.
-    fn next_wake(&self) -> Option<Instant> {
-        let client = self
-            .client
-            .poll_timeout()
-            .map(|deadline| self.epoch + Duration::from_millis(deadline));
-        let deferred = self.deferred.iter().map(|deferred| deferred.deadline).min();
-        [client, deferred, self.restart_at]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    fn expire_deferred(&mut self) {
-        let now = Instant::now();
-        let timeout = self.config.client.request_timeout_ms;
-        let (expired, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
-            .into_iter()
-            .partition(|deferred| deferred.deadline <= now);
-        self.deferred = kept;
-        for deferred in expired {
-            let _ = deferred
-                .reply
-                .send(Err(ProviderError::Query(QueryError::Timeout(timeout))));
-        }
-    }
-
-    fn submit_deferred(&mut self) {
-        if self.running.is_none() {
-            return;
-        }
-        for deferred in std::mem::take(&mut self.deferred) {
-            let (query, context) = &*deferred.request;
-            let id = self.client.query(query, context, self.now());
-            self.waiting.insert(id, deferred.reply);
+    fn provider_error(&self, failure: Failure) -> ProviderError {
+        match failure {
+            Failure::Query(error) => ProviderError::Query(error),
+            Failure::Spawn(message) => {
+                let (kind, message) = self
+                    .spawn_error
+                    .clone()
+                    .unwrap_or((io::ErrorKind::Other, message));
+                ProviderError::Spawn {
+                    command: self.config.command.clone(),
+                    source: io::Error::new(kind, message),
+                }
+            }
+            _ => ProviderError::ShutDown,
         }
     }
 
@@ -443,97 +418,12 @@ impl Supervisor {
             .is_some_and(|running| running.generation == generation)
     }
 
-    /// Stop the child now, fail what it still owed, and start a fresh one
-    /// after the backoff delay.
-    fn schedule_restart(&mut self, reason: &str) {
-        if self.restart_at.is_some() {
-            return;
-        }
-        self.stop_child();
-        self.client
-            .connection_lost(&format!("{reason}; the provider is being restarted"));
-        self.dispatch();
-        let delay = backoff(
-            self.config.restart_backoff_initial,
-            self.config.restart_backoff_max,
-            self.failures,
-        );
-        self.failures = self.failures.saturating_add(1);
-        (self.config.log)(&format!(
-            "{reason}; restarting it in {} ms",
-            delay.as_millis()
-        ));
-        self.restart_at = Some(Instant::now() + delay);
-    }
-
-    fn restart_now(&mut self) {
-        self.restart_at = None;
-        self.stop_child();
-        let now = self.now();
-        self.client.restart(now);
-        self.dispatch();
-        if let Err(error) = self.start_child() {
-            (self.config.log)(&error.to_string());
-            // Queries waiting for this child learn why it is not there.
-            for deferred in std::mem::take(&mut self.deferred) {
-                let error = match &error {
-                    ProviderError::Spawn { command, source } => ProviderError::Spawn {
-                        command: command.clone(),
-                        source: io::Error::new(source.kind(), source.to_string()),
-                    },
-                    _ => ProviderError::ShutDown,
-                };
-                let _ = deferred.reply.send(Err(error));
-            }
-            self.schedule_restart("the provider could not be started");
-        }
-    }
-
-    /// Deliver the client's answers. True when one of them was a timeout.
-    fn dispatch(&mut self) -> bool {
-        let mut timed_out = false;
-        while let Some(event) = self.client.poll_event() {
-            match event {
-                ClientEvent::Answer { id, outcome } => {
-                    match &outcome {
-                        Err(QueryError::Timeout(_)) => timed_out = true,
-                        // The child answered: it is alive and in sync.
-                        Ok(_)
-                        | Err(QueryError::Provider { .. })
-                        | Err(QueryError::BadResult(_))
-                        | Err(QueryError::Verification(_)) => self.failures = 0,
-                        Err(_) => {}
-                    }
-                    if let Some(reply) = self.waiting.remove(&id) {
-                        let _ = reply.send(outcome.map_err(ProviderError::Query));
-                    }
-                }
-                ClientEvent::Skipped(skipped) => {
-                    self.skipped = self.skipped.saturating_add(1);
-                    if self.skipped <= MAX_SKIPPED_LOGGED {
-                        (self.config.log)(&format!("ignored a provider message: {skipped:?}"));
-                    }
-                    if self.skipped == MAX_SKIPPED_LOGGED {
-                        (self.config.log)(&format!(
-                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
-                        ));
-                    }
-                }
-                ClientEvent::Fatal(reason) => {
-                    (self.config.log)(&format!("provider connection broken: {reason}"));
-                }
-                _ => {}
-            }
-        }
-        timed_out
-    }
-
     fn flush(&mut self) {
         let Some(running) = &self.running else {
             // Nothing to write to: the client is reset before the next child.
             return;
         };
-        while let Some(bytes) = self.client.poll_transmit() {
+        while let Some(bytes) = self.core.poll_transmit() {
             if running.stdin.send(bytes).is_err() {
                 break;
             }
@@ -541,9 +431,13 @@ impl Supervisor {
     }
 }
 
-/// `initial * 2^failures`, at most `max`.
-fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
-    initial.saturating_mul(1u32 << failures.min(16)).min(max)
+/// The restart backoff of `config` in the core's milliseconds.
+fn restart_policy(config: &ProcessConfig) -> RestartPolicy {
+    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    RestartPolicy::new(
+        millis(config.restart_backoff_initial),
+        millis(config.restart_backoff_max),
+    )
 }
 
 /// Moves the child's stdout to the supervisor in chunks; waits for a
@@ -587,6 +481,12 @@ fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The backoff of a config with these delays.
+    fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+        let config = ProcessConfig::new(Vec::new()).with_backoff(initial, max);
+        Duration::from_millis(restart_policy(&config).delay_ms(failures))
+    }
 
     #[test]
     fn backoff_doubles_and_is_capped() {

@@ -1,27 +1,35 @@
 //! A child-process provider client on `futures-io` traits.
 //!
 //! [`ProcessProvider::spawn`] starts one supervisor thread that owns the
-//! [`Client`] state machine and the child (via `async-process`), and runs
-//! a small local executor (`async-executor` on `async-io`): three pumps per
-//! child move its stdout into the client, its stderr lines into the
+//! child (via `async-process`) and the core's sans-IO restart supervisor
+//! ([`evidence_wire::supervisor::Supervisor`], which owns the
+//! [`Client`](evidence_wire::client::Client) state machine), and runs a
+//! small local executor (`async-executor` on `async-io`): three pumps per
+//! child move its stdout into the supervisor, its stderr lines into the
 //! [`LogSink`], and queued requests into its stdin, so a child that stops
 //! reading can never block the supervisor. [`ProcessProvider::query`] is an
 //! ordinary future that only waits on a channel: it runs on smol, async-std,
-//! tokio or any other executor.
+//! tokio or any other executor. This file is plumbing only: the restart
+//! policy lives in the core.
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout, the affected requests fail
 //! with a typed error and the child is restarted with bounded exponential
-//! backoff. Queries that arrive while the child is down wait for the fresh
-//! child, but never longer than their own timeout. No request is silently
-//! lost or answered twice: every call of [`ProcessProvider::query`] gets
-//! exactly one outcome. Dropping a query future cancels the query (the
-//! provider is sent `notifications/cancelled`).
+//! backoff (reset by any answer of the child). Queries that arrive while the
+//! child is down wait for the fresh child, but never longer than their own
+//! timeout; when the child cannot be started they fail with
+//! [`ProviderError::Spawn`]. No request is silently lost or answered twice:
+//! every call of [`ProcessProvider::query`] gets exactly one outcome.
+//! Dropping a query future cancels the query (the provider is sent
+//! `notifications/cancelled`; a query still waiting for a child is never
+//! sent).
 //!
 //! Limits: stderr lines are cut at 64 KiB; output is read in 64 KiB chunks
 //! through a bounded queue (a chatty child is slowed down, not buffered
 //! without end); frame limits come from [`ClientConfig::limits`]; at most
 //! [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
+//!
+//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::MAX_SKIPPED_LOGGED
 
 use std::collections::HashMap;
 use std::io;
@@ -35,9 +43,12 @@ use async_channel::{Receiver, Sender};
 use async_executor::{LocalExecutor, Task};
 use async_io::Timer;
 use async_process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
-use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, VerifiedEvidence,
+};
+use evidence_wire::supervisor::{
+    Action, Failure, RestartPolicy, Supervisor as CoreSupervisor, Ticket,
 };
 use futures_lite::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
@@ -47,10 +58,6 @@ const MAX_LOG_LINE: usize = 64 * 1024;
 const READ_CHUNK: usize = 64 * 1024;
 /// Output chunks queued between the stdout pump and the supervisor.
 const OUTPUT_QUEUE: usize = 16;
-/// Ignored (unparsable, unknown) provider messages logged per child; the
-/// rest are counted, so a child flooding its output with junk cannot flood
-/// the log.
-pub const MAX_SKIPPED_LOGGED: u32 = 16;
 
 /// Where the child's stderr lines and the supervisor's notes go.
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -197,7 +204,7 @@ impl ProcessProvider {
             .spawn(move || {
                 let executor = Rc::new(LocalExecutor::new());
                 let mut supervisor = Supervisor::new(config, Rc::clone(&executor));
-                let started = supervisor.start_child();
+                let started = supervisor.start_first_child();
                 let ok = started.is_ok();
                 let _ = started_tx.send(started);
                 if ok {
@@ -272,13 +279,8 @@ struct Running {
     _pumps: Vec<Task<()>>,
 }
 
-struct Deferred {
-    token: u64,
-    request: Box<(EvidenceQuery, EvidenceContext)>,
-    reply: Reply,
-    deadline: Instant,
-}
-
+/// What the core supervisor carries for each query: the caller's token
+/// (to cancel it) and where its outcome goes.
 struct Waiting {
     token: u64,
     reply: Reply,
@@ -291,39 +293,38 @@ enum Step {
     Tick,
 }
 
+/// The plumbing around the core [`CoreSupervisor`] (which decides about
+/// deferred queries, timeouts, restarts and backoff): the child process,
+/// its pumps, the clock, and the reply channels.
 struct Supervisor {
     config: ProcessConfig,
-    client: Client,
+    core: CoreSupervisor<Waiting>,
     executor: Rc<LocalExecutor<'static>>,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
     running: Option<Running>,
     generation: u64,
-    waiting: HashMap<RequestId, Waiting>,
-    deferred: Vec<Deferred>,
+    /// The core's ticket of each query not answered yet, by caller token.
+    tickets: HashMap<u64, Ticket>,
     epoch: Instant,
-    failures: u32,
-    restart_at: Option<Instant>,
-    skipped: u32,
+    /// Why the last spawn failed, for the queries that waited for it.
+    spawn_error: Option<(io::ErrorKind, String)>,
 }
 
 impl Supervisor {
     fn new(config: ProcessConfig, executor: Rc<LocalExecutor<'static>>) -> Self {
         let (events_tx, events) = async_channel::bounded(OUTPUT_QUEUE);
         Supervisor {
-            client: Client::new(config.client.clone()),
+            core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
             config,
             executor,
             events_tx,
             events,
             running: None,
             generation: 0,
-            waiting: HashMap::new(),
-            deferred: Vec::new(),
+            tickets: HashMap::new(),
             epoch: Instant::now(),
-            failures: 0,
-            restart_at: None,
-            skipped: 0,
+            spawn_error: None,
         }
     }
 
@@ -331,15 +332,19 @@ impl Supervisor {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn log(&self, line: &str) {
-        (self.config.log)(line);
-    }
-
     fn spawn_error(&self, source: io::Error) -> ProviderError {
         ProviderError::Spawn {
             command: self.config.command.clone(),
             source,
         }
+    }
+
+    /// Start the first child (before the supervisor runs).
+    fn start_first_child(&mut self) -> Result<(), ProviderError> {
+        self.start_child()?;
+        self.core.child_started(self.now());
+        self.perform();
+        Ok(())
     }
 
     fn start_child(&mut self) -> Result<(), ProviderError> {
@@ -380,7 +385,6 @@ impl Supervisor {
             stdin: stdin_tx,
             _pumps: pumps,
         });
-        self.skipped = 0;
         Ok(())
     }
 
@@ -394,7 +398,10 @@ impl Supervisor {
     async fn run(mut self, commands: Receiver<Command_>) {
         loop {
             self.flush();
-            let wake = self.next_wake();
+            let wake = self
+                .core
+                .poll_timeout()
+                .map(|at| self.epoch + Duration::from_millis(at));
             let step = {
                 let command = async {
                     match commands.recv().await {
@@ -419,125 +426,89 @@ impl Supervisor {
                 };
                 futures_lite::future::or(command, futures_lite::future::or(event, timer)).await
             };
+            let now = self.now();
             match step {
                 Step::Command(Command_::Query {
                     token,
                     request,
                     reply,
                 }) => {
-                    let deadline = Instant::now()
-                        + Duration::from_millis(self.config.client.request_timeout_ms);
-                    self.deferred.push(Deferred {
-                        token,
-                        request,
-                        reply,
-                        deadline,
-                    });
-                    if self.running.is_none() && self.restart_at.is_none() {
-                        self.restart_now();
-                    }
-                    self.submit_deferred();
+                    let (query, context) = *request;
+                    let ticket = self
+                        .core
+                        .query(query, context, Waiting { token, reply }, now);
+                    self.tickets.insert(token, ticket);
                 }
-                Step::Command(Command_::Cancel(token)) => self.cancel(token),
+                Step::Command(Command_::Cancel(token)) => {
+                    if let Some(ticket) = self.tickets.get(&token).copied() {
+                        // The Cancelled answer goes to a reply nobody reads.
+                        self.core.cancel(ticket);
+                    }
+                }
                 Step::Event(Event::Output(generation, bytes)) => {
                     if self.is_current(generation) {
-                        self.client.handle_input(&bytes);
+                        self.core.handle_input(&bytes, now);
                     }
                 }
                 Step::Event(Event::OutputEnd(generation)) => {
                     if self.is_current(generation) {
-                        self.client.handle_input(&[]);
+                        self.core.handle_input(&[], now);
                     }
                 }
                 Step::Closed => {
-                    self.client
-                        .connection_lost("the provider client was shut down");
-                    self.dispatch();
-                    for deferred in std::mem::take(&mut self.deferred) {
-                        let _ = deferred.reply.try_send(Err(ProviderError::ShutDown));
-                    }
+                    self.core.shutdown();
+                    self.perform();
                     self.stop_child();
                     return;
                 }
-                Step::Tick => {}
+                Step::Tick => self.core.handle_timeout(now),
             }
-            self.after_step();
+            self.perform();
         }
     }
 
-    /// Timeouts, answers and restarts after anything happened.
-    fn after_step(&mut self) {
-        let now = self.now();
-        self.client.handle_timeout(now);
-        let timed_out = self.dispatch();
-        self.expire_deferred();
-        if timed_out && self.running.is_some() {
-            self.schedule_restart("the provider did not answer in time");
-        }
-        if self.client.needs_restart() {
-            self.schedule_restart("the provider's stream broke");
-        }
-        if let Some(restart_at) = self.restart_at {
-            if Instant::now() >= restart_at {
-                self.restart_now();
-                self.submit_deferred();
+    /// Do what the core supervisor asks, in order.
+    fn perform(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Spawn => {
+                    self.stop_child();
+                    match self.start_child() {
+                        Ok(()) => {
+                            self.spawn_error = None;
+                            self.core.child_started(self.now());
+                        }
+                        Err(error) => {
+                            if let ProviderError::Spawn { source, .. } = &error {
+                                self.spawn_error = Some((source.kind(), source.to_string()));
+                            }
+                            self.core.spawn_failed(self.now(), &error.to_string());
+                        }
+                    }
+                }
+                Action::Kill => self.stop_child(),
+                Action::Answer { payload, outcome } => {
+                    self.tickets.remove(&payload.token);
+                    let outcome = outcome.map_err(|failure| self.provider_error(failure));
+                    let _ = payload.reply.try_send(outcome);
+                }
+                Action::Log(line) => (self.config.log)(&line),
+                _ => {}
             }
         }
     }
 
-    fn next_wake(&self) -> Option<Instant> {
-        let client = self
-            .client
-            .poll_timeout()
-            .map(|deadline| self.epoch + Duration::from_millis(deadline));
-        let deferred = self.deferred.iter().map(|deferred| deferred.deadline).min();
-        [client, deferred, self.restart_at]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    fn cancel(&mut self, token: u64) {
-        self.deferred.retain(|deferred| deferred.token != token);
-        let id = self
-            .waiting
-            .iter()
-            .find(|(_, waiting)| waiting.token == token)
-            .map(|(id, _)| *id);
-        if let Some(id) = id {
-            // The Cancelled answer is dispatched to a reply nobody reads.
-            self.client.cancel(id);
-        }
-    }
-
-    fn expire_deferred(&mut self) {
-        let now = Instant::now();
-        let timeout = self.config.client.request_timeout_ms;
-        let (expired, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
-            .into_iter()
-            .partition(|deferred| deferred.deadline <= now);
-        self.deferred = kept;
-        for deferred in expired {
-            let _ = deferred
-                .reply
-                .try_send(Err(ProviderError::Query(QueryError::Timeout(timeout))));
-        }
-    }
-
-    fn submit_deferred(&mut self) {
-        if self.running.is_none() {
-            return;
-        }
-        for deferred in std::mem::take(&mut self.deferred) {
-            let (query, context) = &*deferred.request;
-            let id = self.client.query(query, context, self.now());
-            self.waiting.insert(
-                id,
-                Waiting {
-                    token: deferred.token,
-                    reply: deferred.reply,
-                },
-            );
+    fn provider_error(&self, failure: Failure) -> ProviderError {
+        match failure {
+            Failure::Query(error) => ProviderError::Query(error),
+            Failure::Spawn(message) => {
+                let (kind, message) = self
+                    .spawn_error
+                    .clone()
+                    .unwrap_or((io::ErrorKind::Other, message));
+                self.spawn_error(io::Error::new(kind, message))
+            }
+            _ => ProviderError::ShutDown,
         }
     }
 
@@ -547,99 +518,12 @@ impl Supervisor {
             .is_some_and(|running| running.generation == generation)
     }
 
-    /// Stop the child now, fail what it still owed, and start a fresh one
-    /// after the backoff delay.
-    fn schedule_restart(&mut self, reason: &str) {
-        if self.restart_at.is_some() {
-            return;
-        }
-        self.stop_child();
-        self.client
-            .connection_lost(&format!("{reason}; the provider is being restarted"));
-        self.dispatch();
-        let delay = backoff(
-            self.config.restart_backoff_initial,
-            self.config.restart_backoff_max,
-            self.failures,
-        );
-        self.failures = self.failures.saturating_add(1);
-        self.log(&format!(
-            "{reason}; restarting it in {} ms",
-            delay.as_millis()
-        ));
-        self.restart_at = Some(Instant::now() + delay);
-    }
-
-    fn restart_now(&mut self) {
-        self.restart_at = None;
-        self.stop_child();
-        let now = self.now();
-        self.client.restart(now);
-        self.dispatch();
-        if let Err(error) = self.start_child() {
-            self.log(&error.to_string());
-            // Queries waiting for this child learn why it is not there.
-            for deferred in std::mem::take(&mut self.deferred) {
-                let error = match &error {
-                    ProviderError::Spawn { command, source } => ProviderError::Spawn {
-                        command: command.clone(),
-                        source: io::Error::new(source.kind(), source.to_string()),
-                    },
-                    _ => ProviderError::ShutDown,
-                };
-                let _ = deferred.reply.try_send(Err(error));
-            }
-            self.schedule_restart("the provider could not be started");
-        }
-    }
-
-    /// Deliver the client's answers. True when one of them was a timeout.
-    fn dispatch(&mut self) -> bool {
-        let mut timed_out = false;
-        while let Some(event) = self.client.poll_event() {
-            match event {
-                ClientEvent::Answer { id, outcome } => {
-                    match &outcome {
-                        Err(QueryError::Timeout(_)) => timed_out = true,
-                        // The child answered: it is alive and in sync.
-                        Ok(_)
-                        | Err(QueryError::Provider { .. })
-                        | Err(QueryError::BadResult(_))
-                        | Err(QueryError::Verification(_)) => self.failures = 0,
-                        Err(_) => {}
-                    }
-                    if let Some(waiting) = self.waiting.remove(&id) {
-                        let _ = waiting
-                            .reply
-                            .try_send(outcome.map_err(ProviderError::Query));
-                    }
-                }
-                ClientEvent::Skipped(skipped) => {
-                    self.skipped = self.skipped.saturating_add(1);
-                    if self.skipped <= MAX_SKIPPED_LOGGED {
-                        self.log(&format!("ignored a provider message: {skipped:?}"));
-                    }
-                    if self.skipped == MAX_SKIPPED_LOGGED {
-                        self.log(&format!(
-                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
-                        ));
-                    }
-                }
-                ClientEvent::Fatal(reason) => {
-                    self.log(&format!("provider connection broken: {reason}"));
-                }
-                _ => {}
-            }
-        }
-        timed_out
-    }
-
     fn flush(&mut self) {
         let Some(running) = &self.running else {
             // Nothing to write to: the client is reset before the next child.
             return;
         };
-        while let Some(bytes) = self.client.poll_transmit() {
+        while let Some(bytes) = self.core.poll_transmit() {
             if running.stdin.try_send(bytes).is_err() {
                 break;
             }
@@ -647,9 +531,13 @@ impl Supervisor {
     }
 }
 
-/// `initial * 2^failures`, at most `max`.
-fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
-    initial.saturating_mul(1u32 << failures.min(16)).min(max)
+/// The restart backoff of `config` in the core's milliseconds.
+fn restart_policy(config: &ProcessConfig) -> RestartPolicy {
+    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    RestartPolicy::new(
+        millis(config.restart_backoff_initial),
+        millis(config.restart_backoff_max),
+    )
 }
 
 async fn stdout_pump(mut stdout: ChildStdout, generation: u64, events: Sender<Event>) {
@@ -706,6 +594,12 @@ async fn stdin_pump(mut stdin: ChildStdin, chunks: Receiver<Vec<u8>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The backoff of a config with these delays.
+    fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+        let config = ProcessConfig::new(Vec::new()).with_backoff(initial, max);
+        Duration::from_millis(restart_policy(&config).delay_ms(failures))
+    }
 
     #[test]
     fn backoff_doubles_and_is_capped() {

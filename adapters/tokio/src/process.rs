@@ -1,23 +1,27 @@
 //! A child-process provider client on tokio.
 //!
-//! One supervisor task owns the [`Client`] state machine and the child. In
-//! one `select!` it takes queries from [`ProcessProvider::query`], writes
+//! One supervisor task owns the child and the core's sans-IO restart
+//! supervisor ([`evidence_wire::supervisor::Supervisor`], which owns the
+//! [`Client`](evidence_wire::client::Client) state machine). In one
+//! `select!` it takes queries from [`ProcessProvider::query`], writes
 //! framed requests to the child's stdin, reads its stdout, and sleeps until
-//! the earliest deadline the client reports ([`Client::poll_timeout`]) or
-//! the next restart. A child that stops reading its stdin therefore never
-//! blocks anything: its requests time out and it is restarted. The child's
-//! stderr is read by its own task, one line (at most [`MAX_LOG_LINE`]
-//! bytes) at a time, into the [`LogSink`].
+//! the earliest deadline the core reports (a query's timeout, a deferred
+//! query's timeout, the next restart). A child that stops reading its stdin
+//! therefore never blocks anything: its requests time out and it is
+//! restarted. The child's stderr is read by its own task, one line (at most
+//! [`MAX_LOG_LINE`] bytes) at a time, into the [`LogSink`]. This file is
+//! plumbing only: the restart policy lives in the core.
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout, the affected requests fail
 //! with a typed error ([`QueryError::ConnectionLost`] or
 //! [`QueryError::Timeout`]) and the child is restarted with bounded
-//! exponential backoff. Queries asked while the child is down wait for the
-//! restart, but never longer than their own timeout (then they fail with
-//! [`QueryError::Timeout`]). If the child cannot be started, the waiting
-//! queries fail with [`ProviderError::Spawn`]. Every call of
-//! [`ProcessProvider::query`] gets exactly one outcome.
+//! exponential backoff (reset by any answer of the child). Queries asked
+//! while the child is down wait for the restart, but never longer than
+//! their own timeout (then they fail with [`QueryError::Timeout`]). If the
+//! child cannot be started, the waiting queries fail with
+//! [`ProviderError::Spawn`]. Every call of [`ProcessProvider::query`] gets
+//! exactly one outcome.
 //!
 //! Limits: the child's output is read in 64 KiB chunks straight into the
 //! client's frame decoder (so at most one chunk plus
@@ -25,17 +29,19 @@
 //! stderr lines are cut at [`MAX_LOG_LINE`]; at most
 //! [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
 //!
+//! [`QueryError::ConnectionLost`]: evidence_wire::client::QueryError::ConnectionLost
 //! [`QueryError::Timeout`]: evidence_wire::client::QueryError::Timeout
+//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::MAX_SKIPPED_LOGGED
 
-use std::collections::HashMap;
 use std::future::pending;
 use std::io;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::client::ClientConfig;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::supervisor::{Action, Failure, RestartPolicy, Supervisor as CoreSupervisor};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
@@ -49,11 +55,6 @@ pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 /// Longest stderr line passed to the log in one piece; longer lines are
 /// split.
 pub const MAX_LOG_LINE: usize = 64 * 1024;
-
-/// Ignored (unparsable, unknown) provider messages logged per child; the
-/// rest are counted, so a child flooding its output with junk cannot flood
-/// the log.
-pub const MAX_SKIPPED_LOGGED: u32 = 16;
 
 const READ_CHUNK: usize = 64 * 1024;
 
@@ -126,13 +127,6 @@ struct Request {
     reply: Reply,
 }
 
-/// A query waiting for a child (during restart backoff), with its own
-/// deadline: it never waits longer than its timeout.
-struct Deferred {
-    request: Request,
-    deadline: Instant,
-}
-
 /// A provider running as a child process. Cheap to clone; every clone
 /// talks to the same child. Dropping the last clone stops the supervisor
 /// and kills the child.
@@ -156,7 +150,7 @@ impl ProcessProvider {
         let (requests, receiver) = mpsc::unbounded_channel();
         let mut supervisor = Supervisor::new(config, receiver);
         let _enter = runtime.enter();
-        supervisor.start_child()?;
+        supervisor.start_first_child()?;
         runtime.spawn(supervisor.run());
         Ok(ProcessProvider { requests })
     }
@@ -188,19 +182,19 @@ struct Running {
     stdout: Option<ChildStdout>,
 }
 
+/// The plumbing around the core [`CoreSupervisor`] (which decides about
+/// deferred queries, timeouts, restarts and backoff): the child process,
+/// its pipes, the clock, and the reply channels.
 struct Supervisor {
     config: ProcessConfig,
-    client: Client,
+    core: CoreSupervisor<Reply>,
     requests: mpsc::UnboundedReceiver<Box<Request>>,
     running: Option<Running>,
-    waiting: HashMap<RequestId, Reply>,
-    deferred: Vec<Deferred>,
     outgoing: Vec<u8>,
     written: usize,
     epoch: Instant,
-    failures: u32,
-    restart_at: Option<Instant>,
-    skipped: u32,
+    /// Why the last spawn failed, for the queries that waited for it.
+    spawn_error: Option<(io::ErrorKind, String)>,
 }
 
 enum Wake {
@@ -213,18 +207,14 @@ enum Wake {
 impl Supervisor {
     fn new(config: ProcessConfig, requests: mpsc::UnboundedReceiver<Box<Request>>) -> Self {
         Supervisor {
-            client: Client::new(config.client.clone()),
+            core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
             config,
             requests,
             running: None,
-            waiting: HashMap::new(),
-            deferred: Vec::new(),
             outgoing: Vec::new(),
             written: 0,
             epoch: Instant::now(),
-            failures: 0,
-            restart_at: None,
-            skipped: 0,
+            spawn_error: None,
         }
     }
 
@@ -234,6 +224,13 @@ impl Supervisor {
 
     fn log(&self, line: &str) {
         (self.config.log)(line);
+    }
+
+    /// Start the first child (before the supervisor task runs).
+    fn start_first_child(&mut self) -> Result<(), ProviderError> {
+        self.start_child()?;
+        self.core.child_started(self.now());
+        Ok(())
     }
 
     fn start_child(&mut self) -> Result<(), ProviderError> {
@@ -265,7 +262,6 @@ impl Supervisor {
         });
         self.outgoing.clear();
         self.written = 0;
-        self.skipped = 0;
         Ok(())
     }
 
@@ -280,9 +276,14 @@ impl Supervisor {
 
     async fn run(mut self) {
         let mut buffer = vec![0u8; READ_CHUNK];
+        // Actions of the first child's start (none expected) come first.
+        self.perform().await;
         loop {
             self.collect_output();
-            let deadline = self.next_deadline();
+            let deadline = self
+                .core
+                .poll_timeout()
+                .map(|at| self.epoch + Duration::from_millis(at));
             let unwritten = self.outgoing.get(self.written..).unwrap_or_default();
             let (stdin, stdout) = match self.running.as_mut() {
                 Some(running) => (running.stdin.as_mut(), running.stdout.as_mut()),
@@ -294,42 +295,38 @@ impl Supervisor {
                 written = write_some(stdin, unwritten) => Wake::Written(written),
                 () = sleep_until(deadline) => Wake::Timer,
             };
+            let now = self.now();
             match wake {
                 Wake::Request(Some(request)) => {
-                    // While the child is down (backoff), queries wait here
-                    // and go to the fresh child, but never past their own
-                    // timeout (`expire_deferred`).
-                    let deadline = Instant::now()
-                        + Duration::from_millis(self.config.client.request_timeout_ms);
-                    self.deferred.push(Deferred {
-                        request: *request,
-                        deadline,
-                    });
-                    if self.running.is_none() && self.restart_at.is_none() {
-                        self.restart_now().await;
-                    }
-                    self.submit_deferred();
+                    let Request {
+                        query,
+                        context,
+                        reply,
+                    } = *request;
+                    self.core.query(query, context, reply, now);
                 }
                 Wake::Request(None) => {
-                    self.shut_down().await;
+                    self.core.shutdown();
+                    self.perform().await;
+                    self.stop_child().await;
                     return;
                 }
                 Wake::Read(Ok(0)) => {
                     if let Some(running) = self.running.as_mut() {
                         running.stdout = None;
                     }
-                    self.client.handle_input(&[]);
+                    self.core.handle_input(&[], now);
                 }
                 Wake::Read(Ok(count)) => {
-                    self.client
-                        .handle_input(buffer.get(..count).unwrap_or_default());
+                    self.core
+                        .handle_input(buffer.get(..count).unwrap_or_default(), now);
                 }
                 Wake::Read(Err(error)) => {
                     if let Some(running) = self.running.as_mut() {
                         running.stdout = None;
                     }
                     self.log(&format!("cannot read the provider's output: {error}"));
-                    self.client.handle_input(&[]);
+                    self.core.handle_input(&[], now);
                 }
                 Wake::Written(Ok(count)) => {
                     self.written = self.written.saturating_add(count).min(self.outgoing.len());
@@ -348,65 +345,58 @@ impl Supervisor {
                     self.outgoing.clear();
                     self.written = 0;
                 }
-                Wake::Timer => {}
+                Wake::Timer => self.core.handle_timeout(now),
             }
-            self.after_wake().await;
+            self.perform().await;
         }
     }
 
-    async fn after_wake(&mut self) {
-        let now = self.now();
-        let before = self.client.in_flight();
-        self.client.handle_timeout(now);
-        let timed_out = self.client.in_flight() < before;
-        self.dispatch();
-        self.expire_deferred();
-        if timed_out {
-            // A hung child may be wedged: restart it so later queries get a
-            // fresh process.
-            self.log("provider did not answer in time; restarting it");
-            self.schedule_restart().await;
-        }
-        if self.client.needs_restart() {
-            self.schedule_restart().await;
-        }
-        if self
-            .restart_at
-            .is_some_and(|restart_at| Instant::now() >= restart_at)
-        {
-            self.restart_now().await;
-            self.submit_deferred();
+    /// Do what the core supervisor asks, in order.
+    async fn perform(&mut self) {
+        while let Some(action) = self.core.poll_action() {
+            match action {
+                Action::Spawn => {
+                    self.stop_child().await;
+                    match self.start_child() {
+                        Ok(()) => {
+                            self.spawn_error = None;
+                            // Queries whose caller gave up are not sent.
+                            self.core.cancel_deferred_if(|reply| reply.is_closed());
+                            self.core.child_started(self.now());
+                        }
+                        Err(error) => {
+                            if let ProviderError::Spawn { source, .. } = &error {
+                                self.spawn_error = Some((source.kind(), source.to_string()));
+                            }
+                            self.core.spawn_failed(self.now(), &error.to_string());
+                        }
+                    }
+                }
+                Action::Kill => self.stop_child().await,
+                Action::Answer { payload, outcome } => {
+                    let outcome = outcome.map_err(|failure| self.provider_error(failure));
+                    let _ = payload.send(outcome);
+                }
+                Action::Log(line) => self.log(&line),
+                _ => {}
+            }
         }
     }
 
-    /// The earliest of the client's deadline, a deferred query's deadline
-    /// and the planned restart.
-    fn next_deadline(&self) -> Option<Instant> {
-        let query = self
-            .client
-            .poll_timeout()
-            .map(|deadline| self.epoch + Duration::from_millis(deadline));
-        let deferred = self.deferred.iter().map(|deferred| deferred.deadline).min();
-        [query, deferred, self.restart_at]
-            .into_iter()
-            .flatten()
-            .min()
-    }
-
-    /// Fail the deferred queries whose own timeout has passed while they
-    /// waited for a restart.
-    fn expire_deferred(&mut self) {
-        let now = Instant::now();
-        let timeout = self.config.client.request_timeout_ms;
-        let (expired, kept): (Vec<Deferred>, Vec<Deferred>) = std::mem::take(&mut self.deferred)
-            .into_iter()
-            .partition(|deferred| deferred.deadline <= now);
-        self.deferred = kept;
-        for deferred in expired {
-            let _ = deferred
-                .request
-                .reply
-                .send(Err(ProviderError::Query(QueryError::Timeout(timeout))));
+    fn provider_error(&self, failure: Failure) -> ProviderError {
+        match failure {
+            Failure::Query(error) => ProviderError::Query(error),
+            Failure::Spawn(message) => {
+                let (kind, message) = self
+                    .spawn_error
+                    .clone()
+                    .unwrap_or((io::ErrorKind::Other, message));
+                ProviderError::Spawn {
+                    command: self.config.command.clone(),
+                    source: io::Error::new(kind, message),
+                }
+            }
+            _ => ProviderError::ShutDown,
         }
     }
 
@@ -415,113 +405,19 @@ impl Supervisor {
             // Nothing to write to: the restart clears what the client holds.
             return;
         }
-        while let Some(bytes) = self.client.poll_transmit() {
+        while let Some(bytes) = self.core.poll_transmit() {
             self.outgoing.extend_from_slice(&bytes);
-        }
-    }
-
-    fn submit_deferred(&mut self) {
-        if self.running.is_none() {
-            return;
-        }
-        let now = self.now();
-        for Deferred { request, .. } in std::mem::take(&mut self.deferred) {
-            if request.reply.is_closed() {
-                continue;
-            }
-            let id = self.client.query(&request.query, &request.context, now);
-            self.waiting.insert(id, request.reply);
-        }
-    }
-
-    async fn schedule_restart(&mut self) {
-        if self.restart_at.is_some() {
-            return;
-        }
-        self.stop_child().await;
-        // Queries still in flight cannot be answered by the stopped child.
-        self.client
-            .connection_lost("the provider is being restarted");
-        self.dispatch();
-        let exponent = self.failures.min(16);
-        let delay = self
-            .config
-            .restart_backoff_initial
-            .saturating_mul(1u32 << exponent)
-            .min(self.config.restart_backoff_max);
-        self.failures = self.failures.saturating_add(1);
-        self.restart_at = Some(Instant::now() + delay);
-    }
-
-    async fn restart_now(&mut self) {
-        self.restart_at = None;
-        self.stop_child().await;
-        let now = self.now();
-        self.client.restart(now);
-        self.dispatch();
-        if let Err(error) = self.start_child() {
-            self.log(&error.to_string());
-            // Fail the waiting queries now rather than keep them forever;
-            // the next query tries again after the backoff.
-            for deferred in std::mem::take(&mut self.deferred) {
-                let _ = deferred.request.reply.send(Err(copy_spawn_error(&error)));
-            }
-            self.schedule_restart().await;
-        }
-    }
-
-    async fn shut_down(&mut self) {
-        self.client
-            .connection_lost("the provider client was shut down");
-        self.dispatch();
-        for deferred in std::mem::take(&mut self.deferred) {
-            let _ = deferred.request.reply.send(Err(ProviderError::ShutDown));
-        }
-        for (_, reply) in self.waiting.drain() {
-            let _ = reply.send(Err(ProviderError::ShutDown));
-        }
-        self.stop_child().await;
-    }
-
-    fn dispatch(&mut self) {
-        while let Some(event) = self.client.poll_event() {
-            match event {
-                ClientEvent::Answer { id, outcome } => {
-                    if outcome.is_ok() {
-                        self.failures = 0;
-                    }
-                    if let Some(reply) = self.waiting.remove(&id) {
-                        let _ = reply.send(outcome.map_err(ProviderError::Query));
-                    }
-                }
-                ClientEvent::Skipped(skipped) => {
-                    self.skipped = self.skipped.saturating_add(1);
-                    if self.skipped <= MAX_SKIPPED_LOGGED {
-                        self.log(&format!("ignored a provider message: {skipped:?}"));
-                    }
-                    if self.skipped == MAX_SKIPPED_LOGGED {
-                        self.log(&format!(
-                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
-                        ));
-                    }
-                }
-                ClientEvent::Fatal(reason) => {
-                    self.log(&format!("provider connection broken: {reason}"));
-                }
-                _ => {}
-            }
         }
     }
 }
 
-fn copy_spawn_error(error: &ProviderError) -> ProviderError {
-    match error {
-        ProviderError::Spawn { command, source } => ProviderError::Spawn {
-            command: command.clone(),
-            source: io::Error::new(source.kind(), source.to_string()),
-        },
-        _ => ProviderError::ShutDown,
-    }
+/// The restart backoff of `config` in the core's milliseconds.
+fn restart_policy(config: &ProcessConfig) -> RestartPolicy {
+    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+    RestartPolicy::new(
+        millis(config.restart_backoff_initial),
+        millis(config.restart_backoff_max),
+    )
 }
 
 async fn read_some(stdout: Option<&mut ChildStdout>, buffer: &mut [u8]) -> io::Result<usize> {
