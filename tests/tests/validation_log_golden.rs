@@ -126,17 +126,29 @@ fn run_stdio(messages: &[&str], log: &ValidationLog) -> Vec<u8> {
         input.extend_from_slice(message.as_bytes());
         input.push(b'\n');
     }
-    let mut output = Vec::new();
+    /// The server needs a `'static` writer: the bytes land here.
+    #[derive(Clone, Default)]
+    struct Output(Arc<std::sync::Mutex<Vec<u8>>>);
+    impl Write for Output {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("output lock").extend_from_slice(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let output = Output::default();
     evidence_wire_blocking::serve_with_log(
         new_server(),
         Golden,
         2,
         Cursor::new(input),
-        &mut output,
+        output.clone(),
         log,
     )
     .expect("the stdio server serves the script");
-    output
+    output.0.lock().expect("output lock").clone()
 }
 
 /// Posts each message alone to `/rpc` of a tokio HTTP server logging to

@@ -6,6 +6,14 @@
 //! - [`serve`] / [`serve_stdio`]: a provider server on any reader/writer
 //!   pair (stdin/stdout), answering queries concurrently on a small worker
 //!   pool and exiting cleanly on end of input after flushing every answer.
+//!   One io thread reads, feeds the state machine and writes; queries the
+//!   [`Handler`] marks as quick ([`Handler::answer_inline`]) are answered on
+//!   that thread without any hand-off, the others on a worker, which writes
+//!   its answer itself; the calling thread only waits for the end (or a
+//!   failed write, which returns at once even if input never ends). Input
+//!   is read 64 KiB at a time and reading pauses while
+//!   [`MAX_OUTSTANDING_JOBS`] queries wait or run; output is flushed once
+//!   per batch of answers.
 //! - [`ProcessProvider`]: a child-process provider client that enforces
 //!   per-request timeouts, forwards the child's stderr to a log callback,
 //!   and restarts the child with bounded exponential backoff when it dies,
@@ -25,4 +33,7 @@ mod server;
 
 pub use evidence_wire_log as log;
 pub use process::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
-pub use server::{Handler, ServeError, serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+pub use server::{
+    Handler, MAX_OUTSTANDING_JOBS, ServeError, serve, serve_stdio, serve_stdio_with_log,
+    serve_with_log,
+};

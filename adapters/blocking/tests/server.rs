@@ -5,7 +5,8 @@
 
 #![forbid(unsafe_code)]
 
-use std::io::Cursor;
+use std::io::{Cursor, Write};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use evidence_wire::evidence::{
@@ -52,17 +53,34 @@ fn request(framing: Framing, id: u64, n: u64) -> Vec<u8> {
     out
 }
 
+/// An output the test can read after `serve` returns (`serve` needs a
+/// `'static` writer).
+#[derive(Clone, Default)]
+struct SharedOutput(Arc<Mutex<Vec<u8>>>);
+
+impl Write for SharedOutput {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn exchange(input: Vec<u8>, delay_ms: u64, workers: usize) -> (Result<(), ServeError>, Vec<u8>) {
-    let mut output = Vec::new();
+    let output = SharedOutput::default();
     let server = Server::new(ServerConfig::default());
     let outcome = serve(
         server,
         Echo { delay_ms },
         workers,
         Cursor::new(input),
-        &mut output,
+        output.clone(),
     );
-    (outcome, output)
+    let written = output.0.lock().unwrap().clone();
+    (outcome, written)
 }
 
 /// (id, n or error code) per answer, in output order.

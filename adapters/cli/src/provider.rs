@@ -519,6 +519,23 @@ impl Handler for BundledProvider {
     fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
         self.answer(&query, &context)
     }
+
+    /// The clock and environment checks compute from the context or the
+    /// process environment, with no I/O: answered on the reading thread.
+    /// File and HTTP checks block, and go to a worker.
+    fn answer_inline(&self, query: &EvidenceQuery) -> bool {
+        matches!(
+            query.check_id.as_str(),
+            "time_now" | "time_after" | "time_before" | "env_get"
+        )
+    }
+
+    /// This provider has no tool of its own: every call gets the default
+    /// refusal, an in-memory answer (the docs tools are answered by the
+    /// server itself and never reach the handler).
+    fn answer_tool_inline(&self, _name: &str) -> bool {
+        true
+    }
 }
 
 /// Over HTTP (tokio) each query runs on the blocking pool: the checks read
