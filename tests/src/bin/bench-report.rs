@@ -142,7 +142,7 @@ fn machine(lock: &Path, results: &Path) -> String {
         load.join(" at the start, ") + " at the end"
     };
     format!(
-        "- Machine: {cpu}, {cores} cores available, {memory} RAM, Linux {} ({}), shared with other work\n  \
+        "- Machine: {cpu}, {cores} cores available, {memory} RAM, Linux {} ({}), a VM\n  \
          (1-minute load average {load}; wall-clock figures are noisy, instruction counts are not).\n\
          - Toolchain: {}; profile `bench` (release).\n\
          - Run: {} UTC.\n\
@@ -150,7 +150,11 @@ fn machine(lock: &Path, results: &Path) -> String {
         kernel.trim(),
         std::env::consts::ARCH,
         command_line("rustc", &["-V"]),
-        command_line("date", &["-u", "+%Y-%m-%d %H:%M"]),
+        // scripts/bench records when the run started; a report written again
+        // later from the same results keeps that time.
+        std::fs::read_to_string(results.join("started.txt"))
+            .map(|text| text.trim().to_string())
+            .unwrap_or_else(|_| command_line("date", &["-u", "+%Y-%m-%d %H:%M"])),
         lock_versions(
             lock,
             &[
