@@ -959,30 +959,17 @@ fn http_timeout_when_the_server_accepts_and_never_answers() {
 fn file_size_failures_are_evidence_errors() {
     let dir = TempDir::new();
     dir.write("sub/inner.txt", "x");
-    // A directory is not a file.
-    let output = query(
-        Some(&dir.0),
-        None,
-        "file_size",
-        Some(json!({"path": "sub"})),
-    );
-    assert_error(&output, "not_a_file");
-    // A missing file.
-    let output = query(
-        Some(&dir.0),
-        None,
-        "file_size",
-        Some(json!({"path": "sub/absent.txt"})),
-    );
-    assert_error(&output, "file_not_found");
-    // A path that climbs out of the root.
-    let output = query(
-        Some(&dir.0),
-        None,
-        "file_size",
-        Some(json!({"path": "../outside.txt"})),
-    );
-    assert_error(&output, "path_outside_root");
+    for (path, code) in [
+        // A directory is not a file.
+        ("sub", "not_a_file"),
+        // A missing file.
+        ("sub/absent.txt", "file_not_found"),
+        // A path that climbs out of the root.
+        ("../outside.txt", "path_outside_root"),
+    ] {
+        let output = query(Some(&dir.0), None, "file_size", Some(json!({"path": path})));
+        assert_error(&output, code);
+    }
     // The same root still answers for a real file.
     let output = query(
         Some(&dir.0),
