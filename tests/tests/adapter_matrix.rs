@@ -26,15 +26,14 @@
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime, VerifiedEvidence};
 use evidence_wire::frame::Framing;
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// How long a query may wait in the failure cases.
 const TIMEOUT_MS: u64 = 400;
@@ -851,52 +850,12 @@ fn smol_dropped_query_is_cancelled() {
     assert_echo(&outcome, 2, &spec.log);
 }
 
-/// The CLI binary: `EVIDENCE_WIRE_CLI` if set, otherwise built (once per
-/// test process) with `cargo build --profile test -p evidence-wire-cli`,
-/// which is a no-op when it is fresh; cargo reports where the executable
-/// is. (Cargo releases the build lock before it runs tests, so this nested
-/// build does not deadlock.)
+/// The CLI binary: `EVIDENCE_WIRE_CLI` if set (to test another build of
+/// it), otherwise this package's `evidence-wire-cli` binary, the same program
+/// (`evidence_wire_cli::run`) built by `cargo test`.
 fn cli_binary() -> String {
-    static CLI: OnceLock<String> = OnceLock::new();
-    CLI.get_or_init(|| {
-        if let Some(path) = std::env::var_os("EVIDENCE_WIRE_CLI") {
-            return path.to_string_lossy().into_owned();
-        }
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let manifest = concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml");
-        let output = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                // The profile `cargo test` builds the CLI's binary with (for
-                // its own tests): when it is fresh, this build is a no-op.
-                "--profile",
-                "test",
-                "--message-format=json",
-                "--manifest-path",
-            ])
-            .arg(manifest)
-            .args(["-p", "evidence-wire-cli", "--bin", "evidence-wire"])
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run cargo to build the CLI: {error}"));
-        assert!(
-            output.status.success(),
-            "cargo build -p evidence-wire-cli failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-            .filter_map(|message| {
-                message
-                    .get("executable")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            })
-            .next_back()
-            .unwrap_or_else(|| panic!("cargo did not report the CLI executable"))
-    })
-    .clone()
+    std::env::var("EVIDENCE_WIRE_CLI")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_evidence-wire-cli").to_owned())
 }
 
 // ---------------------------------------------------------------------------

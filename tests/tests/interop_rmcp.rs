@@ -1,5 +1,5 @@
-//! Interop with rmcp, the official Rust MCP SDK (crates.io, a
-//! dev-dependency of this crate), both ways:
+//! Interop with rmcp, the official Rust MCP SDK (crates.io, a dependency of
+//! this crate), both ways:
 //!
 //! - an rmcp client (`TokioChildProcess`, rmcp's own newline-delimited
 //!   stdio transport) calling `evidence-wire serve`: the legacy `initialize`
@@ -7,15 +7,14 @@
 //!   back to `initialize`), `tools/list`, `tools/call evidence_query`, docs
 //!   search, `resources/list` / `resources/read`, an unknown tool;
 //! - our client (`ProcessProvider`, MCP handshake, newline framing) calling
-//!   `examples/rmcp-provider.rs`, an rmcp stdio server that hashes with
+//!   `src/bin/rmcp-provider.rs`, an rmcp stdio server that hashes with
 //!   crates independent of ours.
 //!
-//! Nothing to install: rmcp is built by cargo. The example is built with
-//! `cargo build --example rmcp-provider` on first use (a no-op when fresh).
+//! Nothing to install: rmcp is built by cargo, and `cargo test` builds the
+//! `rmcp-provider` and `evidence-wire-cli` binaries of this package.
 
 mod interop_support;
 
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use evidence_wire::client::{ClientConfig, QueryError};
@@ -24,8 +23,7 @@ use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::frame::Framing;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, ProviderError};
 use interop_support::{
-    TRIGGER_TIME, assert_time_now_evidence, cargo_build, cli_binary, expected_time_now_evidence,
-    peer_context,
+    TRIGGER_TIME, assert_time_now_evidence, cli_binary, expected_time_now_evidence, peer_context,
 };
 use rmcp::model::{
     CallToolRequestParams, ClientConfig as RmcpClientConfig, ProtocolVersion,
@@ -209,12 +207,9 @@ fn rmcp_auto_lifecycle_falls_back_to_initialize() {
     });
 }
 
-/// The `rmcp-provider` example, built once per test process.
+/// The `rmcp-provider` peer (src/bin/rmcp-provider.rs), built by `cargo test`.
 fn rmcp_provider() -> String {
-    static EXAMPLE: OnceLock<String> = OnceLock::new();
-    EXAMPLE
-        .get_or_init(|| cargo_build(&["-p", "evidence-wire-tests", "--example", "rmcp-provider"]))
-        .clone()
+    env!("CARGO_BIN_EXE_rmcp-provider").to_owned()
 }
 
 fn ask(provider: &ProcessProvider, check: &str, value: Value) -> Result<Value, ProviderError> {

@@ -96,69 +96,12 @@ pub fn system_python() -> String {
     std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned())
 }
 
-/// The `evidence-wire` CLI binary: `EVIDENCE_WIRE_CLI` if set, otherwise
-/// built once per test process with `cargo build -p evidence-wire-cli`
-/// (a no-op when fresh).
+/// The `evidence-wire` CLI binary: `EVIDENCE_WIRE_CLI` if set (to test
+/// another build of it), otherwise this package's `evidence-wire-cli`
+/// binary, the same program (`evidence_wire_cli::run`) built by `cargo test`.
 pub fn cli_binary() -> String {
-    static CLI: OnceLock<String> = OnceLock::new();
-    CLI.get_or_init(|| {
-        if let Some(path) = std::env::var_os("EVIDENCE_WIRE_CLI") {
-            return path.to_string_lossy().into_owned();
-        }
-        cargo_build(&["-p", "evidence-wire-cli", "--bin", "evidence-wire"])
-    })
-    .clone()
-}
-
-/// Run `cargo build <target>` on this workspace (bounded) and return the
-/// executable cargo reports; a failed build panics with the compiler's
-/// messages. Cargo does not hold the build lock while tests run, so this
-/// works from inside `cargo test`.
-pub fn cargo_build(target: &[&str]) -> String {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    let mut command = Command::new(cargo);
-    command
-        .args([
-            "build",
-            "--quiet",
-            "--message-format=json",
-            "--manifest-path",
-        ])
-        .arg(repo_root().join("Cargo.toml"))
-        .args(target);
-    let output = run(&mut command, b"", Duration::from_secs(900));
-    assert!(
-        output.success(),
-        "cargo build {target:?} failed:\n{}\n{}",
-        compiler_messages(&output.stdout),
-        output.stderr
-    );
-    output
-        .stdout
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|message| {
-            message
-                .get("executable")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .next_back()
-        .unwrap_or_else(|| panic!("cargo build {target:?} reported no executable"))
-}
-
-/// The rendered compiler errors in cargo's `--message-format=json` output.
-pub fn compiler_messages(json_lines: &str) -> String {
-    json_lines
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
-        .filter_map(|message| {
-            message
-                .pointer("/message/rendered")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
-        .collect()
+    std::env::var("EVIDENCE_WIRE_CLI")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_evidence-wire-cli").to_owned())
 }
 
 /// What a finished (or killed) child left behind.

@@ -1,4 +1,4 @@
-//! `rmcp-provider` (an example of the tests crate): a tiny evidence provider built on rmcp, the official
+//! `rmcp-provider` (a binary of the tests crate): a tiny evidence provider built on rmcp, the official
 //! Rust MCP SDK, serving newline-delimited JSON-RPC on stdin/stdout (rmcp's
 //! own stdio transport). The interop test `interop_rmcp.rs` queries it with
 //! our client (`ProcessProvider`, MCP handshake, newline framing).

@@ -1,0 +1,917 @@
+//! `evidence-wire`: serve the bundled evidence provider, query any provider
+//! and verify what comes back, hash and verify evidence.
+//!
+//! Exit codes: 0 evidence (or success), 1 the result carries an error or
+//! fails verification, 2 usage or configuration errors. Errors are one line
+//! on stderr.
+//!
+//! The library has one public item, [`run`]: the command line itself. The
+//! `evidence-wire` binary only calls it.
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+mod docs_cmd;
+mod logging;
+mod provider;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use clap::{Parser, Subcommand, ValueEnum};
+use evidence_wire::canonical::{self, Options, Profile};
+use evidence_wire::client::ClientConfig;
+use evidence_wire::config::{Config, ProviderConfig, ProviderType};
+use evidence_wire::contract::ProviderContract;
+use evidence_wire::evidence::{
+    self, EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, HashDigest, TriggerTime,
+    TrustPolicy,
+};
+use evidence_wire::frame::Framing;
+use evidence_wire::server::{Server, ServerConfig};
+use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
+use serde_json::Value;
+
+use crate::provider::{BundledProvider, BundledSettings};
+
+#[derive(Parser)]
+#[command(
+    name = "evidence-wire",
+    version,
+    about = "Serve, query and verify Decision Gate evidence providers.",
+    after_help = "Example:\n  evidence-wire query --check time_now\n      ask the bundled provider (spawned over stdio) and print verified evidence"
+)]
+struct Cli {
+    /// Configuration file (TOML; see examples/evidence-wire.toml). Without
+    /// one, the embedded defaults apply. Also read from EVIDENCE_WIRE_CONFIG.
+    #[arg(long, global = true, value_name = "FILE", env = "EVIDENCE_WIRE_CONFIG")]
+    config: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the bundled provider on stdio (framing detected from the first byte).
+    #[command(
+        after_help = "Examples:\n  evidence-wire serve --root ./evidence\n  evidence-wire serve --http 127.0.0.1:8080"
+    )]
+    Serve(ServeArgs),
+    /// Query a provider and print the verified EvidenceResult.
+    #[command(
+        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe\n  evidence-wire query --url https://localhost:8443/rpc --ca-cert ca.pem --check time_now\n  evidence-wire --config evidence-wire.toml query --provider git --check head"
+    )]
+    Query(QueryArgs),
+    /// Hash a JSON value (canonical JSON, SHA-256) or raw bytes.
+    #[command(
+        after_help = "Examples:\n  echo '{\"b\":1,\"a\":2}' | evidence-wire hash\n  evidence-wire hash --canonical value.json\n  evidence-wire hash --bytes image.png"
+    )]
+    Hash(HashArgs),
+    /// Verify an EvidenceResult file: its hash and, with --key, its signature.
+    #[command(
+        after_help = "Example:\n  evidence-wire verify result.json --key 'my-key=ea4a6c63...d22c'"
+    )]
+    Verify(VerifyArgs),
+    /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path).
+    #[command(after_help = "Example:\n  evidence-wire contract > evidence-wire.contract.json")]
+    Contract(ContractArgs),
+    /// Check a configuration file.
+    #[command(
+        subcommand,
+        after_help = "Example:\n  evidence-wire config check examples/evidence-wire.toml"
+    )]
+    Config(ConfigCommand),
+    /// Search, list and read the embedded documentation (JSON on stdout).
+    #[command(
+        after_help = "Examples:\n  evidence-wire docs search 'content-length limits'\n  evidence-wire docs list\n  evidence-wire docs read decision-gate://docs/framing"
+    )]
+    Docs {
+        /// What to do.
+        #[command(subcommand)]
+        cmd: docs_cmd::DocsCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum ConfigCommand {
+    /// Load and validate a configuration file (and the contracts and keys it names).
+    #[command(after_help = "Example:\n  evidence-wire config check examples/evidence-wire.toml")]
+    Check {
+        /// The file to check.
+        file: PathBuf,
+    },
+}
+
+#[derive(clap::Args)]
+struct ServeArgs {
+    /// Directory the file checks read from (default: [bundled] root, or the current directory).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Id of the root in evidence_ref URIs and anchors (default: [bundled] root_id, or evidence-root).
+    #[arg(long)]
+    root_id: Option<String>,
+    /// The provider id queries must carry and the contract declares (default: [bundled] provider_id, or evidence-wire).
+    #[arg(long)]
+    provider_id: Option<String>,
+    /// Environment variable env_get may read (repeatable; adds to [bundled.env] allow; none by default).
+    #[arg(long = "allow-env", value_name = "KEY")]
+    allow_env: Vec<String>,
+    /// Worker threads answering queries.
+    #[arg(long, default_value_t = 4)]
+    workers: usize,
+    /// Serve HTTP on this address (POST /rpc and /mcp, GET /healthz and /readyz)
+    /// instead of stdio; default from [server] transport and bind.
+    #[arg(long, value_name = "ADDR")]
+    http: Option<std::net::SocketAddr>,
+    /// Do not write the envelope validation log (default: [logging] enabled, on).
+    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log"])]
+    no_log: bool,
+    /// Directory of the validation log (default: [logging] dir, or
+    /// runs/mcp_server/envelope_validation under the working directory).
+    #[arg(long, value_name = "DIR")]
+    log_dir: Option<PathBuf>,
+    /// Fixed clock and sequential ids in the validation log (byte-identical runs).
+    #[arg(long)]
+    deterministic_log: bool,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum FramingArg {
+    ContentLength,
+    Ndjson,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ProfileArg {
+    Rfc8785,
+    DecisionGate,
+}
+
+impl From<ProfileArg> for Profile {
+    fn from(profile: ProfileArg) -> Self {
+        match profile {
+            ProfileArg::Rfc8785 => Profile::Rfc8785,
+            ProfileArg::DecisionGate => Profile::DecisionGate,
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct QueryArgs {
+    /// The check to run.
+    #[arg(long)]
+    check: String,
+    /// The check's params as JSON.
+    #[arg(long)]
+    params: Option<String>,
+    /// The full EvidenceContext as JSON (default: tenant 1, namespace 1, now).
+    #[arg(long)]
+    context: Option<String>,
+    /// A provider from the configuration's [[providers]], by name.
+    #[arg(long, value_name = "NAME", conflicts_with = "command")]
+    provider: Option<String>,
+    /// Provider program and arguments, spawned without a shell (default: this binary's bundled provider).
+    #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true, conflicts_with = "url")]
+    command: Vec<String>,
+    /// URL of an HTTP provider (POST, JSON-RPC).
+    #[arg(long, conflicts_with = "provider")]
+    url: Option<String>,
+    /// PEM certificate file trusted for an https:// --url (a private CA or a
+    /// self-signed certificate), besides the public web roots; repeatable.
+    #[arg(long = "ca-cert", value_name = "FILE", requires = "url")]
+    ca_cert: Vec<PathBuf>,
+    /// Allow a plain http:// --url.
+    #[arg(long)]
+    allow_insecure_http: bool,
+    /// Bearer token sent to an HTTP provider.
+    #[arg(long, env = "EVIDENCE_WIRE_BEARER_TOKEN", hide_env_values = true)]
+    bearer_token: Option<String>,
+    /// The provider id put in the query (default: the provider's name, or the bundled provider's id).
+    #[arg(long)]
+    provider_id: Option<String>,
+    /// Request framing for --command providers.
+    #[arg(long, value_enum, default_value = "content-length")]
+    framing: FramingArg,
+    /// Run the MCP initialize handshake first.
+    #[arg(long)]
+    handshake: bool,
+    /// Request timeout in milliseconds (default: the provider's timeouts, or 10000).
+    #[arg(long)]
+    timeout_ms: Option<u64>,
+    /// Canonicalization profile for the hash check.
+    #[arg(long, value_enum, default_value = "rfc8785")]
+    profile: ProfileArg,
+    /// Root for the bundled provider's file checks.
+    #[arg(long)]
+    root: Option<PathBuf>,
+}
+
+#[derive(clap::Args)]
+struct HashArgs {
+    /// File to hash; `-` or nothing reads stdin.
+    file: Option<PathBuf>,
+    /// Print the canonical bytes instead of the hash.
+    #[arg(long, conflicts_with = "bytes")]
+    canonical: bool,
+    /// Hash the raw bytes instead of canonical JSON.
+    #[arg(long)]
+    bytes: bool,
+    /// Canonicalization profile.
+    #[arg(long, value_enum, default_value = "rfc8785")]
+    profile: ProfileArg,
+}
+
+#[derive(clap::Args)]
+struct VerifyArgs {
+    /// File holding an EvidenceResult (or a tools/call result); `-` reads stdin.
+    file: PathBuf,
+    /// Require a signature by this key: `KEY_ID=HEX` (32-byte ed25519 public key; repeatable).
+    #[arg(long, value_name = "KEY_ID=HEX")]
+    key: Vec<String>,
+    /// Canonicalization profile.
+    #[arg(long, value_enum, default_value = "rfc8785")]
+    profile: ProfileArg,
+}
+
+#[derive(clap::Args)]
+struct ContractArgs {
+    /// The provider id to put in the contract (default: [bundled] provider_id, or evidence-wire).
+    #[arg(long)]
+    provider_id: Option<String>,
+}
+
+/// A failure with its exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn usage(message: impl Into<String>) -> Self {
+        Failure {
+            code: 2,
+            message: message.into(),
+        }
+    }
+
+    fn evidence(message: impl Into<String>) -> Self {
+        Failure {
+            code: 1,
+            message: message.into(),
+        }
+    }
+}
+
+/// Run the whole command line on this process's arguments and return its
+/// exit code (0 evidence or success, 1 an error result or a failed
+/// verification, 2 usage or configuration errors).
+///
+/// The `evidence-wire` binary is `fn main() -> ExitCode { run() }`; the
+/// function is public so that a harness can build the same program under
+/// another name (the workspace's interop tests do, to get it from
+/// `cargo test` without a nested `cargo build`). The `query` command's
+/// bundled provider is this same executable (`std::env::current_exe`) run
+/// as `serve`, so such a binary must call `run` and nothing else.
+pub fn run() -> ExitCode {
+    let cli = Cli::parse();
+    let config = cli.config.as_deref();
+    let outcome = match cli.command {
+        Command::Serve(args) => load_config(config).and_then(|loaded| serve(args, &loaded)),
+        Command::Query(args) => load_config(config).and_then(|loaded| query(args, &loaded, config)),
+        Command::Hash(args) => hash(args),
+        Command::Verify(args) => verify(args),
+        Command::Contract(args) => load_config(config).and_then(|loaded| contract(args, &loaded)),
+        Command::Config(ConfigCommand::Check { file }) => config_check(&file),
+        Command::Docs { cmd } => return docs_cmd::main(cmd, config),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(failure) => {
+            eprintln!("evidence-wire: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// The configuration at `path`, or the embedded default without one.
+fn load_config(path: Option<&Path>) -> Result<Config, Failure> {
+    match path {
+        None => Ok(Config::default()),
+        Some(path) => Config::load(path).map_err(|error| Failure::usage(error.to_string())),
+    }
+}
+
+fn config_check(file: &Path) -> Result<u8, Failure> {
+    let config = Config::load(file).map_err(|error| Failure::usage(error.to_string()))?;
+    println!(
+        "{}: ok ({} provider{}, server transport {}, docs {})",
+        file.display(),
+        config.providers.len(),
+        if config.providers.len() == 1 { "" } else { "s" },
+        match config.server.transport {
+            evidence_wire::config::ServerTransport::Stdio => "stdio",
+            evidence_wire::config::ServerTransport::Http => "http",
+        },
+        if config.docs.enabled { "on" } else { "off" },
+    );
+    Ok(0)
+}
+
+/// The bundled provider's settings: `[bundled]`, then the command line.
+fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
+    let mut settings = BundledSettings::from_config(&config.bundled);
+    if let Some(root) = &args.root {
+        settings.root = root.clone();
+    }
+    if let Some(root_id) = &args.root_id {
+        settings.root_id = root_id.clone();
+    }
+    if let Some(provider_id) = &args.provider_id {
+        settings.provider_id = provider_id.clone();
+    }
+    for key in &args.allow_env {
+        if !settings.env_allow.contains(key) {
+            settings.env_allow.push(key.clone());
+        }
+    }
+    settings
+}
+
+/// The server state machine's settings from `[server]`.
+fn server_config(config: &Config) -> ServerConfig {
+    use evidence_wire::config::{DialectMode, EnvelopePolicyName};
+    use evidence_wire::envelope::Policy;
+    use evidence_wire::server::{Dialect, DialectChoice};
+    let mut server = ServerConfig::default();
+    server.limits.max_body_bytes = config.server.limits.max_body_bytes;
+    server.limits.max_header_bytes = config.server.limits.max_header_bytes;
+    server.max_in_flight = config.server.limits.max_in_flight;
+    server.policy = match config.server.envelope_policy {
+        EnvelopePolicyName::Mcp => Policy::mcp(),
+        EnvelopePolicyName::Jsonrpc => Policy::jsonrpc(),
+        EnvelopePolicyName::Strict => Policy::strict(),
+    };
+    server.dialect = match config.server.dialect {
+        DialectMode::Auto => DialectChoice::Auto,
+        DialectMode::DecisionGate => DialectChoice::Fixed(Dialect::DecisionGate),
+        DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
+    };
+    server
+}
+
+fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
+    let settings = bundled_settings(config, &args);
+    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    let mut server_config = provider.install(server_config(config));
+    let docs = docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
+    let http = args.http.or(match config.server.transport {
+        evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
+        evidence_wire::config::ServerTransport::Stdio => None,
+    });
+    logging::init_diagnostics();
+    let log = logging::open_validation_log(&args, config);
+    if let Some(address) = http {
+        return serve_http(
+            args.workers,
+            address,
+            config,
+            server_config,
+            docs,
+            provider,
+            log,
+        );
+    }
+    let mut server = Server::new(server_config);
+    docs.install(&mut server);
+    evidence_wire_blocking::serve_stdio_with_log(server, provider, args.workers, &log)
+        .map_err(|error| Failure::evidence(error.to_string()))?;
+    Ok(0)
+}
+
+/// `serve --http`: the bundled provider on hyper until Ctrl-C / SIGTERM.
+fn serve_http(
+    workers: usize,
+    address: std::net::SocketAddr,
+    config: &Config,
+    server_config: ServerConfig,
+    docs: evidence_wire::docs::DocsSurface,
+    provider: BundledProvider,
+    log: evidence_wire_blocking::log::ValidationLog,
+) -> Result<u8, Failure> {
+    use evidence_wire::config::ServerAuthMode;
+    config
+        .server
+        .check_exposure(address)
+        .map_err(|error| Failure::usage(error.to_string()))?;
+    let mut http_config = HttpServerConfig::default()
+        .with_max_body_bytes(config.server.limits.max_body_bytes)
+        .with_max_concurrent_requests(config.server.limits.max_in_flight)
+        .with_validation_log(log)
+        .with_prepare(std::sync::Arc::new(move |server: &mut Server| {
+            docs.install(server)
+        }));
+    if config.server.auth.mode == ServerAuthMode::BearerToken {
+        match config.server.auth.bearer_tokens.as_slice() {
+            [token] => http_config = http_config.with_bearer_token(token.clone()),
+            tokens => {
+                return Err(Failure::usage(format!(
+                    "server.auth.bearer_tokens: the HTTP server takes exactly one token, found {}",
+                    tokens.len()
+                )));
+            }
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.clamp(1, 64))
+        .enable_all()
+        .build()
+        .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
+    runtime.block_on(async move {
+        let listener = evidence_wire_tokio::bind_http(address, &http_config)
+            .await
+            .map_err(|error| Failure::usage(format!("cannot serve on {address}: {error}")))?;
+        let local = listener
+            .local_addr()
+            .map_err(|error| Failure::usage(error.to_string()))?;
+        eprintln!("evidence-wire: serving HTTP on http://{local} (POST /rpc, POST /mcp)");
+        let shutdown = async {
+            let _ = tokio::signal::ctrl_c().await;
+        };
+        evidence_wire_tokio::serve_http(listener, server_config, provider, http_config, shutdown)
+            .await
+            .map_err(|error| Failure::evidence(error.to_string()))
+    })?;
+    Ok(0)
+}
+
+fn now_millis() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|elapsed| i64::try_from(elapsed.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// How to reach a provider.
+enum Endpoint {
+    /// A child process on stdio.
+    Command(Vec<String>),
+    /// An HTTP provider.
+    Url {
+        url: String,
+        allow_insecure_http: bool,
+        bearer_token: Option<String>,
+        connect_timeout_ms: u64,
+        /// PEM text of extra trusted roots (`--ca-cert`, `tls.ca_certs`).
+        ca_certs_pem: Vec<String>,
+    },
+}
+
+/// Where a query goes and what is known of the provider beforehand.
+struct Target {
+    endpoint: Endpoint,
+    framing: Framing,
+    provider_id: String,
+    contract: Option<ProviderContract>,
+    trust: TrustPolicy,
+    timeout_ms: u64,
+    /// Whether a `kind: bytes` value is accepted (`allow_raw`; only
+    /// `--provider` targets can refuse it).
+    allow_raw: bool,
+}
+
+fn framing_of(arg: FramingArg) -> Framing {
+    match arg {
+        FramingArg::ContentLength => Framing::ContentLength,
+        FramingArg::Ndjson => Framing::NewlineDelimited,
+    }
+}
+
+fn target(
+    args: &QueryArgs,
+    config: &Config,
+    config_path: Option<&Path>,
+) -> Result<Target, Failure> {
+    if let Some(name) = &args.provider {
+        let provider: &ProviderConfig = config.provider(name).ok_or_else(|| {
+            let names: Vec<&str> = config.providers.iter().map(|p| p.name.as_str()).collect();
+            Failure::usage(if config_path.is_none() {
+                format!("--provider {name}: no configuration given; pass --config FILE")
+            } else if names.is_empty() {
+                format!("--provider {name}: the configuration has no [[providers]]")
+            } else {
+                format!(
+                    "--provider {name}: no such provider; the configuration has {}",
+                    names.join(", ")
+                )
+            })
+        })?;
+        if provider.provider_type == ProviderType::Builtin {
+            return Err(Failure::usage(format!(
+                "--provider {name} is a Decision Gate built-in, answered inside Decision Gate; query the bundled provider (no --provider) for the equivalent checks"
+            )));
+        }
+        let endpoint = match (&provider.command, &provider.url) {
+            (Some(command), _) => Endpoint::Command(command.clone()),
+            (None, Some(url)) => Endpoint::Url {
+                url: url.clone(),
+                allow_insecure_http: provider.allow_insecure_http,
+                bearer_token: provider.auth.as_ref().map(|auth| auth.bearer_token.clone()),
+                connect_timeout_ms: provider.timeouts.connect_timeout_ms,
+                ca_certs_pem: provider.ca_certs_pem.clone(),
+            },
+            (None, None) => {
+                return Err(Failure::usage(format!(
+                    "--provider {name} has neither command nor url"
+                )));
+            }
+        };
+        let trust = provider
+            .trust_policy()
+            .map_err(|error| Failure::usage(error.to_string()))?;
+        return Ok(Target {
+            endpoint,
+            framing: framing_of(args.framing),
+            provider_id: args
+                .provider_id
+                .clone()
+                .unwrap_or_else(|| provider.name.clone()),
+            contract: provider.contract.clone(),
+            trust,
+            timeout_ms: args
+                .timeout_ms
+                .unwrap_or(provider.timeouts.request_timeout_ms),
+            allow_raw: provider.allow_raw,
+        });
+    }
+    if let Some(url) = &args.url {
+        return Ok(Target {
+            endpoint: Endpoint::Url {
+                url: url.clone(),
+                allow_insecure_http: args.allow_insecure_http,
+                bearer_token: args.bearer_token.clone(),
+                connect_timeout_ms: 2000,
+                ca_certs_pem: read_ca_certs(&args.ca_cert)?,
+            },
+            framing: Framing::ContentLength,
+            provider_id: args
+                .provider_id
+                .clone()
+                .unwrap_or_else(|| "evidence-wire".to_owned()),
+            contract: None,
+            trust: TrustPolicy::Audit,
+            timeout_ms: args.timeout_ms.unwrap_or(10_000),
+            allow_raw: true,
+        });
+    }
+    if !args.command.is_empty() {
+        return Ok(Target {
+            endpoint: Endpoint::Command(args.command.clone()),
+            framing: framing_of(args.framing),
+            provider_id: args
+                .provider_id
+                .clone()
+                .unwrap_or_else(|| "evidence-wire".to_owned()),
+            contract: None,
+            trust: TrustPolicy::Audit,
+            timeout_ms: args.timeout_ms.unwrap_or(10_000),
+            allow_raw: true,
+        });
+    }
+    // The bundled provider: this binary, `serve`, with the same configuration.
+    let exe = std::env::current_exe()
+        .map_err(|error| Failure::usage(format!("cannot find this program: {error}")))?;
+    let mut command = vec![exe.to_string_lossy().into_owned()];
+    if let Some(path) = config_path {
+        command.push("--config".to_owned());
+        command.push(path.to_string_lossy().into_owned());
+    }
+    command.push("serve".to_owned());
+    // A one-shot query is not a served run: no validation log in the caller's directory.
+    command.push("--no-log".to_owned());
+    if let Some(root) = &args.root {
+        command.push("--root".to_owned());
+        command.push(root.to_string_lossy().into_owned());
+    }
+    let mut settings = BundledSettings::from_config(&config.bundled);
+    if let Some(provider_id) = &args.provider_id {
+        settings.provider_id = provider_id.clone();
+        // The served contract checks query.provider_id: serve under the same id.
+        command.push("--provider-id".to_owned());
+        command.push(provider_id.clone());
+    }
+    let provider_id = settings.provider_id.clone();
+    let contract = BundledProvider::new(settings)
+        .map_err(Failure::usage)?
+        .contract();
+    Ok(Target {
+        endpoint: Endpoint::Command(command),
+        framing: Framing::ContentLength,
+        provider_id,
+        contract: Some(contract),
+        trust: TrustPolicy::Audit,
+        timeout_ms: args.timeout_ms.unwrap_or(10_000),
+        allow_raw: true,
+    })
+}
+
+/// The largest `--ca-cert` file read (1 MiB of PEM).
+const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
+
+/// Reads each `--ca-cert` file (capped before reading) as PEM text.
+fn read_ca_certs(paths: &[PathBuf]) -> Result<Vec<String>, Failure> {
+    let mut pems = Vec::with_capacity(paths.len());
+    for path in paths {
+        let file = std::fs::File::open(path).map_err(|error| {
+            Failure::usage(format!(
+                "--ca-cert {}: cannot open: {error}",
+                path.display()
+            ))
+        })?;
+        let mut bytes = Vec::new();
+        file.take(MAX_CA_CERT_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|error| {
+                Failure::usage(format!(
+                    "--ca-cert {}: cannot read: {error}",
+                    path.display()
+                ))
+            })?;
+        if bytes.len() as u64 > MAX_CA_CERT_BYTES {
+            return Err(Failure::usage(format!(
+                "--ca-cert {}: larger than {MAX_CA_CERT_BYTES} bytes; give one PEM certificate file",
+                path.display()
+            )));
+        }
+        let text = String::from_utf8(bytes)
+            .ok()
+            .filter(|text| text.contains("-----BEGIN CERTIFICATE-----"));
+        let Some(text) = text else {
+            return Err(Failure::usage(format!(
+                "--ca-cert {}: holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA certificate in PEM form",
+                path.display()
+            )));
+        };
+        pems.push(text);
+    }
+    Ok(pems)
+}
+
+/// `allow_raw = false`: a `kind: bytes` value is refused. Following Decision
+/// Gate's redaction, the value and its content type are withheld while the
+/// hash, reference and anchor are kept; the result carries the error
+/// `raw_value_refused`.
+fn refuse_raw(mut result: EvidenceResult, provider_id: &str) -> (EvidenceResult, String) {
+    let message = format!(
+        "provider {provider_id} answered raw (kind: bytes) evidence, refused because its allow_raw is false; set allow_raw = true in its [[providers]] entry to accept raw values"
+    );
+    result.value = None;
+    result.content_type = None;
+    result.error = Some(evidence::EvidenceError::new(
+        "raw_value_refused",
+        message.clone(),
+    ));
+    (result, message)
+}
+
+fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result<u8, Failure> {
+    let params: Option<Value> = match &args.params {
+        Some(text) => Some(
+            serde_json::from_str(text)
+                .map_err(|error| Failure::usage(format!("--params is not JSON: {error}")))?,
+        ),
+        None => None,
+    };
+    let context: EvidenceContext = match &args.context {
+        Some(text) => serde_json::from_str(text).map_err(|error| {
+            Failure::usage(format!(
+                "--context is not an EvidenceContext (see spec/evidence.md): {error}"
+            ))
+        })?,
+        None => EvidenceContext::adhoc(TriggerTime::UnixMillis(now_millis())),
+    };
+    let target = target(&args, config, config_path)?;
+    if let Some(contract) = &target.contract {
+        let check = contract.check(&args.check).ok_or_else(|| {
+            let checks: Vec<&str> = contract
+                .checks
+                .iter()
+                .map(|c| c.check_id.as_str())
+                .collect();
+            Failure::usage(format!(
+                "provider {} has no check {:?}; its checks are {}",
+                target.provider_id,
+                args.check,
+                checks.join(", ")
+            ))
+        })?;
+        check
+            .validate_params(params.as_ref().unwrap_or(&Value::Null))
+            .map_err(|error| Failure::usage(error.to_string()))?;
+    }
+    let mut query = EvidenceQuery::new(target.provider_id.clone(), args.check.clone());
+    if let Some(params) = params {
+        query = query.with_params(params);
+    }
+    let mut client = ClientConfig::default();
+    client.framing = target.framing;
+    client.handshake = args.handshake;
+    client.request_timeout_ms = target.timeout_ms;
+    client.profile = args.profile.into();
+    client.trust = target.trust;
+    let outcome = match target.endpoint {
+        Endpoint::Command(command) => {
+            let provider = ProcessProvider::spawn(ProcessConfig::new(command).with_client(client))
+                .map_err(|error| Failure::usage(error.to_string()))?;
+            provider
+                .query(query, context)
+                .map_err(|error| (error.to_string(), error.to_evidence_result()))
+        }
+        Endpoint::Url {
+            url,
+            allow_insecure_http,
+            bearer_token,
+            connect_timeout_ms,
+            ca_certs_pem,
+        } => {
+            let mut config = HttpProviderConfig::new(url)
+                .with_insecure_http(allow_insecure_http)
+                .with_client(client)
+                .with_connect_timeout(std::time::Duration::from_millis(connect_timeout_ms));
+            if let Some(token) = bearer_token {
+                config = config.with_bearer_token(token);
+            }
+            for pem in ca_certs_pem {
+                config = config.with_root_certificate_pem(pem);
+            }
+            let provider =
+                HttpProvider::new(config).map_err(|error| Failure::usage(error.to_string()))?;
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
+            runtime
+                .block_on(provider.query(&query, &context))
+                .map_err(|error| (error.to_string(), error.to_evidence_result()))
+        }
+    };
+    let (result, code) = match outcome {
+        Ok(verified)
+            if !target.allow_raw
+                && matches!(verified.result().value, Some(EvidenceValue::Bytes(_))) =>
+        {
+            let (result, message) = refuse_raw(verified.into_result(), &target.provider_id);
+            eprintln!("evidence-wire: {message}");
+            (result, 1)
+        }
+        Ok(verified) => {
+            let code = u8::from(verified.result().error.is_some());
+            (verified.into_result(), code)
+        }
+        Err((message, result)) => {
+            eprintln!("evidence-wire: {message}");
+            (result, 1)
+        }
+    };
+    print_json(&result)?;
+    Ok(code)
+}
+
+fn print_json(result: &EvidenceResult) -> Result<(), Failure> {
+    let value = serde_json::to_value(result)
+        .map_err(|error| Failure::evidence(format!("cannot print the result: {error}")))?;
+    let text = serde_json::to_string_pretty(&value)
+        .map_err(|error| Failure::evidence(format!("cannot print the result: {error}")))?;
+    let mut stdout = std::io::stdout().lock();
+    writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))
+}
+
+fn read_input(path: Option<&PathBuf>) -> Result<Vec<u8>, Failure> {
+    const LIMIT: u64 = 64 * 1024 * 1024;
+    let mut bytes = Vec::new();
+    match path {
+        None => {
+            std::io::stdin()
+                .take(LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| Failure::usage(format!("cannot read stdin: {error}")))?;
+        }
+        Some(path) if path.as_os_str() == "-" => {
+            std::io::stdin()
+                .take(LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| Failure::usage(format!("cannot read stdin: {error}")))?;
+        }
+        Some(path) => {
+            let file = std::fs::File::open(path).map_err(|error| {
+                Failure::usage(format!("cannot open {}: {error}", path.display()))
+            })?;
+            file.take(LIMIT + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|error| {
+                    Failure::usage(format!("cannot read {}: {error}", path.display()))
+                })?;
+        }
+    }
+    if bytes.len() as u64 > LIMIT {
+        return Err(Failure::usage(format!(
+            "input is larger than the {LIMIT}-byte limit"
+        )));
+    }
+    Ok(bytes)
+}
+
+fn hash(args: HashArgs) -> Result<u8, Failure> {
+    let input = read_input(args.file.as_ref())?;
+    let options = Options::with_profile(args.profile.into());
+    let mut stdout = std::io::stdout().lock();
+    if args.canonical {
+        let bytes = canonical::to_vec_with(&input, &options)
+            .map_err(|error| Failure::evidence(error.to_string()))?;
+        stdout
+            .write_all(&bytes)
+            .and_then(|()| stdout.write_all(b"\n"))
+            .map_err(|error| Failure::evidence(error.to_string()))?;
+        return Ok(0);
+    }
+    let value = if args.bytes {
+        EvidenceValue::Bytes(input)
+    } else {
+        let text = std::str::from_utf8(&input)
+            .map_err(|_| Failure::evidence("input is not UTF-8 JSON; use --bytes for raw bytes"))?;
+        EvidenceValue::json_text(text.trim())
+            .map_err(|error| Failure::evidence(format!("input is not JSON: {error}")))?
+    };
+    let digest: HashDigest = value
+        .digest(options.profile)
+        .map_err(|error| Failure::evidence(error.to_string()))?;
+    let text =
+        serde_json::to_string(&digest).map_err(|error| Failure::evidence(error.to_string()))?;
+    writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))?;
+    Ok(0)
+}
+
+fn verify(args: VerifyArgs) -> Result<u8, Failure> {
+    let input = read_input(Some(&args.file))?;
+    let text = std::str::from_utf8(&input).map_err(|_| Failure::usage("input is not UTF-8"))?;
+    let result: EvidenceResult = match serde_json::from_str(text) {
+        Ok(result) => result,
+        Err(direct) => {
+            let raw: Box<serde_json::value::RawValue> = serde_json::from_str(text)
+                .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?;
+            evidence::from_tool_result(&raw)
+                .map(|(result, _)| result)
+                .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?
+        }
+    };
+    let policy = if args.key.is_empty() {
+        TrustPolicy::Audit
+    } else {
+        let mut keys = evidence::KeySet::new();
+        for spec in &args.key {
+            let (key_id, hex) = spec
+                .split_once('=')
+                .ok_or_else(|| Failure::usage(format!("--key {spec:?} must be KEY_ID=HEX")))?;
+            let bytes = decode_hex32(hex.trim()).ok_or_else(|| {
+                Failure::usage(format!("--key {key_id}: the key must be 64 hex digits"))
+            })?;
+            keys.insert_bytes(key_id, &bytes)
+                .map_err(|error| Failure::usage(format!("--key {key_id}: {error}")))?;
+        }
+        TrustPolicy::RequireSignature { keys }
+    };
+    match evidence::verify(result, &policy, args.profile.into()) {
+        Ok(verified) => {
+            print_json(verified.result())?;
+            Ok(0)
+        }
+        Err(error) => Err(Failure::evidence(format!(
+            "verification failed ({}): {error}",
+            error.kind()
+        ))),
+    }
+}
+
+fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
+    if hex.len() != 64 || !hex.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (index, slot) in out.iter_mut().enumerate() {
+        let pair = hex.get(index * 2..index * 2 + 2)?;
+        *slot = u8::from_str_radix(pair, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
+    let mut settings = BundledSettings::from_config(&config.bundled);
+    if let Some(provider_id) = args.provider_id {
+        settings.provider_id = provider_id;
+    }
+    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    println!("{}", provider.server_contract().contract_json());
+    Ok(0)
+}

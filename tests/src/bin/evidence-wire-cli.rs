@@ -1,0 +1,11 @@
+//! `evidence-wire-cli`: the `evidence-wire` command line, built by this
+//! package so that its tests find it as `CARGO_BIN_EXE_evidence-wire-cli`,
+//! compiled by `cargo test` with the workspace's features. It only calls
+//! `evidence_wire_cli::run` (the `query` command re-runs this executable as
+//! its bundled provider).
+
+#![forbid(unsafe_code)]
+
+fn main() -> std::process::ExitCode {
+    evidence_wire_cli::run()
+}
