@@ -19,36 +19,26 @@
 
 use std::sync::Arc;
 
+use evidence_wire_tests::rmcp_peer::{
+    check_tool, evidence, server_config, sha256_canonical, tools,
+};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult,
+    PaginatedRequestParams, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 #[derive(Clone)]
 struct Provider;
 
-fn sha256_canonical(value: &Value) -> Result<String, ErrorData> {
-    let canonical = serde_json_canonicalizer::to_vec(value).map_err(|error| {
-        ErrorData::invalid_params(format!("not canonicalizable: {error}"), None)
-    })?;
-    Ok(Sha256::digest(&canonical)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
-}
-
 impl ServerHandler for Provider {
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
-        config.server_info = Implementation::new("bench-rmcp", env!("CARGO_PKG_VERSION"));
-        config
+        server_config("bench-rmcp")
     }
 
     async fn list_tools(
@@ -56,18 +46,7 @@ impl ServerHandler for Provider {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let Value::Object(schema) = json!({
-            "type": "object",
-            "properties": {"query": {"type": "object"}, "context": {"type": "object"}},
-            "required": ["query", "context"]
-        }) else {
-            return Err(ErrorData::internal_error("schema is not an object", None));
-        };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "evidence_query",
-            "Resolve a Decision Gate evidence query.",
-            schema,
-        )]))
+        Ok(tools())
     }
 
     async fn call_tool(
@@ -75,12 +54,7 @@ impl ServerHandler for Provider {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != "evidence_query" {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
-        }
+        check_tool(&request.name)?;
         let arguments = request.arguments.unwrap_or_default();
         let check = arguments
             .get("query")
@@ -102,18 +76,7 @@ impl ServerHandler for Provider {
                 None,
             ));
         };
-        let hash = sha256_canonical(value)?;
-        let result = json!({
-            "value": {"kind": "json", "value": value},
-            "lane": "verified",
-            "error": null,
-            "evidence_hash": {"algorithm": "sha256", "value": hash},
-            "evidence_ref": null,
-            "evidence_anchor": null,
-            "signature": null,
-            "content_type": "application/json"
-        });
-        Ok(CallToolResult::structured(result).into())
+        Ok(CallToolResult::structured(evidence(value, sha256_canonical(value)?)).into())
     }
 }
 

@@ -4,7 +4,8 @@
 //! our client (`ProcessProvider`, MCP handshake, newline framing).
 //!
 //! It shares no code with evidence-wire: the hash is SHA-256 (`sha2`) of
-//! the RFC 8785 canonical JSON of the value (`serde_json_canonicalizer`).
+//! the RFC 8785 canonical JSON of the value (`serde_json_canonicalizer`),
+//! in `evidence_wire_tests::rmcp_peer`, which the benchmarks' rmcp peer uses too.
 //! Checks of `evidence_query`:
 //!   echo      value = params.value, evidence_hash computed here
 //!   bad_hash  value = params.value with a wrong evidence_hash
@@ -13,45 +14,22 @@
 
 #![forbid(unsafe_code)]
 
+use evidence_wire_tests::rmcp_peer::{
+    check_tool, evidence, server_config, sha256_canonical, tools,
+};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult,
+    PaginatedRequestParams, ServerConfig,
 };
 use rmcp::service::RequestContext;
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use serde_json::{Value, json};
-use sha2::{Digest, Sha256};
+use serde_json::Value;
 
 struct Provider;
 
-fn evidence(value: &Value, hash: String) -> Value {
-    json!({
-        "value": {"kind": "json", "value": value},
-        "lane": "verified",
-        "error": null,
-        "evidence_hash": {"algorithm": "sha256", "value": hash},
-        "evidence_ref": null,
-        "evidence_anchor": null,
-        "signature": null,
-        "content_type": "application/json"
-    })
-}
-
-fn sha256_canonical(value: &Value) -> Result<String, ErrorData> {
-    let canonical = serde_json_canonicalizer::to_vec(value).map_err(|error| {
-        ErrorData::invalid_params(format!("not canonicalizable: {error}"), None)
-    })?;
-    Ok(Sha256::digest(&canonical)
-        .iter()
-        .map(|byte| format!("{byte:02x}"))
-        .collect())
-}
-
 impl ServerHandler for Provider {
     fn get_info(&self) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
-        config.server_info = Implementation::new("rmcp-provider", env!("CARGO_PKG_VERSION"));
-        config
+        server_config("rmcp-provider")
     }
 
     async fn list_tools(
@@ -59,19 +37,7 @@ impl ServerHandler for Provider {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let schema = json!({
-            "type": "object",
-            "properties": {"query": {"type": "object"}, "context": {"type": "object"}},
-            "required": ["query", "context"]
-        });
-        let Value::Object(schema) = schema else {
-            return Err(ErrorData::internal_error("schema is not an object", None));
-        };
-        Ok(ListToolsResult::with_all_items(vec![Tool::new(
-            "evidence_query",
-            "Resolve a Decision Gate evidence query.",
-            schema,
-        )]))
+        Ok(tools())
     }
 
     async fn call_tool(
@@ -79,12 +45,7 @@ impl ServerHandler for Provider {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        if request.name != "evidence_query" {
-            return Err(ErrorData::invalid_params(
-                format!("unknown tool {:?}", request.name),
-                None,
-            ));
-        }
+        check_tool(&request.name)?;
         let arguments = request.arguments.unwrap_or_default();
         let query = arguments.get("query").cloned().unwrap_or(Value::Null);
         let value = query
