@@ -9,12 +9,17 @@
 //!   and goes to the fresh child when it starts, but never waits past its
 //!   own deadline (`now + request_timeout_ms`): then it fails with
 //!   [`QueryError::Timeout`];
-//! - a query that times out, or a broken stream (end of output, fatal
-//!   framing error, refused handshake), stops the child ([`Action::Kill`]),
-//!   fails what it still owed with [`QueryError::ConnectionLost`], and
-//!   schedules a restart after a bounded exponential backoff
-//!   ([`RestartPolicy::delay_ms`]: `initial * 2^failures`, at most `max`);
-//!   the count of consecutive failures is reset by any answer the child
+//! - a query that times out fails with [`QueryError::Timeout`] (the child
+//!   is told with `notifications/cancelled`). If the child has answered
+//!   nothing since that query was sent it looks hung: like a broken stream
+//!   (end of output, fatal framing error, refused handshake), this stops
+//!   the child ([`Action::Kill`]), fails what it still owed with
+//!   [`QueryError::ConnectionLost`], and schedules a restart after a
+//!   bounded exponential backoff ([`RestartPolicy::delay_ms`]:
+//!   `initial * 2^failures`, at most `max`). If it has answered other
+//!   queries since, it is alive and only that check was slow: it keeps
+//!   running, and the queries in flight keep waiting for their answers;
+//! - the count of consecutive failures is reset by any answer the child
 //!   gives (evidence, a provider error, even an unverifiable result: the
 //!   child is alive and in sync);
 //! - when the child cannot be started ([`Supervisor::spawn_failed`]), the
@@ -175,7 +180,14 @@ pub struct Supervisor<T> {
     failures: u32,
     skipped: u32,
     next_ticket: u64,
-    waiting: BTreeMap<RequestId, (Ticket, T)>,
+    /// Counts sends and answers: their order, exact at any clock resolution.
+    events: u64,
+    /// Position (in `events`) of the current child's last answer (any
+    /// answer, even an error: it is reading and writing in sync).
+    last_answer: Option<u64>,
+    /// Queries sent to the current child: ticket, payload, position of the
+    /// send (in `events`).
+    waiting: BTreeMap<RequestId, (Ticket, T, u64)>,
     sent: BTreeMap<Ticket, RequestId>,
     deferred: VecDeque<Deferred<T>>,
     actions: VecDeque<Action<T>>,
@@ -196,6 +208,8 @@ impl<T> Supervisor<T> {
             failures: 0,
             skipped: 0,
             next_ticket: 0,
+            events: 0,
+            last_answer: None,
             waiting: BTreeMap::new(),
             sent: BTreeMap::new(),
             deferred: VecDeque::new(),
@@ -255,7 +269,8 @@ impl<T> Supervisor<T> {
         if self.child == Child::Up {
             let id = self.client.query(&query, &context, now);
             self.sent.insert(ticket, id);
-            self.waiting.insert(id, (ticket, payload));
+            self.events = self.events.wrapping_add(1);
+            self.waiting.insert(id, (ticket, payload, self.events));
         } else {
             self.deferred.push_back(Deferred {
                 ticket,
@@ -318,7 +333,9 @@ impl<T> Supervisor<T> {
         while let Some(deferred) = self.deferred.pop_front() {
             let id = self.client.query(&deferred.query, &deferred.context, now);
             self.sent.insert(deferred.ticket, id);
-            self.waiting.insert(id, (deferred.ticket, deferred.payload));
+            self.events = self.events.wrapping_add(1);
+            self.waiting
+                .insert(id, (deferred.ticket, deferred.payload, self.events));
         }
         self.step(now);
     }
@@ -415,10 +432,11 @@ impl<T> Supervisor<T> {
     /// Timeouts, answers and restarts after anything happened.
     fn step(&mut self, now: u64) {
         self.client.handle_timeout(now);
-        let timed_out = self.dispatch();
+        let hung = self.dispatch();
         self.expire_deferred(now);
-        if timed_out && self.child == Child::Up {
-            // A hung child may be wedged: later queries get a fresh process.
+        if hung && self.child == Child::Up {
+            // A child silent since the query was sent may be wedged: later
+            // queries get a fresh process.
             self.schedule_restart("the provider did not answer in time", now);
         }
         if self.client.needs_restart() && self.child == Child::Up {
@@ -470,6 +488,7 @@ impl<T> Supervisor<T> {
     /// Reset the client and ask the adapter for a fresh child.
     fn restart_now(&mut self, now: u64) {
         self.restart_at = None;
+        self.last_answer = None;
         if self.child == Child::Up {
             self.actions.push_back(Action::Kill);
         }
@@ -479,22 +498,32 @@ impl<T> Supervisor<T> {
         self.actions.push_back(Action::Spawn);
     }
 
-    /// Turn the client's events into actions. True when a query timed out.
+    /// Turn the client's events into actions. True when a query timed out
+    /// that was sent after the child's last answer (the child looks hung).
     fn dispatch(&mut self) -> bool {
-        let mut timed_out = false;
+        // The latest send of a query that timed out in this batch.
+        let mut timed_out_sent: Option<u64> = None;
         while let Some(event) = self.client.poll_event() {
             match event {
                 ClientEvent::Answer { id, outcome } => {
+                    let entry = self.waiting.remove(&id);
                     match &outcome {
-                        Err(QueryError::Timeout(_)) => timed_out = true,
+                        Err(QueryError::Timeout(_)) => {
+                            let sent = entry.as_ref().map_or(0, |(_, _, sent)| *sent);
+                            timed_out_sent = timed_out_sent.max(Some(sent));
+                        }
                         // The child answered: it is alive and in sync.
                         Ok(_)
                         | Err(QueryError::Provider { .. })
                         | Err(QueryError::BadResult(_))
-                        | Err(QueryError::Verification(_)) => self.failures = 0,
+                        | Err(QueryError::Verification(_)) => {
+                            self.failures = 0;
+                            self.events = self.events.wrapping_add(1);
+                            self.last_answer = Some(self.events);
+                        }
                         Err(_) => {}
                     }
-                    if let Some((ticket, payload)) = self.waiting.remove(&id) {
+                    if let Some((ticket, payload, _)) = entry {
                         self.sent.remove(&ticket);
                         self.answer(payload, outcome.map_err(Failure::Query));
                     }
@@ -516,7 +545,8 @@ impl<T> Supervisor<T> {
                 _ => {}
             }
         }
-        timed_out
+        // Answers of this batch count too: they came after every send.
+        timed_out_sent.is_some_and(|sent| self.last_answer.is_none_or(|answered| answered < sent))
     }
 
     fn answer(&mut self, payload: T, outcome: Result<VerifiedEvidence, Failure>) {

@@ -181,6 +181,55 @@ fn timeouts_restart_with_doubling_backoff_reset_by_a_good_answer() {
     assert_eq!(h.sup.restart_at(), Some(now + 1 + TIMEOUT + 10));
 }
 
+/// A query times out while the child keeps answering others: only that
+/// check was slow. The child keeps running and the queries in flight keep
+/// waiting; a later timeout with the child silent since that query was sent
+/// restarts it.
+#[test]
+fn a_timeout_restarts_only_a_child_silent_since_the_query_was_sent() {
+    let mut h = Harness::up(10, 1000);
+    h.ask(1, 0);
+    h.ask(2, 10);
+    h.ask(3, 30);
+    let sent = h.drain();
+    assert_eq!(sent.calls.len(), 3);
+    h.sup.handle_input(&good_answer(sent.calls[1]), 20);
+    let drained = h.drain();
+    assert_eq!(drained.answers.len(), 1);
+    assert_eq!(drained.answers[0].0, 2);
+    assert!(drained.answers[0].1.is_ok(), "{drained:?}");
+
+    // Query 1 (sent at 0) expires; the child answered at 20, after it.
+    h.sup.handle_timeout(TIMEOUT);
+    let drained = h.drain();
+    assert_eq!(drained.answers.len(), 1, "{drained:?}");
+    assert_eq!(drained.answers[0].0, 1);
+    assert!(is_timeout(&drained.answers[0].1), "{drained:?}");
+    assert_eq!(drained.kills, 0, "an answering child is not killed");
+    assert_eq!(drained.notes, vec!["notifications/cancelled".to_owned()]);
+    assert!(h.sup.is_up());
+    assert_eq!(h.sup.restart_at(), None);
+    assert_eq!(h.sup.in_flight(), 1, "query 3 still waits");
+
+    // Query 3 is answered normally.
+    h.sup
+        .handle_input(&good_answer(sent.calls[2]), TIMEOUT + 10);
+    let drained = h.drain();
+    assert_eq!(drained.answers.len(), 1);
+    assert_eq!(drained.answers[0].0, 3);
+    assert!(drained.answers[0].1.is_ok(), "{drained:?}");
+
+    // Query 4 is sent after the last answer and never answered: the child
+    // looks hung, so it is killed and restarted.
+    h.ask(4, TIMEOUT + 20);
+    h.drain();
+    h.sup.handle_timeout(2 * TIMEOUT + 20);
+    let drained = h.drain();
+    assert!(is_timeout(&drained.answers[0].1), "{drained:?}");
+    assert_eq!(drained.kills, 1, "a silent child is killed");
+    assert!(h.sup.restart_at().is_some());
+}
+
 /// A provider's JSON-RPC error is an answer too: the child is alive.
 #[test]
 fn a_provider_error_resets_the_backoff() {

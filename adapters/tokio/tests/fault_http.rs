@@ -572,17 +572,17 @@ async fn disconnect_while_handled_aborts_the_call_and_frees_the_permit() {
     let server = start(config, handler.clone()).await;
     let address = server.address;
 
-    // Rounds of more than the limit of slow queries (30 s each), each client
-    // disconnecting while its handler runs.
+    // Rounds of the limit of slow queries (30 s each) plus one refused, each
+    // client disconnecting while its handler runs.
     for round in 0..3 {
-        let mut streams = Vec::new();
-        for index in 0..=LIMIT_CALLS {
-            let mut stream = TcpStream::connect(address).await.expect("connect");
+        let slow = |index: usize| {
             let id = i64::try_from(round * 10 + index).expect("small");
-            stream
-                .write_all(&post_bytes(&call(id, "slow", json!({"ms": 30_000}))))
-                .await
-                .expect("send");
+            post_bytes(&call(id, "slow", json!({"ms": 30_000})))
+        };
+        let mut streams = Vec::new();
+        for index in 0..LIMIT_CALLS {
+            let mut stream = TcpStream::connect(address).await.expect("connect");
+            stream.write_all(&slow(index)).await.expect("send");
             streams.push(stream);
         }
         let active = Arc::clone(&handler.active);
@@ -590,6 +590,14 @@ async fn disconnect_while_handled_aborts_the_call_and_frees_the_permit() {
             active.load(Ordering::SeqCst) == LIMIT_CALLS
         })
         .await;
+        // One more while every permit is held: refused at once, so it never
+        // reaches the handler. (Sent before the wait above, it could still
+        // be unread when the permits free up, and start.)
+        let mut extra = TcpStream::connect(address).await.expect("connect");
+        extra.write_all(&slow(LIMIT_CALLS)).await.expect("send");
+        let (reply, _) = until_closed(&mut extra).await;
+        let reply = String::from_utf8_lossy(&reply);
+        assert!(reply.starts_with("HTTP/1.1 503 "), "round {round}: {reply}");
         drop(streams);
         let active = Arc::clone(&handler.active);
         wait_until("the abandoned calls are dropped", || {

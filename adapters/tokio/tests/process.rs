@@ -170,6 +170,33 @@ async fn a_hang_times_out_and_the_next_query_succeeds() {
     );
 }
 
+/// A hung check while the child keeps answering others: only that query
+/// times out. The child is not restarted, so a query in flight at that
+/// moment is answered rather than lost.
+#[tokio::test]
+async fn a_hang_among_answers_times_out_alone() {
+    let fixture = start(Framing::ContentLength, false, 1_500);
+    let provider = &fixture.provider;
+    let hang = ask(provider, "hang", Value::Null);
+    let others = async {
+        // Sent after the hang and answered at once: the child is alive.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_echo_works(provider, "alive").await;
+        // In flight from 1 s to 2 s, across the hang's timeout at 1.5 s.
+        tokio::time::sleep(Duration::from_millis(950)).await;
+        ask(provider, "slow", json!({"ms": 1_000})).await
+    };
+    let (hang, slow) = tokio::join!(hang, others);
+    assert!(
+        matches!(hang, Err(ProviderError::Query(QueryError::Timeout(1_500)))),
+        "hang → timeout, got {hang:?}"
+    );
+    let slow = slow.expect("the query in flight at the hang's timeout is answered");
+    assert_eq!(slow["value"]["value"]["slept_ms"], 1_000);
+    let log = fixture.log.lock().expect("log").join("\n");
+    assert!(!log.contains("did not answer in time"), "no restart: {log}");
+}
+
 #[tokio::test]
 async fn garbage_desynchronizes_and_the_next_query_succeeds() {
     let fixture = start(Framing::ContentLength, false, 5_000);
