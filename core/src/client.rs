@@ -120,6 +120,18 @@ pub enum QueryError {
     /// No answer came before the deadline.
     #[error("no answer within {0} ms")]
     Timeout(u64),
+    /// No answer came before the deadline, and meanwhile the client had to
+    /// drop a provider message (over a frame limit, not JSON-RPC): most
+    /// likely this answer. The stream is still in sync.
+    #[error(
+        "no answer within {timeout_ms} ms; meanwhile a provider message was dropped, perhaps this answer: {dropped} (raise ClientConfig::limits if the provider's answers are that large)"
+    )]
+    TimeoutAfterDrop {
+        /// The request timeout in milliseconds.
+        timeout_ms: u64,
+        /// Why the last message dropped while the query waited was dropped.
+        dropped: String,
+    },
     /// The provider's stream broke (fatal framing error, exit, restart).
     #[error("connection to the provider lost: {0}")]
     ConnectionLost(String),
@@ -135,7 +147,7 @@ impl QueryError {
             QueryError::Provider { .. } => "provider_error",
             QueryError::BadResult(_) => "invalid_provider_result",
             QueryError::Verification(error) => error.kind(),
-            QueryError::Timeout(_) => "provider_timeout",
+            QueryError::Timeout(_) | QueryError::TimeoutAfterDrop { .. } => "provider_timeout",
             QueryError::ConnectionLost(_) => "provider_unavailable",
             QueryError::Cancelled => "cancelled",
         }
@@ -153,6 +165,10 @@ impl QueryError {
             } => json!({"code": code, "message": message, "data": data}),
             QueryError::Verification(error) => json!({"kind": error.kind()}),
             QueryError::Timeout(ms) => json!({"timeout_ms": ms}),
+            QueryError::TimeoutAfterDrop {
+                timeout_ms,
+                dropped,
+            } => json!({"timeout_ms": timeout_ms, "dropped": dropped}),
             _ => Value::Null,
         };
         let mut error = EvidenceError::new(self.code(), self.to_string());
@@ -214,6 +230,8 @@ pub enum ClientEvent {
 #[derive(Debug)]
 struct Pending {
     deadline: u64,
+    /// [`Client::dropped`] when the query was asked.
+    dropped_before: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -241,6 +259,10 @@ pub struct Client {
     transmits: VecDeque<Vec<u8>>,
     needs_restart: bool,
     policy: Policy,
+    /// Provider messages dropped so far (unframable or not JSON-RPC).
+    dropped: u64,
+    /// Why the last one was dropped.
+    last_dropped: Option<String>,
 }
 
 impl Client {
@@ -264,6 +286,8 @@ impl Client {
             transmits: VecDeque::new(),
             needs_restart: false,
             policy: Policy::jsonrpc(),
+            dropped: 0,
+            last_dropped: None,
         };
         client.start_handshake(None);
         client
@@ -320,6 +344,7 @@ impl Client {
             id,
             Pending {
                 deadline: now.saturating_add(self.config.request_timeout_ms),
+                dropped_before: self.dropped,
             },
         );
         match self.handshake {
@@ -396,12 +421,22 @@ impl Client {
             .map(|(id, _)| *id)
             .collect();
         for id in expired {
-            self.pending.remove(&id);
+            let dropped_before = self.pending.remove(&id).map(|p| p.dropped_before);
             self.remember_expired(id);
             self.withdraw(id, "timed out");
+            let timeout_ms = self.config.request_timeout_ms;
+            let error = match &self.last_dropped {
+                Some(dropped) if dropped_before.is_some_and(|before| before < self.dropped) => {
+                    QueryError::TimeoutAfterDrop {
+                        timeout_ms,
+                        dropped: dropped.clone(),
+                    }
+                }
+                _ => QueryError::Timeout(timeout_ms),
+            };
             self.events.push_back(ClientEvent::Answer {
                 id: RequestId(id),
-                outcome: Err(QueryError::Timeout(self.config.request_timeout_ms)),
+                outcome: Err(error),
             });
         }
     }
@@ -500,9 +535,7 @@ impl Client {
                     self.events.push_back(ClientEvent::Fatal(reason));
                     return;
                 }
-                Err(error) => self
-                    .events
-                    .push_back(ClientEvent::Skipped(Skipped::Invalid(error.to_string()))),
+                Err(error) => self.drop_message(error.to_string()),
             }
         }
     }
@@ -517,16 +550,21 @@ impl Client {
         self.transmits.pop_front()
     }
 
+    /// A provider message that cannot be read (framing, JSON-RPC): report
+    /// it, and remember it for the queries waiting now, whose timeouts then
+    /// say so ([`QueryError::TimeoutAfterDrop`]).
+    fn drop_message(&mut self, reason: String) {
+        self.dropped = self.dropped.saturating_add(1);
+        self.last_dropped = Some(reason.clone());
+        self.events
+            .push_back(ClientEvent::Skipped(Skipped::Invalid(reason)));
+    }
+
     fn handle_body(&mut self, body: &[u8]) {
         let incoming = match envelope::validate(body, &self.policy) {
             Ok(incoming) => incoming,
             Err(rejection) => {
-                self.events
-                    .push_back(ClientEvent::Skipped(Skipped::Invalid(format!(
-                        "{}: {}",
-                        rejection.error.name(),
-                        rejection.detail
-                    ))));
+                self.drop_message(format!("{}: {}", rejection.error.name(), rejection.detail));
                 return;
             }
         };
@@ -537,9 +575,7 @@ impl Client {
         for message in messages {
             match message {
                 Ok(message) => self.handle_message(message),
-                Err(rejection) => self
-                    .events
-                    .push_back(ClientEvent::Skipped(Skipped::Invalid(rejection.detail))),
+                Err(rejection) => self.drop_message(rejection.detail),
             }
         }
     }

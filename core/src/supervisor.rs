@@ -508,7 +508,11 @@ impl<T> Supervisor<T> {
                 ClientEvent::Answer { id, outcome } => {
                     let entry = self.waiting.remove(&id);
                     match &outcome {
-                        Err(QueryError::Timeout(_)) => {
+                        // A dropped message is not an answer: the decoder
+                        // may still be resynchronizing after it (skipping to
+                        // the next Content-Length header), so a child that
+                        // gave nothing else since the send is restarted.
+                        Err(QueryError::Timeout(_) | QueryError::TimeoutAfterDrop { .. }) => {
                             let sent = entry.as_ref().map_or(0, |(_, _, sent)| *sent);
                             timed_out_sent = timed_out_sent.max(Some(sent));
                         }

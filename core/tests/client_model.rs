@@ -23,6 +23,14 @@ use serde_json::{Value, json};
 
 const TIMEOUT: u64 = 100;
 
+/// What the provider writes for [`Op::Garbage`]: not JSON, so the client
+/// drops it.
+const GARBAGE: &str = "{not json";
+
+/// What the provider writes for [`Op::Break`]: a Content-Length that
+/// overflows.
+const BREAK: &str = "Content-Length: 99999999999999999999999\r\n\r\n";
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Reply {
     Good,
@@ -91,6 +99,9 @@ struct Allowed {
     replies: BTreeSet<&'static str>,
     cancelled: bool,
     connection_lost: bool,
+    /// Garbage (a message the client must drop) reached or may reach the
+    /// client after this query was issued.
+    garbage_after: bool,
 }
 
 struct Provider {
@@ -102,6 +113,9 @@ struct Provider {
     initialize: Option<i64>,
     /// Bytes written, not yet delivered.
     to_client: Vec<u8>,
+    /// One past the last byte of the last junk (garbage, a broken header)
+    /// in `to_client`, while that byte is undelivered.
+    junk_end: Option<usize>,
 }
 
 impl Provider {
@@ -112,6 +126,7 @@ impl Provider {
             calls: Vec::new(),
             initialize: None,
             to_client: Vec::new(),
+            junk_end: None,
         }
     }
 
@@ -227,6 +242,20 @@ impl Run {
                                 "{id}: early timeout"
                             );
                         }
+                        Err(QueryError::TimeoutAfterDrop {
+                            timeout_ms,
+                            dropped,
+                        }) => {
+                            assert_eq!(*timeout_ms, TIMEOUT);
+                            assert!(
+                                self.now >= allowed.issued_at + TIMEOUT,
+                                "{id}: early timeout"
+                            );
+                            assert!(
+                                allowed.garbage_after,
+                                "{id}: a dropped message nobody wrote: {dropped}"
+                            );
+                        }
                         Err(QueryError::Cancelled) => assert!(allowed.cancelled, "{id}"),
                         Err(QueryError::ConnectionLost(_)) => {
                             assert!(allowed.connection_lost, "{id}: lost without a cause");
@@ -274,6 +303,9 @@ impl Run {
                 let id = request.get();
                 let fresh = Allowed {
                     issued_at: self.now,
+                    // Garbage written earlier but not delivered yet reaches
+                    // the client after this query.
+                    garbage_after: self.provider.junk_end.is_some(),
                     ..Allowed::default()
                 };
                 assert!(self.allowed.insert(id, fresh).is_none(), "id {id} reused");
@@ -329,10 +361,21 @@ impl Run {
             Op::ProviderPing => self
                 .provider
                 .write(r#"{"jsonrpc":"2.0","id":"provider-1","method":"ping"}"#),
-            Op::Garbage => self.provider.write("{not json"),
+            Op::Garbage => {
+                for allowed in self.allowed.values_mut() {
+                    allowed.garbage_after = true;
+                }
+                self.provider.write(GARBAGE);
+                self.provider.junk_end = Some(self.provider.to_client.len());
+            }
             Op::Deliver(n) => {
                 let n = (*n).min(self.provider.to_client.len());
                 let bytes: Vec<u8> = self.provider.to_client.drain(..n).collect();
+                self.provider.junk_end = self
+                    .provider
+                    .junk_end
+                    .and_then(|end| end.checked_sub(n))
+                    .filter(|end| *end > 0);
                 if !bytes.is_empty() {
                     let was_broken = self.client.needs_restart();
                     self.client.handle_input(&bytes);
@@ -348,9 +391,13 @@ impl Run {
                 self.restart();
             }
             Op::Break => {
-                self.provider
-                    .to_client
-                    .extend_from_slice(b"Content-Length: 99999999999999999999999\r\n\r\n");
+                // Fatal in Content-Length framing; lines the client drops in
+                // newline-delimited framing.
+                for allowed in self.allowed.values_mut() {
+                    allowed.garbage_after = true;
+                }
+                self.provider.to_client.extend_from_slice(BREAK.as_bytes());
+                self.provider.junk_end = Some(self.provider.to_client.len());
             }
         }
         if self.client.needs_restart() {

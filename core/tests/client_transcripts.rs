@@ -677,6 +677,57 @@ fn recoverable_framing_errors_are_skipped() {
     assert_eq!(client.in_flight(), 1);
 }
 
+/// An answer over the frame limit is dropped; the query it answered then
+/// times out saying so, and a query asked after the drop times out plainly.
+#[test]
+fn a_dropped_answer_is_named_by_the_timeout() {
+    let mut client = Client::new(config(|config| {
+        config.request_timeout_ms = 100;
+        config.limits = Limits {
+            max_header_bytes: 128,
+            max_body_bytes: 64,
+        }
+    }));
+    let a = client.query(&query("a"), &context(), 0);
+    client.handle_input(&cl(&good_answer(a.get(), json!("x".repeat(200)))));
+    let b = client.query(&query("b"), &context(), 10);
+    let got = events(&mut client);
+    assert!(
+        matches!(got[..], [ClientEvent::Skipped(Skipped::Invalid(_))]),
+        "{got:?}"
+    );
+    client.handle_timeout(110);
+    let got = events(&mut client);
+    let outcomes: Vec<(RequestId, &QueryError)> = got
+        .iter()
+        .filter_map(|event| match event {
+            ClientEvent::Answer {
+                id,
+                outcome: Err(error),
+            } => Some((*id, error)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{got:?}");
+    let (first, error) = outcomes[0];
+    assert_eq!(first, a);
+    let QueryError::TimeoutAfterDrop {
+        timeout_ms: 100,
+        dropped,
+    } = error
+    else {
+        panic!("{error:?}")
+    };
+    assert!(dropped.contains("64"), "names the limit: {dropped}");
+    assert_eq!(error.code(), "provider_timeout");
+    assert_eq!(
+        error.to_evidence_result().error.unwrap().details.unwrap()["dropped"],
+        dropped.as_str()
+    );
+    assert_eq!(outcomes[1], (b, &QueryError::Timeout(100)));
+    assert!(!client.needs_restart());
+}
+
 #[test]
 fn connection_lost_fails_queries_once() {
     let mut client = Client::new(ClientConfig::default());

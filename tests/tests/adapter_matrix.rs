@@ -704,8 +704,17 @@ fn hang<R: Row>(framing: Framing) {
 }
 
 fn garbage<R: Row>(framing: Framing) {
-    // Garbage is skipped, never taken as an answer: the query times out.
-    fails_once_then_recovers::<R>("garbage", framing, is_timeout, "garbage on purpose");
+    // Garbage is dropped, never taken as an answer: the query times out,
+    // and its error names the dropped message.
+    fails_once_then_recovers::<R>(
+        "garbage",
+        framing,
+        |failure| {
+            matches!(failure, Failure::Query(QueryError::TimeoutAfterDrop { timeout_ms, dropped })
+                if *timeout_ms == TIMEOUT_MS && !dropped.is_empty())
+        },
+        "garbage on purpose",
+    );
 }
 
 fn desync<R: Row>(framing: Framing) {
