@@ -49,7 +49,10 @@ pub struct ClientConfig {
     /// Frame limits for the provider's answers.
     pub limits: Limits,
     /// Framing of requests (Decision Gate providers: Content-Length; MCP
-    /// stdio servers: newline-delimited). Answers are read in either.
+    /// stdio servers: newline-delimited). Answers are read in either,
+    /// detected from the provider's first byte; output that starts with
+    /// neither JSON nor a `Content-...` header (a banner line) is read in
+    /// this framing ([`Decoder::with_fallback`]).
     pub framing: Framing,
     /// Run the MCP `initialize` handshake before the first query.
     pub handshake: bool,
@@ -273,7 +276,7 @@ impl Client {
     /// not only one that starts at 0, and an idle client keeps no timer.
     pub fn new(config: ClientConfig) -> Self {
         let mut client = Client {
-            decoder: Decoder::new(config.limits),
+            decoder: Decoder::with_fallback(config.framing, config.limits),
             config,
             next_id: 1,
             pending: BTreeMap::new(),
@@ -471,7 +474,7 @@ impl Client {
         self.fail_all(&QueryError::ConnectionLost(
             "the provider was restarted".to_owned(),
         ));
-        self.decoder = Decoder::new(self.config.limits);
+        self.decoder = Decoder::with_fallback(self.config.framing, self.config.limits);
         self.transmits.clear();
         self.held.clear();
         self.needs_restart = false;

@@ -7,6 +7,9 @@
 //! the first non-whitespace byte of the stream (`{` or `[` means NDJSON,
 //! anything else means headers) and reports it through
 //! [`Decoder::framing`] so the writer can mirror it with [`encode`].
+//! [`Decoder::with_fallback`] detects the same way except that a first byte
+//! that starts neither JSON nor a `Content-...` header (a banner line a
+//! peer printed on stdout) selects the framing the caller expects.
 //!
 //! Limits: a header block may hold at most [`Limits::max_header_bytes`] and a
 //! body at most [`Limits::max_body_bytes`]. Both are checked before anything
@@ -315,6 +318,9 @@ struct HeaderBlock {
 pub struct Decoder {
     limits: Limits,
     framing: Option<Framing>,
+    /// What detection picks when the first byte is neither `{`/`[` nor
+    /// `c`/`C` (the start of `Content-Length` / `Content-Type`).
+    fallback: Framing,
     state: State,
     buffer: BytesMut,
     /// Stream offset of `buffer[0]`.
@@ -333,6 +339,7 @@ impl Decoder {
         Decoder {
             limits,
             framing: None,
+            fallback: Framing::ContentLength,
             state: State::Detecting,
             buffer: BytesMut::new(),
             base: 0,
@@ -341,6 +348,18 @@ impl Decoder {
             fatal: None,
             fatal_reported: false,
         }
+    }
+
+    /// A decoder that detects the framing like [`Decoder::new`], except
+    /// that a first non-whitespace byte that starts neither JSON (`{`, `[`)
+    /// nor a `Content-...` header line (`c`, `C`) selects `fallback`: a
+    /// caller that speaks NDJSON to a peer whose stdout begins with a banner
+    /// line then drops that one line instead of waiting for headers that
+    /// never come. ([`Decoder::new`] is this with `Framing::ContentLength`.)
+    pub fn with_fallback(fallback: Framing, limits: Limits) -> Self {
+        let mut decoder = Decoder::new(limits);
+        decoder.fallback = fallback;
+        decoder
     }
 
     /// A decoder for a known framing.
@@ -544,10 +563,10 @@ impl Decoder {
             Some(at) => {
                 self.consume(at);
                 let first = self.buffer.first().copied().unwrap_or(0);
-                self.set_framing(if matches!(first, b'{' | b'[') {
-                    Framing::NewlineDelimited
-                } else {
-                    Framing::ContentLength
+                self.set_framing(match first {
+                    b'{' | b'[' => Framing::NewlineDelimited,
+                    b'c' | b'C' => Framing::ContentLength,
+                    _ => self.fallback,
                 });
                 Step::Continue
             }

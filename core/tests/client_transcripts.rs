@@ -728,6 +728,33 @@ fn a_dropped_answer_is_named_by_the_timeout() {
     assert!(!client.needs_restart());
 }
 
+/// A provider whose stdout starts with a banner line: a newline-delimited
+/// client drops that line and reads the answers after it; a Content-Length
+/// client skips to the next header as before.
+#[test]
+fn a_banner_line_before_the_answers_is_dropped() {
+    for framing in [Framing::NewlineDelimited, Framing::ContentLength] {
+        let mut client = Client::new(config(|config| config.framing = framing));
+        let a = client.query(&query("a"), &context(), 0);
+        let mut input = b"provider v1.2 listening on stdio\n".to_vec();
+        match framing {
+            Framing::NewlineDelimited => {
+                input.extend(good_answer(a.get(), json!("hello")).as_bytes());
+                input.push(b'\n');
+            }
+            Framing::ContentLength => input.extend(cl(&good_answer(a.get(), json!("hello")))),
+        }
+        client.handle_input(&input);
+        let got = events(&mut client);
+        assert!(
+            matches!(got.first(), Some(ClientEvent::Skipped(Skipped::Invalid(_)))),
+            "{framing:?}: {got:?}"
+        );
+        assert_eq!(answers(&got), [(a, Ok(json!("hello")))], "{framing:?}");
+        assert!(!client.needs_restart());
+    }
+}
+
 #[test]
 fn connection_lost_fails_queries_once() {
     let mut client = Client::new(ClientConfig::default());

@@ -726,6 +726,21 @@ fn desync<R: Row>(framing: Framing) {
     );
 }
 
+/// A child whose stdout opens with a banner line: the line is dropped and
+/// logged, and the first query is answered by that same child.
+fn banner<R: Row>(framing: Framing) {
+    let (command, state) = misbehave_once("banner");
+    let spec = Spec::new(command, framing);
+    let row = spawn::<R>(&spec);
+    assert_echo(&one(&row, 1), 1, &spec.log);
+    assert_eq!(state.count(), 1, "banner: printed exactly once");
+    assert!(
+        spec.log.wait_for("ignored a provider message"),
+        "banner: the dropped line is logged:\n{}",
+        spec.log.dump()
+    );
+}
+
 fn wrong_id<R: Row>(framing: Framing) {
     // An answer to an id never asked is not taken: the query times out.
     fails_once_then_recovers::<R>("wrong-id", framing, is_timeout, "wrong id on purpose");
@@ -892,6 +907,8 @@ macro_rules! matrix {
             #[test] fn garbage_times_out() { garbage::<R>(Framing::NewlineDelimited) }
             #[test] fn desync_loses_connection() { desync::<R>(Framing::ContentLength) }
             #[test] fn wrong_id_times_out() { wrong_id::<R>(Framing::NewlineDelimited) }
+            #[test] fn banner_before_ndjson() { banner::<R>(Framing::NewlineDelimited) }
+            #[test] fn banner_before_content_length() { banner::<R>(Framing::ContentLength) }
             #[test] fn slow_answer_within_timeout() { slow_within_timeout::<R>() }
             #[test] fn query_during_backoff_is_bounded() {
                 super::query_during_backoff_is_bounded::<R>()

@@ -21,6 +21,7 @@
 //! | `wrong-id` | answers with an id the caller never used |
 //! | `slow` | answers after `--delay-ms` (default 200) |
 //! | `deaf` | (at start) never reads its stdin, so the caller's writes fill the pipe; exits after 30 s |
+//! | `banner` | (at start) prints a banner line on stdout, then answers correctly |
 //! | `flood` | writes `--bytes` (default 16 MiB) of junk lines instead of its answer, then exits |
 //! | `huge-line` | writes `--bytes` (default 100 MiB) without a newline instead of its answer, then exits |
 //! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
@@ -59,6 +60,7 @@ enum Mode {
     WrongId,
     Slow,
     Deaf,
+    Banner,
     Flood,
     HugeLine,
     HugeFrame,
@@ -76,6 +78,7 @@ impl Mode {
             "wrong-id" => Mode::WrongId,
             "slow" => Mode::Slow,
             "deaf" => Mode::Deaf,
+            "banner" => Mode::Banner,
             "flood" => Mode::Flood,
             "huge-line" => Mode::HugeLine,
             "huge-frame" => Mode::HugeFrame,
@@ -340,6 +343,12 @@ fn main() {
         // Bounded, so a forgotten child ends on its own.
         std::thread::sleep(Duration::from_secs(30));
         std::process::exit(4);
+    }
+    if mode == Mode::Banner && budget.take() {
+        eprintln!("misbehave: printing a banner on stdout on purpose");
+        let mut stdout = io::stdout();
+        let _ = stdout.write_all(b"misbehave provider 1.0 listening on stdio\n");
+        let _ = stdout.flush();
     }
     let output = Output {
         budget: Arc::clone(&budget),
