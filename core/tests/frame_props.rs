@@ -15,10 +15,18 @@ fn decode(
     input: &[u8],
     cuts: &[usize],
 ) -> Vec<Result<Vec<u8>, FrameError>> {
-    let mut decoder = match framing {
+    let decoder = match framing {
         Some(f) => Decoder::with_framing(f, limits),
         None => Decoder::new(limits),
     };
+    decode_with(decoder, input, cuts)
+}
+
+fn decode_with(
+    mut decoder: Decoder,
+    input: &[u8],
+    cuts: &[usize],
+) -> Vec<Result<Vec<u8>, FrameError>> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut cuts: Vec<usize> = cuts.iter().map(|c| c % (input.len() + 1)).collect();
@@ -39,6 +47,33 @@ fn json_body() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
+    /// `with_fallback` only changes what an unrecognised first byte picks:
+    /// with Content-Length as the fallback it is `new`, and whenever the
+    /// stream opens with `{`, `[`, `c` or `C` it is `new` for any fallback.
+    #[test]
+    fn fallback_changes_only_unrecognised_starts(
+        lead in "[ \r\n\t]{0,3}",
+        first in prop_oneof![Just(b'{'), Just(b'['), Just(b'c'), Just(b'C'), any::<u8>()],
+        rest in proptest::collection::vec(any::<u8>(), 0..200),
+        cuts in proptest::collection::vec(any::<usize>(), 0..8),
+    ) {
+        let mut input = lead.into_bytes();
+        input.push(first);
+        input.extend(rest);
+        let limits = Limits::default();
+        let detected = decode_with(Decoder::new(limits), &input, &cuts);
+        prop_assert_eq!(
+            &decode_with(Decoder::with_fallback(Framing::ContentLength, limits), &input, &cuts),
+            &detected
+        );
+        if matches!(first, b'{' | b'[' | b'c' | b'C') {
+            prop_assert_eq!(
+                &decode_with(Decoder::with_fallback(Framing::NewlineDelimited, limits), &input, &cuts),
+                &detected
+            );
+        }
+    }
+
     #[test]
     fn encode_then_decode_is_identity(bodies in proptest::collection::vec(json_body(), 1..8), nd in any::<bool>()) {
         let framing = if nd { Framing::NewlineDelimited } else { Framing::ContentLength };
@@ -240,4 +275,34 @@ fn ndjson_rules_and_detection() {
         encode(Framing::NewlineDelimited, b"{\n}", &mut Vec::new()),
         Err(evidence_wire::frame::EncodeError::EmbeddedNewline { offset: 1 })
     ));
+}
+
+#[test]
+fn fallback_reads_a_banner_line_as_a_line() {
+    let input = b"server 1.0 listening\n{\"a\":1}\n";
+    let mut decoder = Decoder::with_fallback(Framing::NewlineDelimited, Limits::default());
+    let out = decode_with(
+        Decoder::with_fallback(Framing::NewlineDelimited, Limits::default()),
+        input,
+        &[],
+    );
+    assert_eq!(
+        out,
+        [
+            Ok(b"server 1.0 listening".to_vec()),
+            Ok(b"{\"a\":1}".to_vec())
+        ]
+    );
+    decoder.push(b"x");
+    assert_eq!(decoder.poll_frame().map(|f| f.is_ok()), None);
+    assert_eq!(decoder.framing(), Some(Framing::NewlineDelimited));
+    // Plain detection takes the same banner for a header line.
+    let detected = all(input, None);
+    assert!(
+        matches!(
+            detected.first(),
+            Some(Err(FrameError::MalformedHeaderLine { .. }))
+        ),
+        "{detected:?}"
+    );
 }
