@@ -124,10 +124,11 @@ pub enum QueryError {
     #[error("no answer within {0} ms")]
     Timeout(u64),
     /// No answer came before the deadline, and meanwhile the client had to
-    /// drop a provider message (over a frame limit, not JSON-RPC): most
-    /// likely this answer. The stream is still in sync.
+    /// drop a provider message that may have been this answer: one over a
+    /// frame limit, or JSON that is not valid JSON-RPC. (Lines that are not
+    /// JSON at all, such as a banner, do not count.)
     #[error(
-        "no answer within {timeout_ms} ms; meanwhile a provider message was dropped, perhaps this answer: {dropped} (raise ClientConfig::limits if the provider's answers are that large)"
+        "no answer within {timeout_ms} ms; meanwhile a provider message that may have been this answer was dropped: {dropped}"
     )]
     TimeoutAfterDrop {
         /// The request timeout in milliseconds.
@@ -262,9 +263,10 @@ pub struct Client {
     transmits: VecDeque<Vec<u8>>,
     needs_restart: bool,
     policy: Policy,
-    /// Provider messages dropped so far (unframable or not JSON-RPC).
+    /// Provider messages dropped so far that may have been answers (each
+    /// query remembers the count when it was asked).
     dropped: u64,
-    /// Why the last one was dropped.
+    /// Why the last of them was dropped.
     last_dropped: Option<String>,
 }
 
@@ -538,7 +540,17 @@ impl Client {
                     self.events.push_back(ClientEvent::Fatal(reason));
                     return;
                 }
-                Err(error) => self.drop_message(error.to_string()),
+                Err(error) => {
+                    // Only a message that was skipped whole may have been an
+                    // answer; other framing errors are junk between frames.
+                    let whole = matches!(
+                        error,
+                        frame::FrameError::BodyTooLarge { .. }
+                            | frame::FrameError::LineTooLong { .. }
+                            | frame::FrameError::UnsupportedCharset { .. }
+                    );
+                    self.drop_message(error.to_string(), whole);
+                }
             }
         }
     }
@@ -554,11 +566,13 @@ impl Client {
     }
 
     /// A provider message that cannot be read (framing, JSON-RPC): report
-    /// it, and remember it for the queries waiting now, whose timeouts then
-    /// say so ([`QueryError::TimeoutAfterDrop`]).
-    fn drop_message(&mut self, reason: String) {
-        self.dropped = self.dropped.saturating_add(1);
-        self.last_dropped = Some(reason.clone());
+    /// it, and if it may have been an answer while queries wait, remember
+    /// it: their timeouts then say so ([`QueryError::TimeoutAfterDrop`]).
+    fn drop_message(&mut self, reason: String, maybe_answer: bool) {
+        if maybe_answer && !self.pending.is_empty() {
+            self.dropped += 1;
+            self.last_dropped = Some(reason.clone());
+        }
         self.events
             .push_back(ClientEvent::Skipped(Skipped::Invalid(reason)));
     }
@@ -567,7 +581,16 @@ impl Client {
         let incoming = match envelope::validate(body, &self.policy) {
             Ok(incoming) => incoming,
             Err(rejection) => {
-                self.drop_message(format!("{}: {}", rejection.error.name(), rejection.detail));
+                // JSON (or what starts like it) may have been an answer; a
+                // line of plain text (a banner, a log line) was not.
+                let json_like = body
+                    .iter()
+                    .find(|byte| !byte.is_ascii_whitespace())
+                    .is_some_and(|byte| matches!(byte, b'{' | b'['));
+                self.drop_message(
+                    format!("{}: {}", rejection.error.name(), rejection.detail),
+                    json_like,
+                );
                 return;
             }
         };
@@ -578,7 +601,7 @@ impl Client {
         for message in messages {
             match message {
                 Ok(message) => self.handle_message(message),
-                Err(rejection) => self.drop_message(rejection.detail),
+                Err(rejection) => self.drop_message(rejection.detail, true),
             }
         }
     }

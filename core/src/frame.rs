@@ -7,9 +7,9 @@
 //! the first non-whitespace byte of the stream (`{` or `[` means NDJSON,
 //! anything else means headers) and reports it through
 //! [`Decoder::framing`] so the writer can mirror it with [`encode`].
-//! [`Decoder::with_fallback`] detects the same way except that a first byte
-//! that starts neither JSON nor a `Content-...` header (a banner line a
-//! peer printed on stdout) selects the framing the caller expects.
+//! [`Decoder::with_fallback`] detects the same way except that a stream
+//! opening with neither JSON nor a `Content-` header name (a banner line a
+//! peer printed on stdout) gets the framing the caller expects.
 //!
 //! Limits: a header block may hold at most [`Limits::max_header_bytes`] and a
 //! body at most [`Limits::max_body_bytes`]. Both are checked before anything
@@ -286,6 +286,9 @@ fn push_decimal(out: &mut Vec<u8>, mut value: u64) {
 
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 const CONTENT_LENGTH: &[u8] = b"content-length";
+/// What a header line of a Content-Length peer starts with (`Content-Length`,
+/// `Content-Type`), case-insensitively.
+const CONTENT_DASH: &[u8] = b"content-";
 
 #[derive(Clone, Copy, Debug)]
 enum State {
@@ -318,8 +321,8 @@ struct HeaderBlock {
 pub struct Decoder {
     limits: Limits,
     framing: Option<Framing>,
-    /// What detection picks when the first byte is neither `{`/`[` nor
-    /// `c`/`C` (the start of `Content-Length` / `Content-Type`).
+    /// What detection picks when the stream opens with neither `{`/`[` nor
+    /// `Content-` (any case: `Content-Length`, `Content-Type`).
     fallback: Framing,
     state: State,
     buffer: BytesMut,
@@ -351,11 +354,12 @@ impl Decoder {
     }
 
     /// A decoder that detects the framing like [`Decoder::new`], except
-    /// that a first non-whitespace byte that starts neither JSON (`{`, `[`)
-    /// nor a `Content-...` header line (`c`, `C`) selects `fallback`: a
-    /// caller that speaks NDJSON to a peer whose stdout begins with a banner
-    /// line then drops that one line instead of waiting for headers that
-    /// never come. ([`Decoder::new`] is this with `Framing::ContentLength`.)
+    /// that a stream that opens (after whitespace) with neither JSON (`{`,
+    /// `[`) nor a `Content-` header name (any case; up to 8 bytes are
+    /// awaited to tell) selects `fallback`: a caller that speaks NDJSON to a
+    /// peer whose stdout begins with a banner line then drops that one line
+    /// instead of waiting for headers that never come. ([`Decoder::new`] is
+    /// this with `Framing::ContentLength`.)
     pub fn with_fallback(fallback: Framing, limits: Limits) -> Self {
         let mut decoder = Decoder::new(limits);
         decoder.fallback = fallback;
@@ -562,12 +566,22 @@ impl Decoder {
             }
             Some(at) => {
                 self.consume(at);
-                let first = self.buffer.first().copied().unwrap_or(0);
-                self.set_framing(match first {
-                    b'{' | b'[' => Framing::NewlineDelimited,
-                    b'c' | b'C' => Framing::ContentLength,
-                    _ => self.fallback,
-                });
+                let head = self
+                    .buffer
+                    .get(..self.buffer.len().min(CONTENT_DASH.len()))
+                    .unwrap_or_default();
+                let names_content = CONTENT_DASH
+                    .get(..head.len())
+                    .is_some_and(|prefix| prefix.eq_ignore_ascii_case(head));
+                let framing = match head.first() {
+                    Some(b'{' | b'[') => Framing::NewlineDelimited,
+                    _ if self.fallback == Framing::ContentLength => Framing::ContentLength,
+                    _ if !names_content => self.fallback,
+                    // `Content-` may still be arriving: decide on more bytes.
+                    _ if head.len() < CONTENT_DASH.len() => return Step::NeedInput,
+                    _ => Framing::ContentLength,
+                };
+                self.set_framing(framing);
                 Step::Continue
             }
         }

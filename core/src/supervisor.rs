@@ -269,7 +269,7 @@ impl<T> Supervisor<T> {
         if self.child == Child::Up {
             let id = self.client.query(&query, &context, now);
             self.sent.insert(ticket, id);
-            self.events = self.events.wrapping_add(1);
+            self.events += 1;
             self.waiting.insert(id, (ticket, payload, self.events));
         } else {
             self.deferred.push_back(Deferred {
@@ -333,7 +333,7 @@ impl<T> Supervisor<T> {
         while let Some(deferred) = self.deferred.pop_front() {
             let id = self.client.query(&deferred.query, &deferred.context, now);
             self.sent.insert(deferred.ticket, id);
-            self.events = self.events.wrapping_add(1);
+            self.events += 1;
             self.waiting
                 .insert(id, (deferred.ticket, deferred.payload, self.events));
         }
@@ -508,13 +508,14 @@ impl<T> Supervisor<T> {
                 ClientEvent::Answer { id, outcome } => {
                     let entry = self.waiting.remove(&id);
                     match &outcome {
-                        // A dropped message is not an answer: the decoder
-                        // may still be resynchronizing after it (skipping to
-                        // the next Content-Length header), so a child that
-                        // gave nothing else since the send is restarted.
+                        // A dropped message is not an answer (and after a
+                        // framing error the decoder may be resynchronizing):
+                        // a child that gave nothing else since the send is
+                        // restarted.
                         Err(QueryError::Timeout(_) | QueryError::TimeoutAfterDrop { .. }) => {
-                            let sent = entry.as_ref().map_or(0, |(_, _, sent)| *sent);
-                            timed_out_sent = timed_out_sent.max(Some(sent));
+                            if let Some((_, _, sent)) = &entry {
+                                timed_out_sent = timed_out_sent.max(Some(*sent));
+                            }
                         }
                         // The child answered: it is alive and in sync.
                         Ok(_)
@@ -522,7 +523,7 @@ impl<T> Supervisor<T> {
                         | Err(QueryError::BadResult(_))
                         | Err(QueryError::Verification(_)) => {
                             self.failures = 0;
-                            self.events = self.events.wrapping_add(1);
+                            self.events += 1;
                             self.last_answer = Some(self.events);
                         }
                         Err(_) => {}

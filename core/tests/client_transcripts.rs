@@ -733,10 +733,18 @@ fn a_dropped_answer_is_named_by_the_timeout() {
 /// client skips to the next header as before.
 #[test]
 fn a_banner_line_before_the_answers_is_dropped() {
-    for framing in [Framing::NewlineDelimited, Framing::ContentLength] {
+    let cases = [
+        (
+            Framing::NewlineDelimited,
+            "provider v1.2 listening on stdio",
+        ),
+        (Framing::NewlineDelimited, "Connected to the store"),
+        (Framing::ContentLength, "provider v1.2 listening on stdio"),
+    ];
+    for (framing, banner) in cases {
         let mut client = Client::new(config(|config| config.framing = framing));
         let a = client.query(&query("a"), &context(), 0);
-        let mut input = b"provider v1.2 listening on stdio\n".to_vec();
+        let mut input = format!("{banner}\n").into_bytes();
         match framing {
             Framing::NewlineDelimited => {
                 input.extend(good_answer(a.get(), json!("hello")).as_bytes());
@@ -752,6 +760,21 @@ fn a_banner_line_before_the_answers_is_dropped() {
         );
         assert_eq!(answers(&got), [(a, Ok(json!("hello")))], "{framing:?}");
         assert!(!client.needs_restart());
+        // A banner is not taken for a dropped answer.
+        let b = client.query(&query("b"), &context(), 0);
+        client.handle_timeout(u64::MAX);
+        let got = events(&mut client);
+        assert_eq!(answers(&got), [(b, Err("provider_timeout".to_owned()))]);
+        assert!(
+            got.iter().any(|event| matches!(
+                event,
+                ClientEvent::Answer {
+                    outcome: Err(QueryError::Timeout(_)),
+                    ..
+                }
+            )),
+            "{framing:?}: {got:?}"
+        );
     }
 }
 

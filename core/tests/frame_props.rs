@@ -47,18 +47,29 @@ fn json_body() -> impl Strategy<Value = Vec<u8>> {
 }
 
 proptest! {
-    /// `with_fallback` only changes what an unrecognised first byte picks:
-    /// with Content-Length as the fallback it is `new`, and whenever the
-    /// stream opens with `{`, `[`, `c` or `C` it is `new` for any fallback.
+    /// `with_fallback` only changes what an unrecognised start picks: with
+    /// Content-Length as the fallback it is `new`, and whenever the stream
+    /// opens with `{`, `[` or `Content-` (any case) it is `new` for any
+    /// fallback, however the bytes are chunked.
     #[test]
     fn fallback_changes_only_unrecognised_starts(
         lead in "[ \r\n\t]{0,3}",
-        first in prop_oneof![Just(b'{'), Just(b'['), Just(b'c'), Just(b'C'), any::<u8>()],
+        start in prop_oneof![
+            Just(b"{".to_vec()),
+            Just(b"[".to_vec()),
+            Just(b"Content-".to_vec()),
+            Just(b"cOnTeNt-".to_vec()),
+            Just(b"Conn".to_vec()),
+            Just(b"c".to_vec()),
+            any::<u8>().prop_map(|byte| vec![byte]),
+        ],
         rest in proptest::collection::vec(any::<u8>(), 0..200),
         cuts in proptest::collection::vec(any::<usize>(), 0..8),
     ) {
+        let recognised = matches!(start.first(), Some(b'{' | b'['))
+            || start.eq_ignore_ascii_case(b"content-");
         let mut input = lead.into_bytes();
-        input.push(first);
+        input.extend(start);
         input.extend(rest);
         let limits = Limits::default();
         let detected = decode_with(Decoder::new(limits), &input, &cuts);
@@ -66,7 +77,7 @@ proptest! {
             &decode_with(Decoder::with_fallback(Framing::ContentLength, limits), &input, &cuts),
             &detected
         );
-        if matches!(first, b'{' | b'[' | b'c' | b'C') {
+        if recognised {
             prop_assert_eq!(
                 &decode_with(Decoder::with_fallback(Framing::NewlineDelimited, limits), &input, &cuts),
                 &detected
@@ -279,30 +290,39 @@ fn ndjson_rules_and_detection() {
 
 #[test]
 fn fallback_reads_a_banner_line_as_a_line() {
-    let input = b"server 1.0 listening\n{\"a\":1}\n";
+    // Banners that start like a header (`C...`) too, delivered a byte at a
+    // time so the decision waits for `Content-` to be ruled out.
+    for banner in ["server 1.0 listening", "Connected to the store", "c"] {
+        let input = format!("{banner}\n{{\"a\":1}}\n");
+        let cuts: Vec<usize> = (0..input.len()).collect();
+        let out = decode_with(
+            Decoder::with_fallback(Framing::NewlineDelimited, Limits::default()),
+            input.as_bytes(),
+            &cuts,
+        );
+        assert_eq!(
+            out,
+            [Ok(banner.as_bytes().to_vec()), Ok(b"{\"a\":1}".to_vec())],
+            "{banner:?}"
+        );
+        // Plain detection takes the banner for a header line.
+        let detected = all(input.as_bytes(), None);
+        assert!(
+            matches!(
+                detected.first(),
+                Some(Err(FrameError::MalformedHeaderLine { .. }))
+            ),
+            "{banner:?}: {detected:?}"
+        );
+    }
+    // A real header is still a header under an NDJSON fallback.
     let mut decoder = Decoder::with_fallback(Framing::NewlineDelimited, Limits::default());
-    let out = decode_with(
-        Decoder::with_fallback(Framing::NewlineDelimited, Limits::default()),
-        input,
-        &[],
-    );
+    decoder.push(b"CONTENT-length: 2\r\n\r\n{}");
     assert_eq!(
-        out,
-        [
-            Ok(b"server 1.0 listening".to_vec()),
-            Ok(b"{\"a\":1}".to_vec())
-        ]
+        decoder
+            .poll_frame()
+            .map(|frame| frame.map(|f| f.body.to_vec())),
+        Some(Ok(b"{}".to_vec()))
     );
-    decoder.push(b"x");
-    assert_eq!(decoder.poll_frame().map(|f| f.is_ok()), None);
-    assert_eq!(decoder.framing(), Some(Framing::NewlineDelimited));
-    // Plain detection takes the same banner for a header line.
-    let detected = all(input, None);
-    assert!(
-        matches!(
-            detected.first(),
-            Some(Err(FrameError::MalformedHeaderLine { .. }))
-        ),
-        "{detected:?}"
-    );
+    assert_eq!(decoder.framing(), Some(Framing::ContentLength));
 }

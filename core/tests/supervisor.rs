@@ -230,6 +230,59 @@ fn a_timeout_restarts_only_a_child_silent_since_the_query_was_sent() {
     assert!(h.sup.restart_at().is_some());
 }
 
+/// "Since" is the order of sends and answers, not the clock: within one
+/// millisecond an answer after the send keeps the child, and an answer
+/// before it does not.
+#[test]
+fn the_hung_rule_holds_within_one_millisecond() {
+    let mut h = Harness::up(10, 1000);
+    h.ask(1, 0);
+    h.ask(2, 0);
+    let sent = h.drain();
+    h.sup.handle_input(&good_answer(sent.calls[1]), 0);
+    h.drain();
+    h.sup.handle_timeout(TIMEOUT);
+    let drained = h.drain();
+    assert!(is_timeout(&drained.answers[0].1), "{drained:?}");
+    assert_eq!(drained.kills, 0, "answered after query 1 was sent");
+
+    h.ask(3, TIMEOUT);
+    let third = h.drain().calls[0];
+    h.sup.handle_input(&good_answer(third), TIMEOUT);
+    h.ask(4, TIMEOUT);
+    h.drain();
+    h.sup.handle_timeout(2 * TIMEOUT);
+    let drained = h.drain();
+    assert!(is_timeout(&drained.answers[0].1), "{drained:?}");
+    assert_eq!(drained.kills, 1, "nothing answered after query 4 was sent");
+}
+
+/// A message the client dropped is not an answer: a child that wrote only
+/// that since the query was sent is restarted, and the query says why.
+#[test]
+fn a_dropped_message_alone_does_not_keep_the_child() {
+    let mut h = Harness::up(10, 1000);
+    h.ask(1, 0);
+    h.drain();
+    h.sup
+        .handle_input(b"{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}\n", 1);
+    let drained = h.drain();
+    assert!(drained.answers.is_empty(), "{drained:?}");
+    h.sup.handle_timeout(TIMEOUT);
+    let drained = h.drain();
+    assert!(
+        matches!(
+            drained.answers[0].1,
+            Err(Failure::Query(QueryError::TimeoutAfterDrop {
+                timeout_ms: TIMEOUT,
+                ..
+            }))
+        ),
+        "{drained:?}"
+    );
+    assert_eq!(drained.kills, 1);
+}
+
 /// A provider's JSON-RPC error is an answer too: the child is alive.
 #[test]
 fn a_provider_error_resets_the_backoff() {

@@ -12,7 +12,8 @@
 //! in the core.
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
-//! leaves a request unanswered past its timeout, the affected requests fail
+//! leaves a request unanswered past its timeout without answering anything
+//! since it was sent (it looks hung), the affected requests fail
 //! with a typed error and the child is restarted with bounded exponential
 //! backoff (reset by any answer of the child). Queries that arrive while the
 //! child is down wait for the fresh child, but never longer than their own

@@ -2,12 +2,11 @@
 //! provider (served by this crate's stdio server) in both framings,
 //! pipelined queries, and a provider that crashes, hangs, prints garbage or
 //! answers with the wrong id: each yields its typed error and the next
-//! query succeeds after the restart. Plus the bundled CLI provider when its
-//! binary has been built.
+//! query succeeds after the restart. (The bundled CLI provider behind this
+//! client is covered by the cross-adapter matrix in `tests/`.)
 
 mod common;
 
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -289,47 +288,4 @@ async fn a_missing_program_is_a_spawn_error() {
 fn spawn_outside_a_runtime_is_an_error_not_a_panic() {
     let error = ProcessProvider::spawn(ProcessConfig::new(vec![PROVIDER.to_owned()])).unwrap_err();
     assert!(error.to_string().contains("tokio runtime"), "{error}");
-}
-
-/// The bundled CLI provider, when `cargo build -p evidence-wire-cli` has
-/// put its binary next to this test's (the cross-crate matrix in `tests/`
-/// covers it unconditionally).
-fn cli_binary() -> Option<PathBuf> {
-    if let Some(path) = std::env::var_os("CARGO_BIN_EXE_evidence-wire") {
-        return Some(PathBuf::from(path));
-    }
-    let exe = std::env::current_exe().ok()?;
-    let dir = exe.parent()?.parent()?;
-    let path = dir.join(format!("evidence-wire{}", std::env::consts::EXE_SUFFIX));
-    path.is_file().then_some(path)
-}
-
-#[tokio::test]
-async fn the_bundled_cli_provider_answers() {
-    let Some(cli) = cli_binary() else {
-        eprintln!("skipped: the evidence-wire CLI binary is not built in this target dir");
-        return;
-    };
-    for framing in [Framing::ContentLength, Framing::NewlineDelimited] {
-        let mut client = ClientConfig::default();
-        client.framing = framing;
-        let config = ProcessConfig::new(vec![
-            cli.to_string_lossy().into_owned(),
-            "serve".to_owned(),
-            // The bundled provider refuses queries for another provider id.
-            "--provider-id".to_owned(),
-            "test".to_owned(),
-        ])
-        .with_client(client);
-        let provider = ProcessProvider::spawn(config).expect("spawn the CLI");
-        let answer = tokio::time::timeout(
-            Duration::from_secs(20),
-            provider.query(&query("time_now", Value::Null), &context()),
-        )
-        .await
-        .expect("answered in time")
-        .expect("verified evidence");
-        assert!(answer.result().value.is_some(), "{answer}");
-        assert!(answer.hash().is_some());
-    }
 }

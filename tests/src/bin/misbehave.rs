@@ -347,7 +347,8 @@ fn main() {
     if mode == Mode::Banner && budget.take() {
         eprintln!("misbehave: printing a banner on stdout on purpose");
         let mut stdout = io::stdout();
-        let _ = stdout.write_all(b"misbehave provider 1.0 listening on stdio\n");
+        // Starting with `C`, it looks like a header until `Content-` is ruled out.
+        let _ = stdout.write_all(b"Connecting... misbehave provider 1.0 on stdio\n");
         let _ = stdout.flush();
     }
     let output = Output {
