@@ -22,38 +22,73 @@ pub fn vectors_dir() -> PathBuf {
 
 pub mod rmcp_peer {
     //! What the two rmcp peers share (`rmcp-provider`, the interop peer, and
-    //! `bench-rmcp-stdio`, the benchmarks' peer): the `evidence_query` tool,
-    //! the server info, and evidence hashed with crates independent of
-    //! evidence-wire (SHA-256 from `sha2` over the RFC 8785 canonical JSON
-    //! from `serde_json_canonicalizer`).
+    //! `bench-rmcp-stdio`, the benchmarks' peer): an rmcp server with the one
+    //! `evidence_query` tool ([`EvidencePeer`]), and evidence hashed with
+    //! crates independent of evidence-wire (SHA-256 from `sha2` over the
+    //! RFC 8785 canonical JSON from `serde_json_canonicalizer`).
 
     use rmcp::model::{
-        ErrorData, Implementation, ListToolsResult, ServerCapabilities, ServerConfig, Tool,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, Implementation,
+        ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
     };
+    use rmcp::service::RequestContext;
+    use rmcp::{RoleServer, ServerHandler};
     use serde_json::{Map, Value, json};
     use sha2::{Digest, Sha256};
 
-    /// A tools-only server announcing itself as `name`.
-    pub fn server_config(name: &str) -> ServerConfig {
-        let mut config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
-        config.server_info = Implementation::new(name, env!("CARGO_PKG_VERSION"));
-        config
+    /// An rmcp server (tools only) with the one tool `evidence_query`,
+    /// taking `query` and `context` objects; `answer` turns a call's
+    /// arguments into the EvidenceResult (sent as `structuredContent` plus
+    /// the JSON as a text item) or the error to answer.
+    #[derive(Clone, Copy)]
+    pub struct EvidencePeer {
+        /// The name in its server info.
+        pub name: &'static str,
+        /// The result for a call's arguments.
+        pub answer: fn(&Map<String, Value>) -> Result<Value, ErrorData>,
     }
 
-    /// The one tool, `evidence_query`, taking `query` and `context` objects.
-    pub fn tools() -> ListToolsResult {
-        let mut properties = Map::new();
-        properties.insert("query".to_owned(), json!({"type": "object"}));
-        properties.insert("context".to_owned(), json!({"type": "object"}));
-        let mut schema = Map::new();
-        schema.insert("type".to_owned(), json!("object"));
-        schema.insert("properties".to_owned(), Value::Object(properties));
-        schema.insert("required".to_owned(), json!(["query", "context"]));
-        ListToolsResult::with_all_items(vec![Tool::new(
-            "evidence_query",
-            "Resolve a Decision Gate evidence query.",
-            schema,
-        )])
+    impl ServerHandler for EvidencePeer {
+        fn get_info(&self) -> ServerConfig {
+            let mut config =
+                ServerConfig::new(ServerCapabilities::builder().enable_tools().build());
+            config.server_info = Implementation::new(self.name, env!("CARGO_PKG_VERSION"));
+            config
+        }
+
+        async fn list_tools(
+            &self,
+            _request: Option<PaginatedRequestParams>,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let mut properties = Map::new();
+            properties.insert("query".to_owned(), json!({"type": "object"}));
+            properties.insert("context".to_owned(), json!({"type": "object"}));
+            let mut schema = Map::new();
+            schema.insert("type".to_owned(), json!("object"));
+            schema.insert("properties".to_owned(), Value::Object(properties));
+            schema.insert("required".to_owned(), json!(["query", "context"]));
+            Ok(ListToolsResult::with_all_items(vec![Tool::new(
+                "evidence_query",
+                "Resolve a Decision Gate evidence query.",
+                schema,
+            )]))
+        }
+
+        async fn call_tool(
+            &self,
+            request: CallToolRequestParams,
+            _context: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            if request.name != "evidence_query" {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {:?}", request.name),
+                    None,
+                ));
+            }
+            let arguments = request.arguments.unwrap_or_default();
+            Ok(CallToolResult::structured((self.answer)(&arguments)?).into())
+        }
     }
 
     /// Hex SHA-256 of the RFC 8785 canonical form of `value`; a value that
@@ -80,18 +115,5 @@ pub mod rmcp_peer {
             "signature": null,
             "content_type": "application/json"
         })
-    }
-
-    /// The invalid-params error for a tool other than `evidence_query`, if
-    /// `name` is one.
-    pub fn check_tool(name: &str) -> Result<(), ErrorData> {
-        if name == "evidence_query" {
-            Ok(())
-        } else {
-            Err(ErrorData::invalid_params(
-                format!("unknown tool {name:?}"),
-                None,
-            ))
-        }
     }
 }

@@ -19,65 +19,42 @@
 
 use std::sync::Arc;
 
-use evidence_wire_tests::rmcp_peer::{
-    check_tool, evidence, server_config, sha256_canonical, tools,
-};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult,
-    PaginatedRequestParams, ServerConfig,
-};
-use rmcp::service::RequestContext;
+use evidence_wire_tests::rmcp_peer::{EvidencePeer, evidence, sha256_canonical};
+use rmcp::ServiceExt;
+use rmcp::model::ErrorData;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use serde_json::Value;
+use serde_json::{Map, Value};
 use tokio::io::AsyncReadExt;
 
-#[derive(Clone)]
-struct Provider;
+/// The peer: `time_now` only, like the bundled provider's.
+const PEER: EvidencePeer = EvidencePeer {
+    name: "bench-rmcp",
+    answer,
+};
 
-impl ServerHandler for Provider {
-    fn get_info(&self) -> ServerConfig {
-        server_config("bench-rmcp")
+fn answer(arguments: &Map<String, Value>) -> Result<Value, ErrorData> {
+    let check = arguments
+        .get("query")
+        .and_then(|query| query.get("check_id"))
+        .and_then(Value::as_str);
+    if check != Some("time_now") {
+        return Err(ErrorData::invalid_params(
+            format!("unsupported check {check:?}"),
+            None,
+        ));
     }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(tools())
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        check_tool(&request.name)?;
-        let arguments = request.arguments.unwrap_or_default();
-        let check = arguments
-            .get("query")
-            .and_then(|query| query.get("check_id"))
-            .and_then(Value::as_str);
-        if check != Some("time_now") {
-            return Err(ErrorData::invalid_params(
-                format!("unsupported check {check:?}"),
-                None,
-            ));
-        }
-        let Some(value) = arguments
-            .get("context")
-            .and_then(|context| context.pointer("/trigger_time/value"))
-            .filter(|value| value.is_i64())
-        else {
-            return Err(ErrorData::invalid_params(
-                "context.trigger_time.value must be an integer",
-                None,
-            ));
-        };
-        Ok(CallToolResult::structured(evidence(value, sha256_canonical(value)?)).into())
-    }
+    let Some(value) = arguments
+        .get("context")
+        .and_then(|context| context.pointer("/trigger_time/value"))
+        .filter(|value| value.is_i64())
+    else {
+        return Err(ErrorData::invalid_params(
+            "context.trigger_time.value must be an integer",
+            None,
+        ));
+    };
+    Ok(evidence(value, sha256_canonical(value)?))
 }
 
 async fn serve_http() -> Result<(), Box<dyn std::error::Error>> {
@@ -86,7 +63,7 @@ async fn serve_http() -> Result<(), Box<dyn std::error::Error>> {
         .with_json_response(true)
         .with_sse_keep_alive(None);
     let service = StreamableHttpService::new(
-        || Ok(Provider),
+        || Ok(PEER),
         Arc::new(NeverSessionManager::default()),
         config,
     );
@@ -129,7 +106,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if http {
             return serve_http().await;
         }
-        let service = Provider.serve(rmcp::transport::stdio()).await?;
+        let service = PEER.serve(rmcp::transport::stdio()).await?;
         service.waiting().await?;
         Ok(())
     })

@@ -14,56 +14,25 @@
 
 #![forbid(unsafe_code)]
 
-use evidence_wire_tests::rmcp_peer::{
-    check_tool, evidence, server_config, sha256_canonical, tools,
-};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ErrorData, ListToolsResult,
-    PaginatedRequestParams, ServerConfig,
-};
-use rmcp::service::RequestContext;
-use rmcp::{RoleServer, ServerHandler, ServiceExt};
-use serde_json::Value;
+use evidence_wire_tests::rmcp_peer::{EvidencePeer, evidence, sha256_canonical};
+use rmcp::ServiceExt;
+use rmcp::model::ErrorData;
+use serde_json::{Map, Value};
 
-struct Provider;
-
-impl ServerHandler for Provider {
-    fn get_info(&self) -> ServerConfig {
-        server_config("rmcp-provider")
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, ErrorData> {
-        Ok(tools())
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, ErrorData> {
-        check_tool(&request.name)?;
-        let arguments = request.arguments.unwrap_or_default();
-        let query = arguments.get("query").cloned().unwrap_or(Value::Null);
-        let value = query
-            .pointer("/params/value")
-            .cloned()
-            .unwrap_or(Value::Null);
-        let check = query.get("check_id").and_then(Value::as_str).unwrap_or("");
-        let result = match check {
-            "echo" => evidence(&value, sha256_canonical(&value)?),
-            "bad_hash" => evidence(&value, "0".repeat(64)),
-            other => {
-                return Err(ErrorData::invalid_params(
-                    format!("unsupported check {other:?}"),
-                    None,
-                ));
-            }
-        };
-        Ok(CallToolResult::structured(result).into())
+fn answer(arguments: &Map<String, Value>) -> Result<Value, ErrorData> {
+    let query = arguments.get("query").cloned().unwrap_or(Value::Null);
+    let value = query
+        .pointer("/params/value")
+        .cloned()
+        .unwrap_or(Value::Null);
+    let check = query.get("check_id").and_then(Value::as_str).unwrap_or("");
+    match check {
+        "echo" => Ok(evidence(&value, sha256_canonical(&value)?)),
+        "bad_hash" => Ok(evidence(&value, "0".repeat(64))),
+        other => Err(ErrorData::invalid_params(
+            format!("unsupported check {other:?}"),
+            None,
+        )),
     }
 }
 
@@ -72,7 +41,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let service = Provider.serve(rmcp::transport::stdio()).await?;
+        let peer = EvidencePeer {
+            name: "rmcp-provider",
+            answer,
+        };
+        let service = peer.serve(rmcp::transport::stdio()).await?;
         service.waiting().await?;
         Ok(())
     })
