@@ -683,6 +683,22 @@ fn fault_late_answer<R: Row>() {
     assert_eq!(log.matches(" ready").count(), 1, "late: restarted:\n{log}");
 }
 
+/// A child whose answer is over the client's frame limit (2 MiB against
+/// 1 MiB), in either framing: skipped without being stored, and the query's
+/// timeout names the dropped message and its limit; the next query is
+/// answered.
+fn fault_big_answer<R: Row>(framing: Framing) {
+    fails_once_then_recovers::<R>(
+        "big-answer",
+        framing,
+        |failure| {
+            matches!(failure, Failure::Query(QueryError::TimeoutAfterDrop { timeout_ms, dropped })
+                if *timeout_ms == TIMEOUT_MS && dropped.contains("limit of 1048576"))
+        },
+        "-byte answer on purpose",
+    );
+}
+
 fn is_timeout(failure: &Failure) -> bool {
     matches!(failure, Failure::Query(QueryError::Timeout(ms)) if *ms == TIMEOUT_MS)
 }
@@ -928,6 +944,8 @@ macro_rules! matrix {
             #[test] fn fault_flood_content_length() { fault_flood::<R>(Framing::ContentLength) }
             #[test] fn fault_huge_line() { super::fault_huge_line::<R>() }
             #[test] fn fault_huge_frame() { super::fault_huge_frame::<R>() }
+            #[test] fn fault_big_answer_content_length() { super::fault_big_answer::<R>(Framing::ContentLength) }
+            #[test] fn fault_big_answer_ndjson() { super::fault_big_answer::<R>(Framing::NewlineDelimited) }
             #[test] fn fault_late_answer_is_dropped() { fault_late_answer::<R>() }
         }
     )*};

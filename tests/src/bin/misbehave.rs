@@ -25,6 +25,7 @@
 //! | `flood` | writes `--bytes` (default 16 MiB) of junk lines instead of its answer, then exits |
 //! | `huge-line` | writes `--bytes` (default 100 MiB) without a newline instead of its answer, then exits |
 //! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
+//! | `big-answer` | writes its answer padded to `--bytes` (default 2 MiB, over the 1 MiB limit) in the request's framing, and goes on serving |
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
 //! across restarts, counting in FILE, and answers correctly afterwards:
@@ -64,6 +65,7 @@ enum Mode {
     Flood,
     HugeLine,
     HugeFrame,
+    BigAnswer,
 }
 
 impl Mode {
@@ -82,6 +84,7 @@ impl Mode {
             "flood" => Mode::Flood,
             "huge-line" => Mode::HugeLine,
             "huge-frame" => Mode::HugeFrame,
+            "big-answer" => Mode::BigAnswer,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -226,6 +229,7 @@ impl Output {
                 | Mode::Flood
                 | Mode::HugeLine
                 | Mode::HugeFrame
+                | Mode::BigAnswer
         );
         let mut out = self.stdout.lock();
         match is_answer {
@@ -277,6 +281,23 @@ impl Output {
                     out.flush()?;
                     eprintln!("misbehave: wrote a {total}-byte frame on purpose; exiting");
                     std::process::exit(3);
+                }
+                Mode::BigAnswer => {
+                    // The real answer, then spaces (valid JSON whitespace) up
+                    // to `total` body bytes, framed as the request was.
+                    let total = self.bytes.unwrap_or(2 << 20).max(body.len() as u64);
+                    eprintln!("misbehave: writing a {total}-byte answer on purpose");
+                    if framing == frame::Framing::ContentLength {
+                        write!(out, "Content-Length: {total}\r\n\r\n")?;
+                    }
+                    out.write_all(body)?;
+                    write_generated(&mut out, total - body.len() as u64, |piece| {
+                        piece.fill(b' ')
+                    })?;
+                    if framing == frame::Framing::NewlineDelimited {
+                        out.write_all(b"\n")?;
+                    }
+                    out.flush()?;
                 }
                 _ => {
                     eprintln!("misbehave: answering with a wrong id on purpose");
