@@ -4,7 +4,7 @@
 //! adapter (blocking, tokio, smol) and the CLI.
 //!
 //! The core turns each validation outcome into a
-//! [`ValidationRecord`](evidence_wire::log::ValidationRecord); this crate
+//! [`ValidationRecord`]; this crate
 //! reads the clock, writes the records, one JSON line each, to
 //! `<dir>/<run>.jsonl` (by default `runs/mcp_server/envelope_validation`
 //! under the working directory) and keeps `<dir>/.latest` a symlink to the
