@@ -55,6 +55,23 @@ pub enum Profile {
     DecisionGate,
 }
 
+impl Profile {
+    /// The profile's name as configuration and the command line spell it:
+    /// `rfc8785` or `decision-gate`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Profile::Rfc8785 => "rfc8785",
+            Profile::DecisionGate => "decision-gate",
+        }
+    }
+}
+
+impl core::fmt::Display for Profile {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// Limits and profile for one canonicalization.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]

@@ -32,7 +32,7 @@ use core::fmt;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::canonical::Profile;
+use crate::dialect::{Dialect, HashProfile};
 use crate::envelope::{self, Id, Incoming, Message, Policy};
 use crate::error::CanonicalError;
 use crate::evidence::{
@@ -60,8 +60,10 @@ pub struct ClientConfig {
     pub request_timeout_ms: u64,
     /// What a result must satisfy to be trusted.
     pub trust: TrustPolicy,
-    /// The canonicalization profile used to check hashes.
-    pub profile: Profile,
+    /// The canonicalization profile hashes are checked with: by default
+    /// the one the connection's dialect uses (`decision-gate` without the
+    /// handshake, RFC 8785 after it; see [`crate::dialect`]).
+    pub profile: HashProfile,
     /// How many expired request ids are remembered to drop late answers.
     pub late_answer_memory: usize,
     /// `clientInfo` sent in `initialize`.
@@ -76,7 +78,7 @@ impl Default for ClientConfig {
             handshake: false,
             request_timeout_ms: 10_000,
             trust: TrustPolicy::Audit,
-            profile: Profile::Rfc8785,
+            profile: HashProfile::FollowDialect,
             late_answer_memory: 1024,
             client_name: "evidence-wire".to_owned(),
         }
@@ -487,6 +489,21 @@ impl Client {
         self.start_handshake(None);
     }
 
+    /// The dialect this connection speaks: MCP when it runs the handshake,
+    /// Decision Gate otherwise.
+    pub fn dialect(&self) -> Dialect {
+        if self.config.handshake {
+            Dialect::Mcp
+        } else {
+            Dialect::DecisionGate
+        }
+    }
+
+    /// The profile evidence hashes of this connection are checked with.
+    pub fn hash_profile(&self) -> crate::canonical::Profile {
+        self.config.profile.for_dialect(self.dialect())
+    }
+
     fn fail_all(&mut self, error: &QueryError) {
         let ids: Vec<i64> = self.pending.keys().copied().collect();
         for id in ids {
@@ -654,7 +671,7 @@ impl Client {
                 let outcome = match response.outcome {
                     Ok(result) => match evidence::from_tool_result(result) {
                         Ok((result, _shape)) => {
-                            evidence::verify(result, &self.config.trust, self.config.profile)
+                            evidence::verify(result, &self.config.trust, self.hash_profile())
                                 .map_err(QueryError::Verification)
                         }
                         Err(error) => Err(QueryError::BadResult(error)),

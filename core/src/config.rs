@@ -155,6 +155,12 @@ pub struct ProviderConfig {
     /// Connect and request timeouts.
     #[serde(default)]
     pub timeouts: Timeouts,
+    /// The canonicalization profile this provider's evidence hashes are
+    /// checked with: `auto` (default: `decision-gate` on a Decision Gate
+    /// connection, `rfc8785` after the MCP handshake), `rfc8785` or
+    /// `decision-gate`.
+    #[serde(default)]
+    pub hash_profile: HashProfileName,
     /// How an `https://` provider's certificate is checked.
     #[serde(default)]
     pub tls: ProviderTls,
@@ -197,6 +203,7 @@ impl ProviderConfig {
             trust: TrustConfig::default(),
             allow_raw: false,
             timeouts: Timeouts::default(),
+            hash_profile: HashProfileName::Auto,
             tls: ProviderTls::default(),
             config: None,
             contract: None,
@@ -214,6 +221,9 @@ impl ProviderConfig {
                 let mut keys = crate::evidence::KeySet::new();
                 for key in &self.trusted_keys {
                     keys.insert_bytes(key.key_id.clone(), &key.public_key)
+                        .and_then(|()| {
+                            keys.insert_bytes(key.configured_path.clone(), &key.public_key)
+                        })
                         .map_err(|_| {
                             invalid(
                                 format!("provider `{}`: trust", self.name),
@@ -262,10 +272,19 @@ pub enum TrustConfig {
 }
 
 /// A public key read from a trust key file.
+///
+/// A signature's `key_id` may name it in two ways: by the file stem
+/// (`keys/ci-signer.pub` is `ci-signer`), or by the path exactly as the
+/// configuration wrote it (`keys/ci-signer.pub`), which is what Decision
+/// Gate requires; so one signed stream satisfies both Decision Gate's
+/// configuration and ours.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TrustedKey {
     /// The file stem: `keys/ci-signer.pub` is `ci-signer`.
     pub key_id: String,
+    /// The path as written in the configuration, before it was resolved
+    /// against the config file's directory: the other accepted `key_id`.
+    pub configured_path: String,
     /// The 32 key bytes.
     pub public_key: [u8; 32],
     /// The file it was read from.
@@ -308,6 +327,11 @@ pub struct ServerConfig {
     pub envelope_policy: EnvelopePolicyName,
     /// Answer shape: `auto` (default), `decision_gate` or `mcp`.
     pub dialect: DialectMode,
+    /// The canonicalization profile of the `evidence_hash` (and signature)
+    /// of every answer: `auto` (default: `decision-gate` for Decision Gate
+    /// connections, `rfc8785` for MCP ones: the profile each verifies
+    /// with), `rfc8785` or `decision-gate`.
+    pub hash_profile: HashProfileName,
     /// Who may call.
     pub auth: ServerAuth,
     /// Which tools are visible.
@@ -322,6 +346,7 @@ impl Default for ServerConfig {
             limits: ServerLimits::default(),
             envelope_policy: EnvelopePolicyName::Mcp,
             dialect: DialectMode::Auto,
+            hash_profile: HashProfileName::Auto,
             auth: ServerAuth::default(),
             tools: ToolsConfig::default(),
         }
@@ -388,6 +413,36 @@ pub enum DialectMode {
     DecisionGate,
     /// Always answer text content plus `structuredContent`.
     Mcp,
+}
+
+/// `server.hash_profile` and `providers[].hash_profile`: which
+/// canonicalization profile evidence hashes use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HashProfileName {
+    /// The profile the connection's dialect verifies with (see
+    /// [`crate::dialect`]): `decision-gate` for Decision Gate, `rfc8785` for MCP.
+    #[default]
+    #[serde(rename = "auto")]
+    Auto,
+    /// RFC 8785 always.
+    #[serde(rename = "rfc8785")]
+    Rfc8785,
+    /// Decision Gate's own canonicalization always.
+    #[serde(rename = "decision-gate", alias = "decision_gate")]
+    DecisionGate,
+}
+
+impl HashProfileName {
+    /// The core's choice for this name.
+    pub fn choice(self) -> crate::dialect::HashProfile {
+        use crate::canonical::Profile;
+        use crate::dialect::HashProfile;
+        match self {
+            HashProfileName::Auto => HashProfile::FollowDialect,
+            HashProfileName::Rfc8785 => HashProfile::Fixed(Profile::Rfc8785),
+            HashProfileName::DecisionGate => HashProfile::Fixed(Profile::DecisionGate),
+        }
+    }
 }
 
 /// `[server.limits]`.
@@ -554,6 +609,26 @@ pub struct BundledConfig {
     pub json: BundledJsonConfig,
     /// `http_status` / `http_body_hash` settings.
     pub http: BundledHttpConfig,
+    /// Signing of every successful result (off when absent).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signing: Option<BundledSigningConfig>,
+}
+
+/// `[bundled.signing]`: the ed25519 key `evidence-wire serve` signs with.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[non_exhaustive]
+pub struct BundledSigningConfig {
+    /// File holding the 32-byte secret seed (raw, or 64 hex digits), as
+    /// `evidence-wire keygen` writes it; must not be readable by group or
+    /// others. Resolved against the config file's directory.
+    pub key_file: PathBuf,
+    /// The `key_id` written into signatures (default: the file stem).
+    /// Decision Gate authorizes a signature only when this equals the path
+    /// of the public key exactly as its own config lists it under
+    /// `trust = { require_signature = { keys = [...] } }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_id: Option<String>,
 }
 
 impl Default for BundledConfig {
@@ -565,6 +640,7 @@ impl Default for BundledConfig {
             env: BundledEnvConfig::default(),
             json: BundledJsonConfig::default(),
             http: BundledHttpConfig::default(),
+            signing: None,
         }
     }
 }
@@ -822,6 +898,12 @@ impl Config {
             }
         }
         self.logging.dir = resolve(base_dir, &self.logging.dir);
+        if let Some(signing) = &mut self.bundled.signing {
+            signing.key_file = resolve(base_dir, &signing.key_file);
+            // Read once now, so a missing, malformed or exposed key fails
+            // `config check` and start-up, not the first query.
+            read_signing_seed("bundled.signing.key_file", &signing.key_file)?;
+        }
         self.bundled.root = resolve(base_dir, &self.bundled.root);
         if !self.bundled.root.is_dir() {
             return Err(invalid(
@@ -1054,10 +1136,16 @@ impl ProviderConfig {
         if let TrustConfig::RequireSignature { keys } = &mut self.trust {
             let mut loaded: Vec<TrustedKey> = Vec::new();
             for (key_index, path) in keys.iter_mut().enumerate() {
+                let configured = path.to_string_lossy().into_owned();
                 *path = resolve(base_dir, path);
                 let field = format!("providers[{index}].trust.require_signature.keys[{key_index}]");
-                let key = read_trusted_key(&field, path)?;
-                if let Some(earlier) = loaded.iter().find(|earlier| earlier.key_id == key.key_id) {
+                let key = read_trusted_key(&field, path, configured)?;
+                let clash = |earlier: &&TrustedKey| {
+                    earlier.key_id == key.key_id
+                        || earlier.configured_path == key.key_id
+                        || earlier.key_id == key.configured_path
+                };
+                if let Some(earlier) = loaded.iter().find(clash) {
                     return Err(invalid(
                         field,
                         format!(
@@ -1106,9 +1194,15 @@ fn read_ca_cert(field: &str, path: &Path) -> Result<String, ConfigError> {
     Ok(text)
 }
 
-/// Reads a public key file: 32 raw bytes, or 64 hex digits (surrounding
-/// whitespace ignored). The key id is the file stem.
-fn read_trusted_key(field: &str, path: &Path) -> Result<TrustedKey, ConfigError> {
+/// Reads a public key file: 32 raw bytes, 64 hex digits, or base64 of
+/// the 32 bytes (what Decision Gate reads; surrounding whitespace
+/// ignored). The key id is the file stem; `configured` is the path as the
+/// configuration wrote it.
+fn read_trusted_key(
+    field: &str,
+    path: &Path,
+    configured: String,
+) -> Result<TrustedKey, ConfigError> {
     let key_id = path
         .file_stem()
         .and_then(|stem| stem.to_str())
@@ -1124,19 +1218,15 @@ fn read_trusted_key(field: &str, path: &Path) -> Result<TrustedKey, ConfigError>
         })?
         .to_owned();
     let bytes = read_capped(field, path, MAX_KEY_FILE_BYTES)?;
-    let bad = || {
+    let public_key = decode_key_bytes(&bytes).ok_or_else(|| {
         invalid(
             field,
             format!(
-                "`{}` is not an ed25519 public key; write 64 hex digits or the 32 raw key bytes",
+                "`{}` is not an ed25519 public key; write the 32 raw key bytes (what `evidence-wire keygen` writes), 64 hex digits or base64",
                 path.display()
             ),
         )
-    };
-    let public_key: [u8; 32] = match core::str::from_utf8(&bytes).map(str::trim) {
-        Ok(text) if text.len() == 64 => decode_hex_32(text).ok_or_else(bad)?,
-        _ => <[u8; 32]>::try_from(bytes.as_slice()).map_err(|_| bad())?,
-    };
+    })?;
     #[cfg(feature = "signatures")]
     if ed25519_dalek::VerifyingKey::from_bytes(&public_key).is_err() {
         return Err(invalid(
@@ -1149,9 +1239,119 @@ fn read_trusted_key(field: &str, path: &Path) -> Result<TrustedKey, ConfigError>
     }
     Ok(TrustedKey {
         key_id,
+        configured_path: configured,
         public_key,
         path: path.to_path_buf(),
     })
+}
+
+/// 32 key bytes from a key file's contents: exactly 32 raw bytes, or text
+/// holding 64 hex digits or the base64 of 32 bytes (padded or not).
+pub fn decode_key_bytes(bytes: &[u8]) -> Option<[u8; 32]> {
+    if let Ok(raw) = <[u8; 32]>::try_from(bytes) {
+        // 32 bytes that happen to be text could also be base64 of 24
+        // bytes, never of 32: raw is the only reading.
+        return Some(raw);
+    }
+    let text = core::str::from_utf8(bytes).ok()?.trim();
+    if text.len() == 64 {
+        if let Some(key) = decode_hex_32(text) {
+            return Some(key);
+        }
+    }
+    use base64::Engine as _;
+    let engine = if text.ends_with('=') {
+        base64::engine::general_purpose::STANDARD
+    } else {
+        base64::engine::general_purpose::STANDARD_NO_PAD
+    };
+    let decoded = engine.decode(text).ok()?;
+    <[u8; 32]>::try_from(decoded.as_slice()).ok()
+}
+
+/// Reads an ed25519 secret seed file (32 raw bytes or 64 hex digits, as
+/// `evidence-wire keygen` writes it). On Unix a file readable by group or
+/// others is refused: a leaked seed lets anyone sign evidence.
+pub fn read_signing_seed(field: &str, path: &Path) -> Result<[u8; 32], ConfigError> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let metadata = std::fs::metadata(path).map_err(|error| ConfigError::Io {
+            field: field.to_owned(),
+            path: path.to_path_buf(),
+            detail: format!(
+                "{error}; check the path (relative paths are resolved against the config file's directory)"
+            ),
+        })?;
+        let mode = metadata.permissions().mode();
+        if mode & 0o077 != 0 {
+            return Err(invalid(
+                field,
+                format!(
+                    "`{}` is readable by group or others (mode {:o}); a signing key must be private: run `chmod 600 {}`",
+                    path.display(),
+                    mode & 0o777,
+                    path.display()
+                ),
+            ));
+        }
+    }
+    let bytes = read_capped(field, path, MAX_KEY_FILE_BYTES)?;
+    let seed = match <[u8; 32]>::try_from(bytes.as_slice()) {
+        Ok(raw) => Some(raw),
+        Err(_) => core::str::from_utf8(&bytes)
+            .ok()
+            .map(str::trim)
+            .filter(|text| text.len() == 64)
+            .and_then(decode_hex_32),
+    };
+    seed.ok_or_else(|| {
+        invalid(
+            field,
+            format!(
+                "`{}` is not an ed25519 secret seed; it must hold 32 raw bytes or 64 hex digits (`evidence-wire keygen --out PREFIX` writes one)",
+                path.display()
+            ),
+        )
+    })
+}
+
+impl BundledSigningConfig {
+    /// Signing with the seed in `key_file`, under the key file's stem as key id.
+    pub fn new(key_file: PathBuf) -> Self {
+        BundledSigningConfig {
+            key_file,
+            key_id: None,
+        }
+    }
+}
+
+#[cfg(feature = "signatures")]
+impl BundledSigningConfig {
+    /// Reads the key file and makes the signer `serve` signs with; the key
+    /// id is `key_id`, or the key file's stem.
+    pub fn signer(&self) -> Result<crate::evidence::EvidenceSigner, ConfigError> {
+        let seed = read_signing_seed("bundled.signing.key_file", &self.key_file)?;
+        let key_id = match &self.key_id {
+            Some(key_id) => key_id.clone(),
+            None => self
+                .key_file
+                .file_stem()
+                .and_then(|stem| stem.to_str())
+                .filter(|stem| !stem.is_empty())
+                .map(str::to_owned)
+                .ok_or_else(|| {
+                    invalid(
+                        "bundled.signing.key_id",
+                        format!(
+                            "`{}` has no UTF-8 file stem to use as key id; set key_id",
+                            self.key_file.display()
+                        ),
+                    )
+                })?,
+        };
+        Ok(crate::evidence::EvidenceSigner::from_seed(key_id, &seed))
+    }
 }
 
 fn decode_hex_32(text: &str) -> Option<[u8; 32]> {
@@ -1350,6 +1550,18 @@ impl BundledConfig {
             }
         }
         check_name_list("bundled.http.allow_hosts", &self.http.allow_hosts, "host")?;
+        if let Some(key_id) = self
+            .signing
+            .as_ref()
+            .and_then(|signing| signing.key_id.as_ref())
+        {
+            if key_id.trim().is_empty() {
+                return Err(invalid(
+                    "bundled.signing.key_id",
+                    "must not be empty; write the key id callers trust, e.g. the public key's path as Decision Gate's config lists it",
+                ));
+            }
+        }
         check_range(
             "bundled.http.timeout_ms",
             self.http.timeout_ms,

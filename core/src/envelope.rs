@@ -960,7 +960,7 @@ fn first_significant_byte(body: &[u8]) -> Option<u8> {
 /// `tests/benches/instructions.rs` measures both paths; the
 /// `envelope_depth` differential test keeps them equal to a byte-by-byte
 /// reference.
-fn nesting_exceeds(body: &[u8], max_depth: usize) -> Option<usize> {
+pub(crate) fn nesting_exceeds(body: &[u8], max_depth: usize) -> Option<usize> {
     if body.len() <= max_depth || !more_brackets_than(body, max_depth) {
         return None;
     }

@@ -575,21 +575,24 @@ pub enum VerifyError {
     /// signature vouches for the declared hash: the hash was altered (or
     /// the provider computed it wrongly).
     #[error(
-        "evidence hash mismatch: declared {declared}, computed {computed} from the value; \
-         the evidence was altered or the provider hashes with another profile"
+        "evidence hash mismatch under the {profile} profile: declared {declared}, computed \
+         {computed} from the value; the evidence was altered, or the provider hashes with \
+         another profile (configure the provider's hash_profile, or --profile)"
     )]
     HashMismatch {
         /// The hash the provider sent.
         declared: String,
         /// The hash of the value received.
         computed: String,
+        /// The canonicalization profile the value was hashed with.
+        profile: Profile,
     },
     /// The declared hash carries a valid signature of an authorized key, but
     /// the value does not hash to it: the value was altered after signing.
     #[error(
         "evidence value does not match its signed hash: key {key_id:?} signed {declared}, \
-         but the value hashes to {computed}; the value was altered after signing, or the \
-         provider canonicalizes with another profile"
+         but the value hashes to {computed} under the {profile} profile; the value was \
+         altered after signing, or the provider canonicalizes with another profile"
     )]
     ValueMismatch {
         /// The signed hash the provider sent.
@@ -598,6 +601,8 @@ pub enum VerifyError {
         computed: String,
         /// The key whose signature covers `declared`.
         key_id: String,
+        /// The canonicalization profile the value was hashed with.
+        profile: Profile,
     },
     /// The signature is not 64 bytes.
     #[error("signature must be 64 bytes, found {0}")]
@@ -637,6 +642,7 @@ impl VerifyError {
 pub struct VerifiedEvidence {
     result: EvidenceResult,
     signer: Option<String>,
+    profile: Profile,
 }
 
 impl VerifiedEvidence {
@@ -658,6 +664,11 @@ impl VerifiedEvidence {
     /// The `key_id` whose signature was verified, if a signature was required.
     pub fn signer(&self) -> Option<&str> {
         self.signer.as_deref()
+    }
+
+    /// The canonicalization profile the hash was checked (or computed) under.
+    pub fn profile(&self) -> Profile {
+        self.profile
     }
 }
 
@@ -709,12 +720,14 @@ pub fn verify(
                         declared: declared.value.clone(),
                         computed: computed.value.clone(),
                         key_id: signer.key_id.clone(),
+                        profile,
                     });
                 }
             }
             return Err(VerifyError::HashMismatch {
                 declared: declared.value.clone(),
                 computed: computed.value.clone(),
+                profile,
             });
         }
         (Some(_), None) => return Err(VerifyError::MissingValue),
@@ -737,11 +750,13 @@ pub fn verify(
         return Ok(VerifiedEvidence {
             result,
             signer: Some(signer.key_id),
+            profile,
         });
     }
     Ok(VerifiedEvidence {
         result,
         signer: None,
+        profile,
     })
 }
 
@@ -818,6 +833,67 @@ pub fn sign(
         });
     }
     Ok(result)
+}
+
+/// A provider's signing key: what a server signs every successful result
+/// with ([`EvidenceSigner::seal`]).
+///
+/// `key_id` is what the caller looks the key up by. Decision Gate
+/// authorizes a signature only when `key_id` equals the path of the public
+/// key file *exactly as written in its configuration*
+/// (`trust = { require_signature = { keys = ["<path>"] } }`), so set it to
+/// that string when Decision Gate is the caller; evidence-wire's own client
+/// accepts the file stem or that path.
+#[cfg(feature = "signatures")]
+#[derive(Clone)]
+pub struct EvidenceSigner {
+    key_id: String,
+    key: ed25519_dalek::SigningKey,
+}
+
+#[cfg(feature = "signatures")]
+impl fmt::Debug for EvidenceSigner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EvidenceSigner")
+            .field("key_id", &self.key_id)
+            .field(
+                "public_key",
+                &canonical::hex_lower(self.key.verifying_key().as_bytes()),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(feature = "signatures")]
+impl EvidenceSigner {
+    /// A signer for the ed25519 secret `seed` (32 bytes), signing as `key_id`.
+    pub fn from_seed(key_id: impl Into<String>, seed: &[u8; 32]) -> Self {
+        EvidenceSigner {
+            key_id: key_id.into(),
+            key: ed25519_dalek::SigningKey::from_bytes(seed),
+        }
+    }
+
+    /// The key id written into every signature.
+    pub fn key_id(&self) -> &str {
+        &self.key_id
+    }
+
+    /// The 32-byte public key a caller must trust.
+    pub fn public_key(&self) -> [u8; 32] {
+        self.key.verifying_key().to_bytes()
+    }
+
+    /// `result` hashed under `profile` and signed, ready to send. A result
+    /// without a value (an error) is returned unchanged; a value that
+    /// cannot be canonicalized under `profile` is an error.
+    pub fn seal(
+        &self,
+        result: EvidenceResult,
+        profile: Profile,
+    ) -> Result<EvidenceResult, CanonicalizeError> {
+        sign(result, &self.key_id, &self.key, profile)
+    }
 }
 
 /// The shape in which a `tools/call` result carries the evidence.

@@ -23,6 +23,7 @@
 //! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
 //! | [`evidence`] | query, context and result types; hash and signature verification |
 //! | [`schema`] | tool I/O schema registry, cached by fingerprint |
+//! | [`dialect`] | Decision Gate vs MCP: the two wire dialects and the hash profile each verifies with |
 //! | [`contract`] | the Decision Gate capabilities contract of a provider: types and validation |
 //! | [`server`] | provider-side connection state machine; a contract drives its `tools/list` and query checks |
 //! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
@@ -54,6 +55,7 @@ pub mod client;
 #[cfg(feature = "std")]
 pub mod config;
 pub mod contract;
+pub mod dialect;
 pub mod docs;
 pub mod envelope;
 pub mod error;

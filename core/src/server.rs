@@ -67,25 +67,7 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
 /// [`RespondError::UnknownTicket`]).
 pub const CANCELLED_MEMORY: usize = 1024;
 
-/// Which shape of answers a connection gets.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Dialect {
-    /// Decision Gate: no handshake, `input_schema`, a `json` content item.
-    DecisionGate,
-    /// Standard MCP: `inputSchema`, a text item with the canonical JSON plus
-    /// `structuredContent` and `isError`.
-    Mcp,
-}
-
-/// How the dialect of a connection is chosen.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum DialectChoice {
-    /// MCP once the peer sends `initialize`, Decision Gate before that.
-    #[default]
-    Auto,
-    /// Always this dialect.
-    Fixed(Dialect),
-}
+pub use crate::dialect::{Dialect, DialectChoice, HashProfile};
 
 /// Name and version reported in `serverInfo`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -272,6 +254,13 @@ pub const UNKNOWN_CHECK: &str = "unknown_check";
 pub const PROVIDER_MISMATCH: &str = "provider_mismatch";
 /// The `error.code` of an `evidence_query` whose params fail the check's `params_schema`.
 pub const INVALID_PARAMS: &str = "invalid_params";
+/// The `error.code` of an answer that would be larger than the frame limit.
+pub const ANSWER_SIZE_LIMIT_EXCEEDED: &str = "size_limit_exceeded";
+/// The `error.code` of an answer that would nest deeper than the envelope depth limit.
+pub const ANSWER_DEPTH_LIMIT_EXCEEDED: &str = "depth_limit_exceeded";
+/// The `error.code` of a value that cannot be canonicalized under the
+/// connection's hash profile (e.g. an integer beyond ±(2^53 − 1) under RFC 8785).
+pub const VALUE_NOT_CANONICALIZABLE: &str = "value_not_canonicalizable";
 
 impl ServerContract {
     /// Validates `contract` ([`ProviderContract::validate`] against its own
@@ -432,6 +421,13 @@ pub struct ServerConfig {
     /// `evidence_query` tool derived from it and every query is checked
     /// against it before an [`ServerEvent::EvidenceQuery`] is emitted.
     pub contract: Option<ServerContract>,
+    /// Which canonicalization profile the `evidence_hash` of every answer
+    /// is computed with (default: the profile the connection's dialect
+    /// verifies with, see [`crate::dialect`]).
+    pub hash_profile: HashProfile,
+    /// Signs every successful evidence result (`None`: unsigned).
+    #[cfg(feature = "signatures")]
+    pub signer: Option<crate::evidence::EvidenceSigner>,
 }
 
 impl ServerConfig {
@@ -456,6 +452,9 @@ impl Default for ServerConfig {
             tool_filter: None,
             tool_authorizer: None,
             contract: None,
+            hash_profile: HashProfile::FollowDialect,
+            #[cfg(feature = "signatures")]
+            signer: None,
         }
     }
 }
@@ -471,6 +470,7 @@ impl fmt::Debug for ServerConfig {
             .field("max_in_flight", &self.max_in_flight)
             .field("resources_enabled", &self.resources_enabled)
             .field("contract", &self.contract)
+            .field("hash_profile", &self.hash_profile)
             .finish_non_exhaustive()
     }
 }
@@ -825,17 +825,119 @@ impl Server {
     }
 
     /// Answer the evidence query of `ticket`.
+    ///
+    /// The server seals the result before sending it: a result with a
+    /// value gets its `evidence_hash` computed under the profile the
+    /// connection needs ([`ServerConfig::hash_profile`]; any hash the
+    /// embedder set is replaced) and, when a [`ServerConfig::signer`] is
+    /// set, a signature. A result the embedder already signed is sent as
+    /// given. An answer its own caller would drop is replaced by an
+    /// `EvidenceResult` error saying why: a value that cannot be
+    /// canonicalized under the profile (`value_not_canonicalizable`), an
+    /// answer larger than the frame limit (`size_limit_exceeded`) or nested
+    /// deeper than the envelope depth limit (`depth_limit_exceeded`).
     pub fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
         let pending = self.take_pending(ticket, CallKind::Evidence)?;
-        let body = match pending.dialect {
-            Dialect::DecisionGate => encode_result(
-                &pending.id,
-                &evidence::to_decision_gate_tool_result(&result),
-            ),
-            Dialect::Mcp => encode_result(&pending.id, &evidence::to_mcp_tool_result(&result)),
-        };
+        let result = self.seal(result, pending.dialect);
+        let body =
+            self.encode_evidence_answer(&pending.id, pending.dialect, pending.batch, &result);
         self.reply(pending.batch, body);
         Ok(())
+    }
+
+    /// `result` as it goes on the wire: hashed under the connection's
+    /// profile and signed when a signer is configured (see [`Server::respond`]).
+    fn seal(&self, mut result: EvidenceResult, dialect: Dialect) -> EvidenceResult {
+        if result.value.is_none() || result.signature.is_some() {
+            return result;
+        }
+        let profile = self.config.hash_profile.for_dialect(dialect);
+        #[cfg(feature = "signatures")]
+        if let Some(signer) = &self.config.signer {
+            return match signer.seal(result.clone(), profile) {
+                Ok(sealed) => sealed,
+                Err(error) => uncanonicalizable(result, profile, &error),
+            };
+        }
+        match result.value.as_ref().map(|value| value.digest(profile)) {
+            Some(Ok(digest)) => {
+                result.evidence_hash = Some(digest);
+                result
+            }
+            Some(Err(error)) => uncanonicalizable(result, profile, &error),
+            None => result,
+        }
+    }
+
+    /// The JSON-RPC answer carrying `result` in `dialect`, or, when that
+    /// answer would break the caller's own limits (frame size, envelope
+    /// depth), the answer carrying an `EvidenceResult` error that names
+    /// the limit instead.
+    fn encode_evidence_answer(
+        &self,
+        id: &Value,
+        dialect: Dialect,
+        batch: Option<u64>,
+        result: &EvidenceResult,
+    ) -> Vec<u8> {
+        let encode = |result: &EvidenceResult| match dialect {
+            Dialect::DecisionGate => {
+                encode_result(id, &evidence::to_decision_gate_tool_result(result))
+            }
+            Dialect::Mcp => encode_result(id, &evidence::to_mcp_tool_result(result)),
+        };
+        let body = encode(result);
+        match self.answer_limit_broken(&body, batch) {
+            None => body,
+            Some(error) => {
+                let mut refused = EvidenceResult::with_error(error);
+                refused.evidence_ref = result.evidence_ref.clone();
+                refused.evidence_anchor = result.evidence_anchor.clone();
+                encode(&refused)
+            }
+        }
+    }
+
+    /// Why `body` (an answer, inside `batch` if any) would be dropped by a
+    /// caller with this server's own limits, if it would: larger than the
+    /// frame limit, or nested deeper than the envelope depth limit.
+    fn answer_limit_broken(&self, body: &[u8], batch: Option<u64>) -> Option<EvidenceError> {
+        // A batch reply is one array around the replies: one level and a
+        // few bytes more.
+        let in_batch = usize::from(batch.is_some());
+        let size_limit = self.config.limits.max_body_bytes;
+        if body.len().saturating_add(in_batch.saturating_mul(2)) > size_limit {
+            return Some(
+                EvidenceError::new(
+                    ANSWER_SIZE_LIMIT_EXCEEDED,
+                    format!(
+                        "the answer would be {} bytes, more than the {size_limit}-byte frame limit a caller accepts; narrow the query (e.g. a more specific JSONPath) or raise [server.limits] max_body_bytes on both sides",
+                        body.len()
+                    ),
+                )
+                .with_details(json!({"limit_bytes": size_limit, "answer_bytes": body.len()})),
+            );
+        }
+        // serde_json (which every caller here parses with) refuses a 128th
+        // level whatever the envelope policy allows.
+        let depth_limit = self
+            .config
+            .policy
+            .depth_limit()
+            .min(SERDE_JSON_MAX_DEPTH)
+            .saturating_sub(in_batch);
+        if envelope::nesting_exceeds(body, depth_limit).is_some() {
+            return Some(
+                EvidenceError::new(
+                    ANSWER_DEPTH_LIMIT_EXCEEDED,
+                    format!(
+                        "the answer would nest deeper than the {depth_limit}-level envelope depth limit a caller accepts (the value itself is nested too deeply); select a shallower part of it"
+                    ),
+                )
+                .with_details(json!({"limit_depth": depth_limit})),
+            );
+        }
+        None
     }
 
     /// Answer the tool call of `ticket` with a structured result or a failure.
@@ -1618,6 +1720,42 @@ impl Server {
     }
 }
 
+/// The error result sent instead of `result` when its value cannot be
+/// canonicalized (and so hashed) under `profile`; reference and anchor are kept.
+fn uncanonicalizable(
+    result: EvidenceResult,
+    profile: crate::canonical::Profile,
+    error: &crate::canonical::CanonicalizeError,
+) -> EvidenceResult {
+    use crate::canonical::CanonicalizeErrorKind;
+    let profile_name = profile.name();
+    let refusal = match &error.kind {
+        CanonicalizeErrorKind::TooDeep(limit) => EvidenceError::new(
+            ANSWER_DEPTH_LIMIT_EXCEEDED,
+            format!(
+                "the value nests deeper than the {limit} levels canonical JSON accepts, so it cannot be hashed; select a shallower part of it"
+            ),
+        )
+        .with_details(json!({"limit_depth": limit})),
+        CanonicalizeErrorKind::TooLarge(limit) => EvidenceError::new(
+            ANSWER_SIZE_LIMIT_EXCEEDED,
+            format!(
+                "the value is larger than the {limit} bytes canonical JSON accepts, so it cannot be hashed"
+            ),
+        )
+        .with_details(json!({"limit_bytes": limit})),
+        _ => EvidenceError::new(
+            VALUE_NOT_CANONICALIZABLE,
+            format!("the value cannot be hashed under the {profile_name} profile: {error}"),
+        )
+        .with_details(json!({"profile": profile_name, "offset": error.offset})),
+    };
+    let mut refused = EvidenceResult::with_error(refusal);
+    refused.evidence_ref = result.evidence_ref;
+    refused.evidence_anchor = result.evidence_anchor;
+    refused
+}
+
 /// A schema registry holding the built-in `evidence_query` tool, compiled
 /// once per process and cloned (cheaply, sharing the compiled schemas) for
 /// each connection: compiling the two schemas costs milliseconds, and the
@@ -1670,6 +1808,10 @@ impl RequestOutcome {
         }
     }
 }
+
+/// The deepest nesting serde_json parses (its recursion limit refuses the
+/// 128th level): no answer may nest deeper, whatever the envelope policy.
+const SERDE_JSON_MAX_DEPTH: usize = 127;
 
 /// The method of every tool call.
 const TOOLS_CALL: &str = "tools/call";

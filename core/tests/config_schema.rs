@@ -391,7 +391,27 @@ fn serialized_configs() -> Vec<(String, Value)> {
             serde_json::to_value(&config).expect("serializes"),
         ));
     }
+    out.push((
+        "a config with [bundled.signing]".to_owned(),
+        serde_json::to_value(signing_config()).expect("serializes"),
+    ));
     out
+}
+
+/// A configuration with `[bundled.signing]`: its key file must be private
+/// (mode 0600), which a checked-in fixture cannot be, so it is written here.
+fn signing_config() -> Config {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("config-schema-signing");
+    fs::create_dir_all(&dir).expect("temp dir");
+    let key = dir.join("signer.key");
+    fs::write(&key, [7u8; 32]).expect("key file");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    let text = "[bundled.signing]\nkey_file = \"signer.key\"\nkey_id = \"keys/signer.pub\"\n\n[server]\nhash_profile = \"decision-gate\"\n";
+    Config::from_toml_str(text, &dir).unwrap_or_else(|error| panic!("{error}"))
 }
 
 #[test]

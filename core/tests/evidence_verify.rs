@@ -57,6 +57,7 @@ fn tampered_value_is_a_value_mismatch() {
         declared,
         computed,
         key_id,
+        profile,
     } = &error
     else {
         panic!("expected ValueMismatch, got {error:?}");
@@ -67,6 +68,8 @@ fn tampered_value_is_a_value_mismatch() {
         &approved(43).digest(Profile::Rfc8785).unwrap().value
     );
     assert_eq!(key_id, "release-signer");
+    assert_eq!(*profile, Profile::Rfc8785);
+    assert!(error.to_string().contains("rfc8785 profile"), "{error}");
     assert_eq!(error.kind(), "value_mismatch");
     // Without a signature to vouch for the hash, the same tampering is a
     // plain hash mismatch.
@@ -98,6 +101,7 @@ fn tampered_hash_is_a_hash_mismatch() {
         VerifyError::HashMismatch {
             declared: forged.value.clone(),
             computed: signed().evidence_hash.unwrap().value,
+            profile: Profile::Rfc8785,
         }
     );
     assert_eq!(error.kind(), "hash_mismatch");
@@ -352,11 +356,13 @@ fn every_error_message_says_what_to_do_or_what_was_found() {
         VerifyError::HashMismatch {
             declared: "aa".to_owned(),
             computed: "bb".to_owned(),
+            profile: Profile::DecisionGate,
         },
         VerifyError::ValueMismatch {
             declared: "aa".to_owned(),
             computed: "bb".to_owned(),
             key_id: "k".to_owned(),
+            profile: Profile::Rfc8785,
         },
         VerifyError::InvalidSignatureBytes(63),
         VerifyError::VerificationFailed("k".to_owned()),

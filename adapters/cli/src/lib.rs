@@ -78,6 +78,11 @@ enum Command {
     /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path).
     #[command(after_help = "Example:\n  evidence-wire contract > evidence-wire.contract.json")]
     Contract(ContractArgs),
+    /// Make an ed25519 signing key: PREFIX (secret seed, mode 0600) and PREFIX.pub (public key).
+    #[command(
+        after_help = "Example:\n  evidence-wire keygen --out keys/provider\n      writes keys/provider (for serve --signing-key or [bundled.signing] key_file)\n      and keys/provider.pub (for Decision Gate's require_signature keys, or ours)"
+    )]
+    Keygen(KeygenArgs),
     /// Check a configuration file.
     #[command(
         subcommand,
@@ -136,6 +141,48 @@ struct ServeArgs {
     /// Fixed clock and sequential ids in the validation log (byte-identical runs).
     #[arg(long)]
     deterministic_log: bool,
+    /// Sign every successful result with this ed25519 secret seed file
+    /// (`evidence-wire keygen` writes one; default: [bundled.signing] key_file).
+    #[arg(long, value_name = "FILE")]
+    signing_key: Option<PathBuf>,
+    /// The key_id put in signatures (default: [bundled.signing] key_id, or
+    /// the key file's stem). For Decision Gate: the public key's path exactly
+    /// as its config lists it under require_signature keys.
+    #[arg(long, value_name = "ID")]
+    key_id: Option<String>,
+    /// Canonicalization profile of evidence hashes and signatures (default:
+    /// [server] hash_profile, auto: decision-gate for Decision Gate
+    /// connections, rfc8785 after the MCP handshake).
+    #[arg(long, value_enum)]
+    hash_profile: Option<HashProfileArg>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum HashProfileArg {
+    /// decision-gate for Decision Gate connections, rfc8785 after the MCP handshake.
+    Auto,
+    Rfc8785,
+    DecisionGate,
+}
+
+impl HashProfileArg {
+    fn choice(self) -> evidence_wire::dialect::HashProfile {
+        use evidence_wire::dialect::HashProfile;
+        match self {
+            HashProfileArg::Auto => HashProfile::FollowDialect,
+            HashProfileArg::Rfc8785 => HashProfile::Fixed(Profile::Rfc8785),
+            HashProfileArg::DecisionGate => HashProfile::Fixed(Profile::DecisionGate),
+        }
+    }
+}
+
+#[derive(clap::Args)]
+struct KeygenArgs {
+    /// Where to write: PREFIX gets the 32-byte secret seed (mode 0600),
+    /// PREFIX.pub the 32-byte public key (raw bytes, which both Decision
+    /// Gate and evidence-wire read). Existing files are not overwritten.
+    #[arg(long, value_name = "PREFIX")]
+    out: PathBuf,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -201,9 +248,11 @@ struct QueryArgs {
     /// Request timeout in milliseconds (default: the provider's timeouts, or 10000).
     #[arg(long)]
     timeout_ms: Option<u64>,
-    /// Canonicalization profile for the hash check.
-    #[arg(long, value_enum, default_value = "rfc8785")]
-    profile: ProfileArg,
+    /// Canonicalization profile a present hash is checked with (default: the
+    /// provider's hash_profile, or auto: decision-gate without --handshake,
+    /// rfc8785 with it, as an evidence-wire server sends).
+    #[arg(long, value_enum)]
+    profile: Option<HashProfileArg>,
     /// Root for the bundled provider's file checks.
     #[arg(long)]
     root: Option<PathBuf>,
@@ -231,9 +280,15 @@ struct VerifyArgs {
     /// Require a signature by this key: `KEY_ID=HEX` (32-byte ed25519 public key; repeatable).
     #[arg(long, value_name = "KEY_ID=HEX")]
     key: Vec<String>,
-    /// Canonicalization profile.
-    #[arg(long, value_enum, default_value = "rfc8785")]
-    profile: ProfileArg,
+    /// Require a signature by the public key in this file (raw, hex or base64,
+    /// as `keygen` writes PREFIX.pub); its key_id is the file stem or the
+    /// path as written here (repeatable).
+    #[arg(long, value_name = "FILE")]
+    key_file: Vec<PathBuf>,
+    /// Canonicalization profile (default: auto, accepting a hash under
+    /// decision-gate or rfc8785 and saying which matched).
+    #[arg(long, value_enum)]
+    profile: Option<HashProfileArg>,
 }
 
 #[derive(clap::Args)]
@@ -284,6 +339,7 @@ pub fn run() -> ExitCode {
         Command::Hash(args) => hash(args),
         Command::Verify(args) => verify(args),
         Command::Contract(args) => load_config(config).and_then(|loaded| contract(args, &loaded)),
+        Command::Keygen(args) => keygen(&args),
         Command::Config(ConfigCommand::Check { file }) => config_check(&file),
         Command::Docs { cmd } => return docs_cmd::main(cmd, config),
     };
@@ -359,13 +415,50 @@ fn server_config(config: &Config) -> ServerConfig {
         DialectMode::DecisionGate => DialectChoice::Fixed(Dialect::DecisionGate),
         DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
     };
+    server.hash_profile = config.server.hash_profile.choice();
     server
+}
+
+/// The signer `serve` uses: `--signing-key` (with `--key-id`), else
+/// `[bundled.signing]` (with `--key-id` overriding its key_id), else none.
+fn serve_signer(
+    args: &ServeArgs,
+    config: &Config,
+) -> Result<Option<evidence::EvidenceSigner>, Failure> {
+    let signing = match (&args.signing_key, &config.bundled.signing) {
+        (Some(key_file), _) => {
+            let mut signing = evidence_wire::config::BundledSigningConfig::new(key_file.clone());
+            signing.key_id = args.key_id.clone();
+            signing
+        }
+        (None, Some(configured)) => {
+            let mut signing = configured.clone();
+            if let Some(key_id) = &args.key_id {
+                signing.key_id = Some(key_id.clone());
+            }
+            signing
+        }
+        (None, None) if args.key_id.is_some() => {
+            return Err(Failure::usage(
+                "--key-id needs a signing key: give --signing-key FILE or [bundled.signing] key_file",
+            ));
+        }
+        (None, None) => return Ok(None),
+    };
+    signing
+        .signer()
+        .map(Some)
+        .map_err(|error| Failure::usage(error.to_string()))
 }
 
 fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     let settings = bundled_settings(config, &args);
     let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
     let mut server_config = provider.install(server_config(config));
+    if let Some(profile) = args.hash_profile {
+        server_config.hash_profile = profile.choice();
+    }
+    server_config.signer = serve_signer(&args, config)?;
     let docs = docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args.http.or(match config.server.transport {
         evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
@@ -480,6 +573,8 @@ struct Target {
     /// Whether a `kind: bytes` value is accepted (`allow_raw`; only
     /// `--provider` targets can refuse it).
     allow_raw: bool,
+    /// The profile a present hash is checked with (`providers[].hash_profile`).
+    hash_profile: evidence_wire::dialect::HashProfile,
 }
 
 fn framing_of(arg: FramingArg) -> Framing {
@@ -544,6 +639,7 @@ fn target(
                 .timeout_ms
                 .unwrap_or(provider.timeouts.request_timeout_ms),
             allow_raw: provider.allow_raw,
+            hash_profile: provider.hash_profile.choice(),
         });
     }
     if let Some(url) = &args.url {
@@ -564,6 +660,7 @@ fn target(
             trust: TrustPolicy::Audit,
             timeout_ms: args.timeout_ms.unwrap_or(10_000),
             allow_raw: true,
+            hash_profile: evidence_wire::dialect::HashProfile::FollowDialect,
         });
     }
     if !args.command.is_empty() {
@@ -578,6 +675,7 @@ fn target(
             trust: TrustPolicy::Audit,
             timeout_ms: args.timeout_ms.unwrap_or(10_000),
             allow_raw: true,
+            hash_profile: evidence_wire::dialect::HashProfile::FollowDialect,
         });
     }
     // The bundled provider: this binary, `serve`, with the same configuration.
@@ -614,6 +712,7 @@ fn target(
         trust: TrustPolicy::Audit,
         timeout_ms: args.timeout_ms.unwrap_or(10_000),
         allow_raw: true,
+        hash_profile: evidence_wire::dialect::HashProfile::FollowDialect,
     })
 }
 
@@ -719,7 +818,9 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
     client.framing = target.framing;
     client.handshake = args.handshake;
     client.request_timeout_ms = target.timeout_ms;
-    client.profile = args.profile.into();
+    client.profile = args
+        .profile
+        .map_or(target.hash_profile, HashProfileArg::choice);
     client.trust = target.trust;
     let outcome = match target.endpoint {
         Endpoint::Command(command) => {
@@ -767,6 +868,16 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
             (result, 1)
         }
         Ok(verified) => {
+            if verified.result().value.is_some() {
+                eprintln!(
+                    "evidence-wire: evidence_hash verified under the {} profile{}",
+                    verified.profile(),
+                    verified
+                        .signer()
+                        .map(|key_id| format!(", signed by key {key_id:?}"))
+                        .unwrap_or_default()
+                );
+            }
             let code = u8::from(verified.result().error.is_some());
             (verified.into_result(), code)
         }
@@ -866,7 +977,7 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
                 .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?
         }
     };
-    let policy = if args.key.is_empty() {
+    let policy = if args.key.is_empty() && args.key_file.is_empty() {
         TrustPolicy::Audit
     } else {
         let mut keys = evidence::KeySet::new();
@@ -880,18 +991,122 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
             keys.insert_bytes(key_id, &bytes)
                 .map_err(|error| Failure::usage(format!("--key {key_id}: {error}")))?;
         }
+        for path in &args.key_file {
+            let as_written = path.to_string_lossy().into_owned();
+            let key = read_public_key_file(path)?;
+            let stem = path
+                .file_stem()
+                .map(|stem| stem.to_string_lossy().into_owned())
+                .unwrap_or_else(|| as_written.clone());
+            for key_id in [stem, as_written.clone()] {
+                keys.insert_bytes(key_id, &key)
+                    .map_err(|error| Failure::usage(format!("--key-file {as_written}: {error}")))?;
+            }
+        }
         TrustPolicy::RequireSignature { keys }
     };
-    match evidence::verify(result, &policy, args.profile.into()) {
-        Ok(verified) => {
-            print_json(verified.result())?;
-            Ok(0)
+    // auto: Decision Gate's profile first (what an evidence-wire server
+    // sends Decision Gate), then RFC 8785; a hash is a hash of this value
+    // under whichever profile it matches.
+    let profiles: &[Profile] = match args.profile {
+        None | Some(HashProfileArg::Auto) => &[Profile::DecisionGate, Profile::Rfc8785],
+        Some(HashProfileArg::Rfc8785) => &[Profile::Rfc8785],
+        Some(HashProfileArg::DecisionGate) => &[Profile::DecisionGate],
+    };
+    let mut failures = Vec::new();
+    for profile in profiles {
+        match evidence::verify(result.clone(), &policy, *profile) {
+            Ok(verified) => {
+                print_json(verified.result())?;
+                eprintln!(
+                    "evidence-wire: verified under the {profile} profile{}",
+                    verified
+                        .signer()
+                        .map(|key_id| format!(", signed by key {key_id:?}"))
+                        .unwrap_or_default()
+                );
+                return Ok(0);
+            }
+            Err(error) => failures.push(format!("{} ({}): {error}", profile, error.kind())),
         }
-        Err(error) => Err(Failure::evidence(format!(
-            "verification failed ({}): {error}",
-            error.kind()
-        ))),
     }
+    Err(Failure::evidence(format!(
+        "verification failed under {}",
+        failures.join("; and under ")
+    )))
+}
+
+/// The 32 bytes of a public key file (raw, 64 hex digits or base64).
+fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(4097).read_to_end(&mut bytes))
+        .map_err(|error| Failure::usage(format!("--key-file {}: {error}", path.display())))?;
+    evidence_wire::config::decode_key_bytes(&bytes).ok_or_else(|| {
+        Failure::usage(format!(
+            "--key-file {}: not an ed25519 public key (32 raw bytes, 64 hex digits or base64)",
+            path.display()
+        ))
+    })
+}
+
+/// `keygen --out PREFIX`: a fresh ed25519 key, the seed in PREFIX (0600)
+/// and the public key in PREFIX.pub (32 raw bytes).
+fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
+    use std::io::Write as _;
+    let secret_path = args.out.clone();
+    let mut public_path = args.out.clone().into_os_string();
+    public_path.push(".pub");
+    let public_path = PathBuf::from(public_path);
+    let mut seed = [0u8; 32];
+    getrandom::fill(&mut seed)
+        .map_err(|error| Failure::usage(format!("no randomness from the system: {error}")))?;
+    let signer = evidence::EvidenceSigner::from_seed("keygen", &seed);
+    let create = |path: &Path, mode: u32| {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::OpenOptionsExt;
+            options.mode(mode);
+        }
+        #[cfg(not(unix))]
+        let _ = mode;
+        options.open(path).map_err(|error| {
+            Failure::usage(format!(
+                "cannot create {}: {error}{}",
+                path.display(),
+                if error.kind() == std::io::ErrorKind::AlreadyExists {
+                    "; keygen never overwrites a key: choose another --out or remove it"
+                } else {
+                    ""
+                }
+            ))
+        })
+    };
+    let mut secret = create(&secret_path, 0o600)?;
+    secret
+        .write_all(&seed)
+        .and_then(|()| secret.sync_all())
+        .map_err(|error| {
+            Failure::usage(format!("cannot write {}: {error}", secret_path.display()))
+        })?;
+    let mut public = create(&public_path, 0o644)?;
+    public
+        .write_all(&signer.public_key())
+        .and_then(|()| public.sync_all())
+        .map_err(|error| {
+            Failure::usage(format!("cannot write {}: {error}", public_path.display()))
+        })?;
+    println!(
+        "{}",
+        serde_json::json!({
+            "secret_key_file": secret_path.display().to_string(),
+            "public_key_file": public_path.display().to_string(),
+            "public_key_hex": canonical::hex_lower(&signer.public_key()),
+        })
+    );
+    Ok(0)
 }
 
 fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
