@@ -1,0 +1,424 @@
+//! What a provider is to an adapter, and how a call and its answer flow.
+//!
+//! Every adapter (blocking std, tokio, smol/async-std) runs the same loop
+//! around the core [`Server`]: bytes in, events out, answers in, bytes out.
+//! This module is the part of that loop that does not depend on the
+//! runtime, so each adapter keeps only its plumbing:
+//!
+//! - a [`Handler`] answers `evidence_query` and tool calls with an
+//!   [`Answer`] that says *where* the work runs: [`Answer::Ready`] (already
+//!   computed), [`Answer::Blocking`] (a thread of the blocking pool) or
+//!   [`Answer::Async`] (a task of the executor);
+//! - [`dispatch`] turns one [`ServerEvent`] into [`Work`] for the adapter:
+//!   a [`Job`] to run for a ticket, a ticket to cancel, a fatal stream
+//!   error, or nothing (the event was handed to [`Handler::observe`]);
+//! - a [`Job`] runs to a [`Completion`], and a handler that panics still
+//!   completes, with an `internal_error` result ([`Job::run_blocking`],
+//!   [`Job::into_future`]), so no call is left unanswered;
+//! - [`complete`] hands a completion to the server.
+//!
+//! A [`Service`] is a server configuration and a handler, built once and
+//! shared by every connection; a [`crate::Provider`] is the usual handler,
+//! and turns into a service with its contract installed ([`IntoService`]).
+
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
+use evidence_wire::frame::FrameError;
+use evidence_wire::server::{RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure};
+use futures_lite::FutureExt as _;
+use serde_json::Value;
+
+/// The `error.code` of an answer whose handler panicked or was aborted.
+pub const INTERNAL_ERROR: &str = "internal_error";
+
+/// A boxed future that can move between threads.
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send + 'static>>;
+
+/// How a handler answers one call, and where the work runs.
+pub enum Answer<T> {
+    /// Already computed (cheap work done where the call was read).
+    Ready(T),
+    /// Blocking work (files, processes, blocking network clients): run on
+    /// a thread of the adapter's blocking pool.
+    Blocking(Box<dyn FnOnce() -> T + Send + 'static>),
+    /// Async work: a task of the adapter's executor. It must not block.
+    Async(BoxFuture<T>),
+}
+
+impl<T> fmt::Debug for Answer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Answer::Ready(_) => "Answer::Ready",
+            Answer::Blocking(_) => "Answer::Blocking",
+            Answer::Async(_) => "Answer::Async",
+        })
+    }
+}
+
+impl<T: Send + 'static> Answer<T> {
+    /// An answer that is ready.
+    pub fn ready(value: T) -> Self {
+        Answer::Ready(value)
+    }
+
+    /// An answer computed by blocking `work` on the blocking pool.
+    pub fn blocking(work: impl FnOnce() -> T + Send + 'static) -> Self {
+        Answer::Blocking(Box::new(work))
+    }
+
+    /// An answer computed by `future` on the executor.
+    pub fn future(future: impl Future<Output = T> + Send + 'static) -> Self {
+        Answer::Async(Box::pin(future))
+    }
+
+    fn map<U: Send + 'static>(self, map: fn(T) -> U) -> Answer<U> {
+        match self {
+            Answer::Ready(value) => Answer::Ready(map(value)),
+            Answer::Blocking(work) => Answer::Blocking(Box::new(move || map(work()))),
+            Answer::Async(future) => Answer::Async(Box::pin(async move { map(future.await) })),
+        }
+    }
+}
+
+/// Answers the calls of a provider: the one vocabulary every adapter
+/// serves. Expected failures (a missing file, bad params) are results
+/// carrying an error, never panics; a handler that panics anyway is
+/// answered with an `internal_error` result.
+pub trait Handler: Send + Sync + 'static {
+    /// Answer one `evidence_query` (already checked against the contract
+    /// when the server has one).
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> Answer<EvidenceResult>;
+
+    /// Answer a call of a tool registered on the server (not
+    /// `evidence_query`). The default refuses every call.
+    fn tool_call(&self, name: &str, arguments: Value) -> Answer<Result<Value, ToolFailure>> {
+        let _ = arguments;
+        Answer::Ready(Err(ToolFailure::Failed(format!(
+            "tool {name:?} has no handler"
+        ))))
+    }
+
+    /// Every event that is not a call (validation outcomes, framing errors,
+    /// cancellations): the place for diagnostics (stderr, never stdout).
+    /// The default ignores them.
+    fn observe(&self, event: &ServerEvent) {
+        let _ = event;
+    }
+}
+
+impl<H: Handler + ?Sized> Handler for Arc<H> {
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        (**self).evidence_query(query, context)
+    }
+
+    fn tool_call(&self, name: &str, arguments: Value) -> Answer<Result<Value, ToolFailure>> {
+        (**self).tool_call(name, arguments)
+    }
+
+    fn observe(&self, event: &ServerEvent) {
+        (**self).observe(event);
+    }
+}
+
+/// What a finished call produced.
+#[derive(Debug)]
+pub enum Completion {
+    /// The answer to an evidence query.
+    Evidence(Box<EvidenceResult>),
+    /// The answer to a tool call.
+    Tool(Result<Value, ToolFailure>),
+}
+
+impl Completion {
+    fn evidence(result: EvidenceResult) -> Self {
+        Completion::Evidence(Box::new(result))
+    }
+
+    /// The answer of a call of `kind` whose handler did not finish: it
+    /// panicked, or its task was aborted.
+    pub fn failed(kind: CallKind, reason: &str) -> Self {
+        match kind {
+            CallKind::Evidence => Completion::evidence(EvidenceResult::with_error(
+                EvidenceError::new(INTERNAL_ERROR, reason),
+            )),
+            CallKind::Tool => Completion::Tool(Err(ToolFailure::Failed(reason.to_owned()))),
+        }
+    }
+}
+
+/// Which kind of call a job answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallKind {
+    /// `evidence_query`.
+    Evidence,
+    /// Another tool.
+    Tool,
+}
+
+/// The work of one call: where it runs, and what it answers.
+#[derive(Debug)]
+pub struct Job {
+    kind: CallKind,
+    answer: Answer<Completion>,
+}
+
+const PANICKED: &str = "the provider's handler panicked while answering";
+
+impl Job {
+    /// Which kind of call it answers.
+    pub fn kind(&self) -> CallKind {
+        self.kind
+    }
+
+    /// Where the work runs; the adapter matches on it once.
+    pub fn into_answer(self) -> Answer<Completion> {
+        self.answer
+    }
+
+    /// Runs the job on this thread to its completion: blocking work is
+    /// called, async work is driven to the end here. A panic is caught and
+    /// answered as a failure.
+    pub fn run_blocking(self) -> Completion {
+        let kind = self.kind;
+        let outcome = std::panic::catch_unwind(AssertUnwindSafe(move || match self.answer {
+            Answer::Ready(completion) => completion,
+            Answer::Blocking(work) => work(),
+            Answer::Async(future) => futures_lite::future::block_on(future),
+        }));
+        outcome.unwrap_or_else(|_| Completion::failed(kind, PANICKED))
+    }
+
+    /// The job as a future for the executor. A panic while it is polled is
+    /// caught and answered as a failure. Blocking work belongs on the
+    /// blocking pool: an adapter matches [`Job::into_answer`] first and
+    /// only turns [`Answer::Async`] work into a task.
+    pub fn into_future(self) -> BoxFuture<Completion> {
+        let kind = self.kind;
+        match self.answer {
+            Answer::Ready(completion) => Box::pin(std::future::ready(completion)),
+            Answer::Blocking(work) => Box::pin(async move {
+                std::panic::catch_unwind(AssertUnwindSafe(work))
+                    .unwrap_or_else(|_| Completion::failed(kind, PANICKED))
+            }),
+            Answer::Async(future) => Box::pin(async move {
+                AssertUnwindSafe(future)
+                    .catch_unwind()
+                    .await
+                    .unwrap_or_else(|_| Completion::failed(kind, PANICKED))
+            }),
+        }
+    }
+
+    /// Catches a panic of blocking work (for adapters that run
+    /// [`Answer::Blocking`] on their own pool).
+    pub fn catch_blocking(
+        kind: CallKind,
+        work: Box<dyn FnOnce() -> Completion + Send + 'static>,
+    ) -> Completion {
+        std::panic::catch_unwind(AssertUnwindSafe(work))
+            .unwrap_or_else(|_| Completion::failed(kind, PANICKED))
+    }
+
+    /// Catches a panic of async work while it is polled.
+    pub fn catch_async(kind: CallKind, future: BoxFuture<Completion>) -> BoxFuture<Completion> {
+        Box::pin(async move {
+            AssertUnwindSafe(future)
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Completion::failed(kind, PANICKED))
+        })
+    }
+}
+
+/// What an adapter does about one server event.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Work {
+    /// Run `job` and answer `ticket` with its completion ([`complete`]).
+    Run {
+        /// The call's ticket.
+        ticket: Ticket,
+        /// Its work.
+        job: Job,
+    },
+    /// The peer cancelled `ticket`: abort its job if the runtime can (the
+    /// server drops a late answer for it anyway).
+    Cancel {
+        /// The cancelled ticket.
+        ticket: Ticket,
+    },
+    /// The input stream broke beyond repair: stop reading, answer what is
+    /// in flight, then stop.
+    Fatal(FrameError),
+    /// Nothing to do: the event went to [`Handler::observe`].
+    Observed,
+}
+
+/// Turns one server event into work: calls go to the handler (which says
+/// where their work runs), every other event to [`Handler::observe`]
+/// (cancellations and fatal errors are observed too).
+pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
+    match event {
+        ServerEvent::EvidenceQuery {
+            ticket,
+            query,
+            context,
+        } => Work::Run {
+            ticket,
+            job: Job {
+                kind: CallKind::Evidence,
+                answer: handler
+                    .evidence_query(query, context)
+                    .map(Completion::evidence),
+            },
+        },
+        ServerEvent::ToolCall {
+            ticket,
+            name,
+            arguments,
+        } => Work::Run {
+            ticket,
+            job: Job {
+                kind: CallKind::Tool,
+                answer: handler.tool_call(&name, arguments).map(Completion::Tool),
+            },
+        },
+        ServerEvent::Cancelled { ticket, reason } => {
+            let event = ServerEvent::Cancelled { ticket, reason };
+            handler.observe(&event);
+            Work::Cancel { ticket }
+        }
+        ServerEvent::Fatal(error) => {
+            let work = Work::Fatal(error.clone());
+            handler.observe(&ServerEvent::Fatal(error));
+            work
+        }
+        other => {
+            handler.observe(&other);
+            Work::Observed
+        }
+    }
+}
+
+/// Hands `completion` to the server as the answer of `ticket`. A ticket
+/// the peer cancelled (or an unknown one) is refused: nothing is sent.
+pub fn complete(
+    server: &mut Server,
+    ticket: Ticket,
+    completion: Completion,
+) -> Result<(), RespondError> {
+    match completion {
+        Completion::Evidence(result) => server.respond(ticket, *result),
+        Completion::Tool(result) => server.respond_tool(ticket, result),
+    }
+}
+
+/// A server configuration and the handler that answers its calls: what an
+/// adapter serves. Built once; every connection shares it.
+#[derive(Clone)]
+pub struct Service {
+    config: ServerConfig,
+    handler: Arc<dyn Handler>,
+}
+
+impl fmt::Debug for Service {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Service")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// `handler` serving under `config`.
+    pub fn new(config: ServerConfig, handler: impl Handler) -> Self {
+        Service {
+            config,
+            handler: Arc::new(handler),
+        }
+    }
+
+    /// The server configuration each connection starts from.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// The configuration, to adjust before serving (limits, policy,
+    /// signing key, tools and resources).
+    pub fn config_mut(&mut self) -> &mut ServerConfig {
+        &mut self.config
+    }
+
+    /// The handler.
+    pub fn handler(&self) -> &Arc<dyn Handler> {
+        &self.handler
+    }
+
+    /// A fresh connection state machine for this service.
+    pub fn connection(&self) -> Server {
+        Server::new(self.config.clone())
+    }
+}
+
+/// Anything an adapter can serve: a [`Service`], or a
+/// [`crate::Provider`] (its contract installed in a default configuration).
+pub trait IntoService {
+    /// The service, or why it cannot be built (a provider whose declared
+    /// contract is invalid).
+    fn into_service(self) -> Result<Service, ServeError>;
+}
+
+impl IntoService for Service {
+    fn into_service(self) -> Result<Service, ServeError> {
+        Ok(self)
+    }
+}
+
+/// Why serving stopped with an error.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum ServeError {
+    /// The service could not be built (e.g. the provider's contract is
+    /// invalid: a check's example does not match its schema).
+    Service(String),
+    /// Reading input failed.
+    Read(std::io::Error),
+    /// Writing answers failed (the peer closed its input).
+    Write(std::io::Error),
+    /// The input stream broke beyond repair (a fatal framing error); the
+    /// answers in flight were still written.
+    Fatal(String),
+}
+
+impl fmt::Display for ServeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServeError::Service(detail) => write!(f, "cannot serve: {detail}"),
+            ServeError::Read(error) => write!(f, "cannot read from the peer: {error}"),
+            ServeError::Write(error) => write!(f, "cannot write to the peer: {error}"),
+            ServeError::Fatal(detail) => write!(f, "input stream broken: {detail}"),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ServeError::Read(error) | ServeError::Write(error) => Some(error),
+            _ => None,
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! # evidence-wire-provider
+//!
+//! Write a Decision Gate evidence provider in Rust: one typed function per
+//! check, the capabilities contract derived from the code, and one
+//! provider value that every evidence-wire adapter serves unchanged
+//! (blocking std, tokio on stdio and HTTP, smol and async-std).
+//!
+//! ```
+//! use evidence_wire_provider::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct Greeting {
+//!     /// Whom to greet.
+//!     name: String,
+//! }
+//!
+//! fn greet(params: Greeting, _: &CheckContext) -> Result<String, CheckError> {
+//!     Ok(format!("hello, {}", params.name))
+//! }
+//!
+//! let provider = Provider::new("greeter", "Greets people.")
+//!     .check(Check::new("greet", "A greeting for params.name.", greet).inline());
+//! // Serve it with an adapter, e.g. `evidence_wire_tokio::serve_stdio(provider).await`.
+//! let contract = provider.contract();
+//! assert_eq!(contract.checks[0].params_schema["required"][0], "name");
+//! ```
+//!
+//! What the crate does for the author:
+//! - **Contract from code.** Params and result JSON Schemas come from the
+//!   types (`schemars`), comparators default from the result type by
+//!   Decision Gate's rules, and [`Provider::contract`] is the
+//!   `capabilities_path` JSON. Nothing is written by hand.
+//! - **Validation before the function runs.** The server checks every
+//!   query against the contract (unknown check, another provider's id,
+//!   params outside the schema) and answers a refusal itself.
+//! - **Hashing and signing.** The server fills `evidence_hash` with the
+//!   canonicalization profile the caller verifies with and signs when a key
+//!   is configured ([`evidence_wire::server::ServerConfig`]).
+//! - **Runtime-neutral answers.** Sync checks run on the adapter's
+//!   blocking pool (or inline, [`Check::inline`]), async checks
+//!   ([`Check::new_async`]) on its executor; a panic is answered as an
+//!   `internal_error` result.
+//!
+//! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
+//! server events, [`Job`]s and [`complete`].
+
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod check;
+pub mod handler;
+mod provider;
+
+pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
+pub use evidence_wire::contract::{Comparator, Determinism};
+pub use handler::{
+    Answer, BoxFuture, CallKind, Completion, Handler, IntoService, Job, ServeError, Service, Work,
+    complete, dispatch,
+};
+pub use provider::Provider;
+
+/// One `use` line for a provider author.
+pub mod prelude {
+    pub use crate::check::{Check, CheckContext, CheckError, NoParams};
+    pub use crate::handler::{IntoService, ServeError, Service};
+    pub use crate::provider::Provider;
+    pub use evidence_wire::contract::{Comparator, Determinism};
+    pub use evidence_wire::evidence::{EvidenceAnchor, EvidenceContext, TriggerTime};
+}

@@ -1,0 +1,192 @@
+//! A provider declared in Rust: a name, and its checks.
+//!
+//! [`Provider`] collects [`Check`]s and is everything an adapter needs:
+//! its capabilities contract is generated from the checks
+//! ([`Provider::contract`], what Decision Gate reads from
+//! `capabilities_path`), it is the [`Handler`] that answers
+//! `evidence_query`, and it turns into a [`Service`] with that contract
+//! installed, so the server checks every query (check id, provider id,
+//! params against the derived schema) before a check function runs. The
+//! server also fills `evidence_hash` with the profile the connection needs
+//! and signs when a key is configured: a check function does neither.
+//!
+//! Limits: none of its own (see [`crate::check`]).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use evidence_wire::contract::{ContractError, ContractTransport, ProviderContract};
+use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
+use evidence_wire::server::{ServerConfig, ServerContract, UNKNOWN_CHECK};
+use serde_json::json;
+
+use crate::check::Check;
+use crate::handler::{Answer, Handler, IntoService, ServeError, Service};
+
+/// An evidence provider: its id, what it does, and its checks.
+///
+/// ```
+/// use evidence_wire_provider::{Check, CheckContext, CheckError, NoParams, Provider};
+///
+/// fn answer(_: NoParams, _: &CheckContext) -> Result<u64, CheckError> {
+///     Ok(42)
+/// }
+///
+/// let provider = Provider::new("demo", "Answers questions about nothing.")
+///     .check(Check::new("answer", "The answer.", answer));
+/// let contract = provider.contract();
+/// assert_eq!(contract.checks[0].result_schema["type"], "integer");
+/// ```
+#[derive(Clone)]
+pub struct Provider {
+    id: String,
+    name: String,
+    description: String,
+    notes: Vec<String>,
+    checks: Vec<Check>,
+    index: BTreeMap<String, usize>,
+}
+
+impl fmt::Debug for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Provider")
+            .field("id", &self.id)
+            .field("checks", &self.checks)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Provider {
+    /// A provider answering to `id` (the `provider_id` queries carry, and
+    /// the provider's `name` in Decision Gate's configuration) with no
+    /// checks yet.
+    pub fn new(id: impl Into<String>, description: impl Into<String>) -> Self {
+        let id = id.into();
+        Provider {
+            name: id.clone(),
+            id,
+            description: description.into(),
+            notes: Vec::new(),
+            checks: Vec::new(),
+            index: BTreeMap::new(),
+        }
+    }
+
+    /// Adds `check`; a check with the same id replaces the earlier one.
+    pub fn check(mut self, check: Check) -> Self {
+        match self.index.get(check.id()) {
+            Some(&position) => {
+                if let Some(slot) = self.checks.get_mut(position) {
+                    *slot = check;
+                }
+            }
+            None => {
+                self.index.insert(check.id().to_owned(), self.checks.len());
+                self.checks.push(check);
+            }
+        }
+        self
+    }
+
+    /// A display name (default: the id).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// A note for operators, listed in the contract.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+
+    /// The same provider answering to another id (the contract follows).
+    pub fn with_id(mut self, id: impl Into<String>) -> Self {
+        self.id = id.into();
+        self
+    }
+
+    /// The provider id.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The checks, in the order they were added.
+    pub fn checks(&self) -> &[Check] {
+        &self.checks
+    }
+
+    /// The capabilities contract, generated from the checks: what
+    /// `capabilities_path` holds for Decision Gate.
+    pub fn contract(&self) -> ProviderContract {
+        ProviderContract {
+            provider_id: self.id.clone(),
+            name: self.name.clone(),
+            description: self.description.clone(),
+            transport: ContractTransport::Mcp,
+            config_schema: json!({"type": "object"}),
+            checks: self
+                .checks
+                .iter()
+                .map(|check| check.contract().clone())
+                .collect(),
+            notes: self.notes.clone(),
+        }
+    }
+
+    /// The contract as the server enforces it: validated (ids, comparators,
+    /// schemas, examples against the schemas) and compiled.
+    pub fn server_contract(&self) -> Result<ServerContract, ContractError> {
+        ServerContract::new(self.contract())
+    }
+
+    /// A default server configuration serving this provider's contract.
+    pub fn server_config(&self) -> Result<ServerConfig, ContractError> {
+        Ok(ServerConfig::default().with_contract(self.server_contract()?))
+    }
+
+    /// Answers `query`: the check it names runs where its kind says
+    /// (inline, blocking pool, executor). A query for a check this provider
+    /// does not have is answered `unknown_check` (a server with the
+    /// contract refuses it before it gets here).
+    pub fn answer(&self, query: EvidenceQuery, context: EvidenceContext) -> Answer<EvidenceResult> {
+        let check = self
+            .index
+            .get(&query.check_id)
+            .and_then(|position| self.checks.get(*position));
+        let Some(check) = check else {
+            let ids: Vec<&str> = self.checks.iter().map(Check::id).collect();
+            return Answer::Ready(EvidenceResult::with_error(EvidenceError::new(
+                UNKNOWN_CHECK,
+                format!(
+                    "this provider has no check {:?}; its checks are {}",
+                    query.check_id,
+                    ids.join(", ")
+                ),
+            )));
+        };
+        check.start(query, context)
+    }
+}
+
+impl Handler for Provider {
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        self.answer(query, context)
+    }
+}
+
+impl IntoService for Provider {
+    fn into_service(self) -> Result<Service, ServeError> {
+        let config = self.server_config().map_err(|error| {
+            ServeError::Service(format!(
+                "the contract of provider {:?} is invalid: {error}",
+                self.id
+            ))
+        })?;
+        Ok(Service::new(config, self))
+    }
+}

@@ -1,0 +1,237 @@
+//! The provider SDK driven through the core server, with no adapter: a
+//! provider declared with typed checks gets its contract derived from the
+//! types, the server refuses bad params before a check runs, sync, inline
+//! and async checks answer, a panic is answered, provenance is kept on
+//! errors, and the answer is hashed by the server.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use evidence_wire::server::{Server, ServerEvent};
+use evidence_wire_provider::prelude::*;
+use evidence_wire_provider::{Answer, IntoService, Work, complete, dispatch};
+use serde_json::{Value, json};
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Repo {
+    /// The repository directory (default: the current one).
+    path: Option<String>,
+}
+
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+struct Lookup {
+    key: String,
+    #[serde(default)]
+    fail: bool,
+}
+
+fn provider(calls: Arc<AtomicUsize>) -> Provider {
+    let counted = Arc::clone(&calls);
+    Provider::new("git", "Facts about a git repository.")
+        .check(
+            Check::new(
+                "head_commit",
+                "The commit HEAD points at.",
+                |repo: Repo, _: &CheckContext| {
+                    Ok(format!(
+                        "commit-of-{}",
+                        repo.path.unwrap_or_else(|| ".".into())
+                    ))
+                },
+            )
+            .example("the current directory", json!({}), json!("commit-of-.")),
+        )
+        .check(
+            Check::new(
+                "is_clean",
+                "Whether the work tree is clean.",
+                |_: NoParams, _: &CheckContext| Ok(true),
+            )
+            .inline(),
+        )
+        .check(Check::new(
+            "lookup",
+            "A value by key; records where it came from.",
+            move |lookup: Lookup, context: &CheckContext| {
+                counted.fetch_add(1, Ordering::SeqCst);
+                context.set_ref(format!("memory://{}", lookup.key));
+                if lookup.fail {
+                    return Err(CheckError::new("not_found", "no such key")
+                        .with_details(json!({"key": lookup.key})));
+                }
+                Ok(json!({"key": lookup.key, "n": 1}))
+            },
+        ))
+        .check(Check::new_async(
+            "slow_count",
+            "Counts asynchronously.",
+            |_: NoParams, context: CheckContext| async move {
+                let millis = match context.context().trigger_time {
+                    TriggerTime::UnixMillis(millis) => millis,
+                    TriggerTime::Logical(tick) => tick,
+                };
+                Ok::<i64, CheckError>(millis)
+            },
+        ))
+        .check(Check::new(
+            "boom",
+            "Panics.",
+            |_: NoParams, _: &CheckContext| -> Result<bool, CheckError> {
+                panic!("a bug in the check")
+            },
+        ))
+}
+
+#[test]
+fn the_contract_is_derived_from_the_types() {
+    let contract = provider(Arc::default()).contract();
+    assert_eq!(contract.provider_id, "git");
+    let head = &contract.checks[0];
+    assert_eq!(head.check_id, "head_commit");
+    assert_eq!(head.params_schema["type"], "object");
+    assert!(head.params_schema["properties"]["path"].is_object());
+    assert!(!head.params_required, "path is optional");
+    assert_eq!(head.result_schema["type"], "string");
+    assert_eq!(
+        head.allowed_comparators,
+        vec![
+            Comparator::Equals,
+            Comparator::NotEquals,
+            Comparator::Contains,
+            Comparator::InSet,
+            Comparator::Exists,
+            Comparator::NotExists
+        ]
+    );
+    let clean = &contract.checks[1];
+    assert_eq!(
+        clean.params_schema,
+        json!({"type": "object", "additionalProperties": false})
+    );
+    assert_eq!(clean.result_schema["type"], "boolean");
+    let lookup = &contract.checks[2];
+    assert!(lookup.params_required);
+    // serde_json::Value declares no type: Decision Gate's dynamic marker.
+    assert_eq!(
+        lookup.result_schema["x-decision-gate"]["dynamic_type"],
+        true
+    );
+    assert_eq!(lookup.allowed_comparators.len(), 16);
+    assert_eq!(contract.checks[3].result_schema["type"], "integer");
+    // The contract is valid (examples checked against the schemas).
+    provider(Arc::default())
+        .server_contract()
+        .expect("a valid contract");
+}
+
+/// Sends one Decision Gate query for `check` with `params` and runs every
+/// job to completion on this thread; returns the EvidenceResult answered.
+fn ask(check: &str, params: Value) -> Value {
+    ask_with(provider(Arc::default()), check, params)
+}
+
+fn ask_with(provider: Provider, check: &str, params: Value) -> Value {
+    let service = provider.into_service().expect("service");
+    let mut server: Server = service.connection();
+    let body = json!({
+        "jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "evidence_query", "arguments": {
+            "query": {"provider_id": "git", "check_id": check, "params": params},
+            "context": {"tenant_id": 1, "namespace_id": 1, "run_id": "r", "scenario_id": "s",
+                "stage_id": "st", "trigger_id": "t",
+                "trigger_time": {"kind": "unix_millis", "value": 1710000000000_i64}}
+        }}
+    })
+    .to_string();
+    server.handle_input(format!("Content-Length: {}\r\n\r\n{body}", body.len()).as_bytes());
+    while let Some(event) = server.poll_event() {
+        if let Work::Run { ticket, job } = dispatch(service.handler().as_ref(), event) {
+            let completion = job.run_blocking();
+            complete(&mut server, ticket, completion).expect("in flight");
+        }
+    }
+    let out = server.poll_transmit().expect("an answer");
+    let text = String::from_utf8(out).expect("utf-8");
+    let body: Value = serde_json::from_str(text.split_once("\r\n\r\n").unwrap().1).unwrap();
+    body["result"]["content"][0]["json"].clone()
+}
+
+#[test]
+fn typed_checks_answer_and_the_server_hashes() {
+    let answer = ask("head_commit", json!({"path": "/repo"}));
+    assert_eq!(answer["value"]["value"], "commit-of-/repo");
+    assert_eq!(answer["evidence_hash"]["algorithm"], "sha256");
+    assert_eq!(ask("is_clean", json!({}))["value"]["value"], true);
+    // Absent params read as an empty object.
+    assert_eq!(ask("is_clean", Value::Null)["value"]["value"], true);
+    assert_eq!(
+        ask("slow_count", Value::Null)["value"]["value"],
+        1710000000000_i64
+    );
+}
+
+#[test]
+fn bad_params_never_reach_the_function() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let answer = ask_with(provider(Arc::clone(&calls)), "lookup", json!({"key": 5}));
+    assert_eq!(answer["error"]["code"], "invalid_params", "{answer}");
+    let answer = ask_with(provider(Arc::clone(&calls)), "lookup", json!({}));
+    assert_eq!(answer["error"]["code"], "invalid_params", "{answer}");
+    assert_eq!(calls.load(Ordering::SeqCst), 0);
+    let answer = ask_with(provider(Arc::clone(&calls)), "lookup", json!({"key": "k"}));
+    assert_eq!(answer["value"]["value"], json!({"key": "k", "n": 1}));
+    assert_eq!(calls.load(Ordering::SeqCst), 1);
+    // An unknown check and another provider's id are refused by the server.
+    assert_eq!(ask("nope", json!({}))["error"]["code"], "unknown_check");
+}
+
+#[test]
+fn errors_keep_their_provenance() {
+    let answer = ask("lookup", json!({"key": "gone", "fail": true}));
+    assert!(answer["value"].is_null());
+    assert_eq!(answer["error"]["code"], "not_found");
+    assert_eq!(answer["error"]["details"]["key"], "gone");
+    assert_eq!(answer["evidence_ref"]["uri"], "memory://gone");
+    assert!(answer["evidence_hash"].is_null());
+}
+
+#[test]
+fn a_panicking_check_is_answered_with_an_internal_error() {
+    let answer = ask("boom", json!({}));
+    assert_eq!(answer["error"]["code"], "internal_error", "{answer}");
+}
+
+#[test]
+fn each_kind_of_check_says_where_it_runs() {
+    let provider = provider(Arc::default());
+    let context = EvidenceContext::adhoc(TriggerTime::UnixMillis(1));
+    let query = |check: &str| evidence_wire::evidence::EvidenceQuery::new("git", check);
+    assert!(matches!(
+        provider.answer(query("is_clean"), context.clone()),
+        Answer::Ready(_)
+    ));
+    assert!(matches!(
+        provider.answer(query("head_commit"), context.clone()),
+        Answer::Blocking(_)
+    ));
+    assert!(matches!(
+        provider.answer(query("slow_count"), context),
+        Answer::Async(_)
+    ));
+}
+
+#[test]
+fn cancellation_and_observation_are_routed() {
+    let service = provider(Arc::default()).into_service().unwrap();
+    let mut server = service.connection();
+    let body = r#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#;
+    server.handle_input(format!("{body}\n").as_bytes());
+    let mut observed = 0;
+    while let Some(event) = server.poll_event() {
+        assert!(matches!(event, ServerEvent::Handled(_)));
+        if let Work::Observed = dispatch(service.handler().as_ref(), event) {
+            observed += 1;
+        }
+    }
+    assert_eq!(observed, 1);
+}
