@@ -1062,6 +1062,17 @@ fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
     getrandom::fill(&mut seed)
         .map_err(|error| Failure::usage(format!("no randomness from the system: {error}")))?;
     let signer = evidence::EvidenceSigner::from_seed("keygen", &seed);
+    if let Some(parent) = secret_path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent).map_err(|error| {
+            Failure::usage(format!(
+                "cannot create the directory {}: {error}",
+                parent.display()
+            ))
+        })?;
+    }
     let create = |path: &Path, mode: u32| {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create_new(true);

@@ -295,7 +295,10 @@ fn keygen_writes_a_private_seed_and_a_raw_public_key() {
         "{}",
         stderr(&again)
     );
-    // Two runs make two different keys.
+    // Two runs make two different keys; a missing directory is created.
+    let nested = run(&["keygen", "--out", "keys/nested"], b"", &dir.0);
+    assert_eq!(code(&nested), 0, "{}", stderr(&nested));
+    assert!(dir.0.join("keys/nested.pub").is_file());
     let other = run(&["keygen", "--out", "other"], b"", &dir.0);
     assert_eq!(code(&other), 0);
     assert_ne!(std::fs::read(dir.0.join("other.pub")).unwrap(), public);
