@@ -8,17 +8,21 @@
 //! [`Server`] pipeline stdio uses, with the handler's calls as tokio tasks.
 //! Statuses, headers and error bodies all come from [`evidence_wire::http`].
 //!
-//! Connections are kept by an [`http::ConnectionBudget`]: at most
-//! [`HttpServerConfig::max_connections`] are open, and at most
-//! [`HttpServerConfig::max_waiting_connections`] of them may be waiting for
-//! a request head (just accepted, partway through a head, or idle between
-//! keep-alive requests). A new connection is always accepted while any
-//! connection is waiting: the one that has waited longest is closed
-//! (*shed*, without an answer) to make room, so half-open heads, which cost
-//! a peer nothing to hold, can neither lock out other clients nor take the
-//! slots complete requests need. Accepting pauses only when every open
-//! connection is in the middle of a request. A connection is waiting again
-//! from the moment its answer is handed to hyper.
+//! Connections are kept by an [`http::ConnectionBudget`] (its docs give
+//! the whole design): at most [`HttpServerConfig::max_connections`] are
+//! open, and past [`HttpServerConfig::max_waiting_connections`] connections
+//! waiting for a request head (partway through a head, or idle between
+//! keep-alive requests) the head timeout drops from
+//! [`HttpServerConfig::header_read_timeout`] to
+//! [`HttpServerConfig::pressure_header_read_timeout`]: the connection that
+//! has waited longest is *shed* (closed with a TCP reset, no answer) once it
+//! has waited that long, to make room for new ones. A connection is never
+//! shed before its first read, nor while in a request, so half-open heads,
+//! which cost a peer nothing to hold, can neither lock out other clients
+//! nor take the slots complete requests need. Accepting pauses only while
+//! no connection can be shed yet (new clients wait in the kernel's queue,
+//! [`LISTEN_BACKLOG`] long). A connection waits for a head again from the
+//! moment its answer is handed to hyper.
 //!
 //! Other limits: at most [`HttpServerConfig::max_concurrent_requests`]
 //! JSON-RPC calls at once (past it, `503 OVERLOADED`; the `/healthz` and
@@ -518,7 +522,9 @@ async fn serve_connection<H: Handler>(
         let shared = Arc::clone(&shared);
         async move {
             // The head is in: this connection no longer counts as waiting.
-            shared.connections.head_received(id);
+            // (False if it was shed meanwhile: its shed signal, which
+            // serve_connection heeds first, closes it.)
+            let _counted = shared.connections.head_received(id);
             let in_request = InRequest {
                 shared: Arc::clone(&shared),
                 id,
@@ -554,7 +560,9 @@ async fn serve_connection<H: Handler>(
         polled
     });
     tokio::select! {
-        _ = served => {}
+        // A shed connection is no longer counted: it goes before anything
+        // else it might do.
+        biased;
         // Shed to make room: close at once, without an answer, with a
         // reset (as nginx's reset_timedout_connection does) so no TIME_WAIT
         // is left behind for a peer that reconnects at once.
@@ -566,6 +574,7 @@ async fn serve_connection<H: Handler>(
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
         }
+        _ = served => {}
     }
     drop(slot);
 }

@@ -9,7 +9,9 @@
 //!   address the server is bound to, nor a configured allowed host, is
 //!   answered `421` with the canonical `FORBIDDEN` body;
 //! - the HTTP client refuses an answer that is a JSON-RPC batch when it
-//!   sent one request.
+//!   sent one request;
+//! - `/healthz` and `/readyz` are answered while every call slot is taken
+//!   (a guard: they never needed one).
 //!
 //! Every network wait is bounded.
 
@@ -483,4 +485,44 @@ async fn client_refuses_a_batch_answer_to_one_request() {
             "{shape:?}: {message}"
         );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_are_answered_while_every_call_slot_is_taken() {
+    let server = start(HttpServerConfig::default().with_max_concurrent_requests(1)).await;
+    let address = server.address;
+    let host = ("Host", address.to_string());
+    // One slow call holds the only call slot for 3 s.
+    let body = serde_json::to_vec(&common::call(1, "slow", json!({"ms": 3_000}))).expect("json");
+    let mut slow = format!(
+        "POST /rpc HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    slow.extend_from_slice(&body);
+    let holder = tokio::spawn(async move { send(address, &slow).await.status });
+    // A second call is refused OVERLOADED (once the first holds the slot).
+    let started = std::time::Instant::now();
+    loop {
+        let reply = send(address, &post_with("/rpc", std::slice::from_ref(&host))).await;
+        if reply.status == 503 {
+            assert_eq!(reply.json()["error"]["code"], -32072);
+            break;
+        }
+        assert!(
+            started.elapsed() < LIMIT,
+            "the slow call never took the slot"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The probes do not need a call slot.
+    for path in ["/healthz", "/readyz"] {
+        let probe = format!("GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n");
+        let asked = std::time::Instant::now();
+        let reply = send(address, probe.as_bytes()).await;
+        assert_eq!(reply.status, 200, "{path}");
+        assert!(asked.elapsed() < Duration::from_secs(1), "{path}");
+    }
+    assert_eq!(holder.await.expect("holder"), 200);
+    server.stop().await;
 }
