@@ -336,6 +336,11 @@ pub struct ServerConfig {
     pub auth: ServerAuth,
     /// Which tools are visible.
     pub tools: ToolsConfig,
+    /// `Host` values the HTTP server accepts besides the loopback names of
+    /// a loopback `bind` (DNS-rebinding protection), e.g.
+    /// `gate.internal:8080`; on another bind, a non-empty list is the only
+    /// `Host`s accepted. Default empty.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServerConfig {
@@ -349,6 +354,7 @@ impl Default for ServerConfig {
             hash_profile: HashProfileName::Auto,
             auth: ServerAuth::default(),
             tools: ToolsConfig::default(),
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -744,6 +750,21 @@ fn check_name_list(field: &str, names: &[String], what: &str) -> Result<(), Conf
                 format!("{what} `{name}` is listed twice; remove the repeat"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A `Host` header value as clients send it: `name`, `name:port` or
+/// `[v6]:port`, in the characters of a URI authority without user info.
+fn check_host_value(field: &str, host: &str) -> Result<(), ConfigError> {
+    let allowed = |byte: u8| byte.is_ascii_alphanumeric() || b"-._~!$&'()*+;=:[]%".contains(&byte);
+    if !host.bytes().all(allowed) {
+        return Err(invalid(
+            field,
+            format!(
+                "`{host}` is not a Host header value; write the host as clients send it, such as gate.internal:8080 or gate.internal (no scheme, path or user)"
+            ),
+        ));
     }
     Ok(())
 }
@@ -1419,6 +1440,10 @@ impl ServerConfig {
         }
         if let Some(allowed) = &self.auth.allowed_tools {
             check_name_list("server.auth.allowed_tools", allowed, "tool")?;
+        }
+        check_name_list("server.allowed_hosts", &self.allowed_hosts, "host")?;
+        for (index, host) in self.allowed_hosts.iter().enumerate() {
+            check_host_value(&format!("server.allowed_hosts[{index}]"), host)?;
         }
         check_name_list("server.tools.allowlist", &self.tools.allowlist, "tool")?;
         check_name_list("server.tools.denylist", &self.tools.denylist, "tool")?;

@@ -12,19 +12,38 @@
 //! 1. Routes: `POST /rpc` (Decision Gate style) and `POST /mcp` (MCP
 //!    streamable HTTP) run the JSON-RPC pipeline; `GET`/`HEAD /healthz` and
 //!    `/readyz` answer `{"status":…}`; another method on a known path is
-//!    `405` with `Allow`; an unknown path is `404`.
-//! 2. `Origin`: absent is accepted (non-browser clients); present, it must be
+//!    `405` with `Allow`; an unknown path is `404`. Probes are answered
+//!    before any other rule, so an orchestrator always gets them.
+//! 2. Headers that must appear once ([`SINGLETON_HEADERS`]: `Host`,
+//!    `Origin`, `Authorization`, `Content-Length`, `MCP-Protocol-Version`,
+//!    `Mcp-Session-Id`): sent more than once, the request is `400
+//!    INVALID_ENVELOPE` naming the header, before any of them is read (two
+//!    values would let a proxy and this server each check a different one).
+//!    The adapter passes every value it received ([`HeaderField::from_values`]);
+//!    an HTTP parser may already refuse or merge some repeats itself (hyper
+//!    refuses two different `Content-Length`s and merges equal ones, which
+//!    RFC 9110 §8.6 allows).
+//! 3. `Host` (DNS-rebinding defence, as the MCP transport spec recommends):
+//!    on a server bound to a loopback address ([`RequestHead::server_address`]),
+//!    `Host` must name that server, i.e. `localhost`, `127.0.0.0/8` or `[::1]`
+//!    with the bound port (no port means 80), or be one of
+//!    [`HttpPolicy::allowed_hosts`]; on any other bind it is checked only
+//!    against a non-empty `allowed_hosts`. Otherwise `421 Misdirected
+//!    Request` with the canonical `FORBIDDEN` body ([`misdirected_reply`]):
+//!    a page whose DNS name was rebound to 127.0.0.1 still sends its own
+//!    name as `Host`, and cannot change it.
+//! 4. `Origin`: absent is accepted (non-browser clients); present, it must be
 //!    on the allow-list or, when [`HttpPolicy::allow_loopback_origins`] is set,
 //!    a loopback origin (`http://localhost:*`, `127.0.0.0/8`, `[::1]`).
 //!    Otherwise `403 FORBIDDEN` (DNS-rebinding defence the MCP spec asks for).
-//! 3. Bearer authentication when a token is configured: the header is
+//! 5. Bearer authentication when a token is configured: the header is
 //!    compared in constant time (both sides hashed with SHA-256, digests
 //!    compared with [`subtle`]); failure is `401 UNAUTHENTICATED` with
 //!    `WWW-Authenticate: Bearer`.
-//! 4. MCP headers: `Mcp-Session-Id` must be visible ASCII (it is echoed on
+//! 6. MCP headers: `Mcp-Session-Id` must be visible ASCII (it is echoed on
 //!    the reply; this server keeps no sessions), `MCP-Protocol-Version` must
 //!    name a supported version (and selects the MCP dialect on `/rpc`).
-//! 5. A declared `Content-Length` over the body limit is `413
+//! 7. A declared `Content-Length` over the body limit is `413
 //!    PAYLOAD_TOO_LARGE` before any byte of the body is read; the adapter
 //!    also counts bytes while reading ([`BodyLimit`]).
 //!
@@ -38,13 +57,19 @@
 //!
 //! Limits: the body limit is [`HttpPolicy::max_body_bytes`]; header values
 //! are inspected, never copied, except a session id (at most
-//! [`MAX_SESSION_ID_BYTES`]).
+//! [`MAX_SESSION_ID_BYTES`]). Connection-level limits (how many connections,
+//! how many may still be sending their request head, which one to shed) are
+//! decided by [`ConnectionBudget`]; the adapter only opens and closes sockets.
+//!
+//! The client side has one rule here: an HTTP answer to one request must be
+//! one JSON-RPC response, not a batch ([`check_single_answer`]).
 
 use alloc::borrow::ToOwned;
+use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::net::IpAddr;
+use core::net::{IpAddr, SocketAddr};
 
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
@@ -138,6 +163,13 @@ pub struct HttpPolicy {
     pub allowed_origins: Vec<String>,
     /// Accept `Origin`s naming a loopback host (default true).
     pub allow_loopback_origins: bool,
+    /// `Host` values accepted besides the names of a loopback bind address
+    /// (`localhost`, `127.0.0.0/8` and `[::1]` with the bound port), e.g.
+    /// `gate.internal:8080`; compared whole, ignoring ASCII case, so an
+    /// entry without a port matches only a `Host` without one (the default
+    /// port). On a non-loopback bind, a non-empty list is the only `Host`s
+    /// accepted. Empty by default.
+    pub allowed_hosts: Vec<String>,
     /// Most bytes a request body may hold (default 1 MiB).
     pub max_body_bytes: usize,
 }
@@ -148,32 +180,121 @@ impl Default for HttpPolicy {
             bearer_token: None,
             allowed_origins: Vec::new(),
             allow_loopback_origins: true,
+            allowed_hosts: Vec::new(),
             max_body_bytes: Limits::default().max_body_bytes,
         }
     }
 }
 
+/// Headers a request may carry at most once; a repeat is refused with `400`
+/// by [`admit`].
+pub const SINGLETON_HEADERS: [&str; 6] = [
+    "Host",
+    "Origin",
+    "Authorization",
+    "Content-Length",
+    "MCP-Protocol-Version",
+    "Mcp-Session-Id",
+];
+
+/// One header field of a request head as received: absent, sent once (its
+/// raw value; HTTP allows non-UTF-8), or sent more than once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HeaderField<'a> {
+    /// Not sent.
+    #[default]
+    Absent,
+    /// Sent once, with this value.
+    One(&'a [u8]),
+    /// Sent this many times (2 or more); [`admit`] refuses the request.
+    Repeated(usize),
+}
+
+impl<'a> HeaderField<'a> {
+    /// The field from every value the request carried for it, in order
+    /// (an adapter passes them all and lets [`admit`] judge repeats).
+    pub fn from_values<I: IntoIterator<Item = &'a [u8]>>(values: I) -> Self {
+        let mut values = values.into_iter();
+        let Some(first) = values.next() else {
+            return HeaderField::Absent;
+        };
+        match values.count() {
+            0 => HeaderField::One(first),
+            more => HeaderField::Repeated(more.saturating_add(1)),
+        }
+    }
+
+    /// The value when sent exactly once.
+    pub fn value(self) -> Option<&'a [u8]> {
+        match self {
+            HeaderField::One(value) => Some(value),
+            HeaderField::Absent | HeaderField::Repeated(_) => None,
+        }
+    }
+}
+
+impl<'a> From<Option<&'a [u8]>> for HeaderField<'a> {
+    fn from(value: Option<&'a [u8]>) -> Self {
+        value.map_or(HeaderField::Absent, HeaderField::One)
+    }
+}
+
 /// The parts of a request head the decisions look at. Header values are
-/// raw bytes (HTTP allows non-UTF-8 values); `None` means absent. When a
-/// header appears more than once, pass the first value.
+/// raw bytes (HTTP allows non-UTF-8 values). Headers that must appear once
+/// are [`HeaderField`]s built from every value received; `Accept` may be
+/// repeated (pass the first value; `None` means absent).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct RequestHead<'a> {
     /// The method, e.g. `POST`.
     pub method: &'a str,
     /// The path, without the query string.
     pub path: &'a str,
+    /// `Host`.
+    pub host: HeaderField<'a>,
     /// `Authorization`.
-    pub authorization: Option<&'a [u8]>,
+    pub authorization: HeaderField<'a>,
     /// `Origin`.
-    pub origin: Option<&'a [u8]>,
+    pub origin: HeaderField<'a>,
     /// `Content-Length`.
-    pub content_length: Option<&'a [u8]>,
-    /// `Accept`.
+    pub content_length: HeaderField<'a>,
+    /// `Accept` (the first value).
     pub accept: Option<&'a [u8]>,
     /// `MCP-Protocol-Version`.
-    pub protocol_version: Option<&'a [u8]>,
+    pub protocol_version: HeaderField<'a>,
     /// `Mcp-Session-Id`.
-    pub session_id: Option<&'a [u8]>,
+    pub session_id: HeaderField<'a>,
+    /// The address the server listens on (the listener's local address),
+    /// which decides the `Host` names that are its own; `None` when
+    /// unknown (then `Host` is checked only against
+    /// [`HttpPolicy::allowed_hosts`]).
+    pub server_address: Option<SocketAddr>,
+}
+
+impl RequestHead<'_> {
+    /// The first header of [`SINGLETON_HEADERS`] sent more than once, and how often.
+    pub fn repeated_singleton(&self) -> Option<(&'static str, usize)> {
+        let [
+            host,
+            origin,
+            authorization,
+            content_length,
+            protocol_version,
+            session_id,
+        ] = SINGLETON_HEADERS;
+        [
+            (host, self.host),
+            (origin, self.origin),
+            (authorization, self.authorization),
+            (content_length, self.content_length),
+            (protocol_version, self.protocol_version),
+            (session_id, self.session_id),
+        ]
+        .into_iter()
+        .find_map(|(name, field)| match field {
+            HeaderField::Repeated(count) => Some((name, count)),
+            HeaderField::Absent | HeaderField::One(_) => None,
+        })
+    }
 }
 
 /// A complete HTTP answer: status, headers and body.
@@ -268,6 +389,28 @@ pub fn unreadable_body_reply(reason: &str) -> HttpReply {
         CanonicalError::ParseError,
         &detail,
     )
+}
+
+/// `400 INVALID_ENVELOPE` for a header that must appear once but was sent
+/// `count` times.
+pub fn repeated_header_reply(name: &str, count: usize) -> HttpReply {
+    let detail = format!(
+        "the {name} header appears {count} times; it must appear at most once, so send it once"
+    );
+    HttpReply::error(400, CanonicalError::InvalidEnvelope, &detail)
+}
+
+/// `421 Misdirected Request` with the canonical `FORBIDDEN` body: `Host`
+/// (absent when `None`) names no host this server answers for.
+pub fn misdirected_reply(host: Option<&[u8]>) -> HttpReply {
+    let detail = match host {
+        Some(host) => format!(
+            "this server does not answer for Host {:?} (DNS-rebinding protection); use the address it listens on (127.0.0.1:PORT, localhost:PORT or [::1]:PORT on a loopback bind), or add the name to the server's allowed_hosts",
+            String::from_utf8_lossy(host)
+        ),
+        None => "the request has no Host header; send one naming the address this server listens on, or a name in its allowed_hosts".to_owned(),
+    };
+    HttpReply::error(421, CanonicalError::Forbidden, &detail)
 }
 
 /// The outcome of checking an `Authorization` header.
@@ -408,6 +551,67 @@ fn is_port(text: &str) -> bool {
     text.strip_prefix(':').is_some_and(|digits| {
         !digits.is_empty() && digits.len() <= 5 && digits.bytes().all(|b| b.is_ascii_digit())
     })
+}
+
+/// True when `host` (the `Host` header, `None` when absent) may reach a
+/// server listening on `server` (see rule 3 of the module docs): it equals
+/// an entry of [`HttpPolicy::allowed_hosts`] (ASCII case ignored), or the
+/// server is bound to a loopback address and `host` names a loopback host
+/// (`localhost`, `127.0.0.0/8`, `[::1]`) with the bound port (no port means
+/// 80). On a non-loopback or unknown bind, any `Host` passes while
+/// `allowed_hosts` is empty.
+pub fn host_allowed(policy: &HttpPolicy, server: Option<SocketAddr>, host: Option<&[u8]>) -> bool {
+    let host = host.map(trim_ascii);
+    if let Some(host) = host {
+        if policy
+            .allowed_hosts
+            .iter()
+            .any(|allowed| allowed.as_bytes().eq_ignore_ascii_case(host))
+        {
+            return true;
+        }
+    }
+    match server {
+        Some(server) if is_loopback_ip(server.ip()) => {
+            host.is_some_and(|host| names_loopback(host, server.port()))
+        }
+        _ => policy.allowed_hosts.is_empty(),
+    }
+}
+
+/// True when the `Host` value `host` is `localhost`, a loopback IPv4
+/// address or `[::1]`, with port `port` (a missing port is 80).
+fn names_loopback(host: &[u8], port: u16) -> bool {
+    let Ok(host) = core::str::from_utf8(host) else {
+        return false;
+    };
+    let (loopback, port_part) = if let Some(rest) = host.strip_prefix('[') {
+        let Some((address, after)) = rest.split_once(']') else {
+            return false;
+        };
+        let loopback = address
+            .parse::<core::net::Ipv6Addr>()
+            .is_ok_and(|address| is_loopback_ip(IpAddr::V6(address)));
+        (loopback, after)
+    } else {
+        let at = host.find(':').unwrap_or(host.len());
+        let name = host.get(..at).unwrap_or_default();
+        let loopback = name.eq_ignore_ascii_case("localhost")
+            || name
+                .parse::<core::net::Ipv4Addr>()
+                .is_ok_and(|address| address.is_loopback());
+        (loopback, host.get(at..).unwrap_or_default())
+    };
+    let named_port = if port_part.is_empty() {
+        Some(80)
+    } else if is_port(port_part) {
+        port_part
+            .get(1..)
+            .and_then(|digits| digits.parse::<u16>().ok())
+    } else {
+        None
+    };
+    loopback && named_port == Some(port)
 }
 
 /// True for loopback addresses, IPv4-mapped IPv6 ones included.
@@ -615,8 +819,16 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
         }
         Route::NotFound => return Admission::Reply(not_found_reply(head.path)),
     };
-    if !origin_allowed(policy, head.origin) {
-        let origin = String::from_utf8_lossy(head.origin.unwrap_or_default());
+    if let Some((name, count)) = head.repeated_singleton() {
+        return Admission::Reply(repeated_header_reply(name, count));
+    }
+    let host = head.host.value();
+    if !host_allowed(policy, head.server_address, host) {
+        return Admission::Reply(misdirected_reply(host));
+    }
+    let origin = head.origin.value();
+    if !origin_allowed(policy, origin) {
+        let origin = String::from_utf8_lossy(origin.unwrap_or_default());
         let detail = format!(
             "requests from origin {origin:?} are not allowed; add it to the server's allowed origins"
         );
@@ -626,11 +838,11 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
             &detail,
         ));
     }
-    let bearer = check_bearer(policy.bearer_token.as_deref(), head.authorization);
+    let bearer = check_bearer(policy.bearer_token.as_deref(), head.authorization.value());
     if !bearer.is_allowed() {
         return Admission::Reply(unauthenticated_reply(bearer));
     }
-    let session_id = match head.session_id {
+    let session_id = match head.session_id.value() {
         None => None,
         Some(id) if session_id_valid(id) => Some(String::from_utf8_lossy(id).into_owned()),
         Some(_) => {
@@ -645,7 +857,7 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
         Endpoint::Mcp => Some(Dialect::Mcp),
         Endpoint::Rpc => None,
     };
-    if let Some(version) = head.protocol_version {
+    if let Some(version) = head.protocol_version.value() {
         let version = trim_ascii(version);
         if !SUPPORTED_PROTOCOL_VERSIONS
             .iter()
@@ -665,7 +877,10 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
         dialect = Some(Dialect::Mcp);
     }
     let body_limit = BodyLimit::new(policy.max_body_bytes);
-    if body_limit.check_declared(head.content_length).is_err() {
+    if body_limit
+        .check_declared(head.content_length.value())
+        .is_err()
+    {
         return Admission::Reply(payload_too_large_reply(policy.max_body_bytes));
     }
     Admission::Call(CallPlan {
@@ -675,6 +890,254 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
         session_id,
         body_limit,
     })
+}
+
+/// An HTTP answer that is a JSON-RPC batch (a JSON array) although one
+/// request was sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the provider answered one request with a JSON-RPC batch (a JSON array); one request must be answered with one JSON-RPC response object, so the provider's HTTP endpoint is broken or is not a JSON-RPC provider"
+)]
+pub struct BatchAnswer;
+
+/// Client side: refuses an answer body whose JSON is an array, since one
+/// request went out (batches are never sent over HTTP here). Whatever else
+/// is wrong with the body is left to the client's parser.
+pub fn check_single_answer(body: &[u8]) -> Result<(), BatchAnswer> {
+    match body.iter().find(|byte| !byte.is_ascii_whitespace()) {
+        Some(b'[') => Err(BatchAnswer),
+        _ => Ok(()),
+    }
+}
+
+/// Names one connection in a [`ConnectionBudget`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnectionId(u64);
+
+/// Where a connection of a [`ConnectionBudget`] stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Standing {
+    /// Accepted, not yet read from: it cannot be shed before it had one
+    /// read (its head may be waiting in the socket).
+    Fresh,
+    /// Waiting for a request head; the key of its place in the line.
+    Waiting(u64),
+    /// In a request: head received, answer not yet handed over.
+    InRequest,
+}
+
+/// The limits of a [`ConnectionBudget`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Most open connections (at least 1).
+    pub max_connections: usize,
+    /// Most connections waiting for a request head before the ones that
+    /// have waited [`ConnectionLimits::pressure_head_ms`] are shed (1 to
+    /// `max_connections`).
+    pub max_waiting: usize,
+    /// Under pressure (more than `max_waiting` connections waiting, or
+    /// every slot taken), how long a connection may wait for its head
+    /// before it may be shed, in milliseconds: the head timeout under
+    /// pressure, instead of the adapter's usual one.
+    pub pressure_head_ms: u64,
+}
+
+/// How many connections an HTTP server holds, and which to close when
+/// they are too many (sans-IO: the adapter opens, reads, closes and sheds
+/// sockets and passes the time in milliseconds; this keeps the books).
+///
+/// A connection is *fresh* until the adapter first reads from it, then
+/// either *in a request* (head received, answer not yet handed over) or
+/// *waiting for a request head* (partway through a head, or idle between
+/// keep-alive requests). Waiting connections cost the peer nothing to
+/// hold, so they are the ones given up under pressure, the one that has
+/// waited longest first, and only once it has waited at least
+/// `pressure_head_ms`:
+///
+/// - more than `max_waiting` connections waiting: the excess is shed as
+///   soon as it has waited `pressure_head_ms` (checked whenever a
+///   connection opens, is first read, or finishes a request);
+/// - `max_connections` open: a new connection is let in by shedding one
+///   that has waited `pressure_head_ms`; until one has,
+///   [`ConnectionBudget::room`] says when to try again (the adapter stops
+///   accepting meanwhile, leaving new connections in the kernel's queue).
+///
+/// So connections in a request are never shed; a new connection always
+/// gets its first read and `pressure_head_ms` more before it can be shed
+/// (a client that sends its head at once is served even while a flood of
+/// half heads is being reopened); the head timeout drops from the
+/// adapter's usual one to `pressure_head_ms` under pressure; and a client
+/// waits for a slot at most about `pressure_head_ms` times (1 + the
+/// connections queued ahead of it / `max_connections`). The churn a
+/// flood can cause is at most `max_connections` per `pressure_head_ms`.
+/// nginx likewise closes its "reusable" (idle and not-yet-read)
+/// connections, oldest first, when it runs out of connections.
+#[derive(Clone, Debug)]
+pub struct ConnectionBudget {
+    limits: ConnectionLimits,
+    next_id: u64,
+    next_place: u64,
+    /// Every open connection.
+    open: BTreeMap<ConnectionId, Standing>,
+    /// Connections waiting for a head, in the order they began waiting:
+    /// place → (connection, when it began waiting).
+    waiting: BTreeMap<u64, (ConnectionId, u64)>,
+    shed: u64,
+}
+
+/// Whether a [`ConnectionBudget`] can take a new connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Room {
+    /// Now.
+    Now,
+    /// Not before this time (ms): the longest-waiting connection may be
+    /// shed then. Try again at that time, or when a connection closes.
+    At(u64),
+    /// Not until a connection closes or finishes a request (every open
+    /// connection is fresh or in a request).
+    AfterClose,
+}
+
+impl ConnectionBudget {
+    /// A budget with these limits (clamped to usable values).
+    pub fn new(limits: ConnectionLimits) -> Self {
+        let max_connections = limits.max_connections.max(1);
+        ConnectionBudget {
+            limits: ConnectionLimits {
+                max_connections,
+                max_waiting: limits.max_waiting.clamp(1, max_connections),
+                pressure_head_ms: limits.pressure_head_ms,
+            },
+            next_id: 0,
+            next_place: 0,
+            open: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            shed: 0,
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> ConnectionLimits {
+        self.limits
+    }
+
+    /// Whether [`ConnectionBudget::open`] would take a connection at `now`.
+    pub fn room(&self, now: u64) -> Room {
+        if self.open.len() < self.limits.max_connections {
+            return Room::Now;
+        }
+        match self.sheddable_at() {
+            Some(at) if at <= now => Room::Now,
+            Some(at) => Room::At(at),
+            None => Room::AfterClose,
+        }
+    }
+
+    /// Counts a newly accepted connection (fresh) at `now`, and returns its
+    /// id with the connections to close (never the new one); `None` when
+    /// there is no room ([`Self::room`]).
+    pub fn open(&mut self, now: u64) -> Option<(ConnectionId, Vec<ConnectionId>)> {
+        if self.room(now) != Room::Now {
+            return None;
+        }
+        let id = ConnectionId(self.next_id);
+        self.next_id = self.next_id.saturating_add(1);
+        self.open.insert(id, Standing::Fresh);
+        Some((id, self.shed_excess(now)))
+    }
+
+    /// The adapter read from fresh connection `id` at `now` and found no
+    /// complete head: it waits for one from now on. Returns the
+    /// connections to shed (never `id`). No effect unless `id` is fresh.
+    pub fn first_read_done(&mut self, id: ConnectionId, now: u64) -> Vec<ConnectionId> {
+        if self.open.get(&id) != Some(&Standing::Fresh) {
+            return Vec::new();
+        }
+        self.wait(id, now)
+    }
+
+    /// The head of a request on `id` arrived. False when `id` is no longer
+    /// counted (it was shed or closed): the adapter must not serve it.
+    pub fn head_received(&mut self, id: ConnectionId) -> bool {
+        match self.open.get_mut(&id) {
+            None => false,
+            Some(standing) => {
+                if let Standing::Waiting(place) = *standing {
+                    self.waiting.remove(&place);
+                }
+                *standing = Standing::InRequest;
+                true
+            }
+        }
+    }
+
+    /// The answer on `id` was handed over at `now`: it waits for its next
+    /// head (keep-alive). Returns the connections to shed (never `id`).
+    /// No effect unless `id` is in a request.
+    pub fn request_done(&mut self, id: ConnectionId, now: u64) -> Vec<ConnectionId> {
+        if self.open.get(&id) != Some(&Standing::InRequest) {
+            return Vec::new();
+        }
+        self.wait(id, now)
+    }
+
+    /// `id` closed (by either side, or after being shed); its slot is free.
+    pub fn close(&mut self, id: ConnectionId) {
+        if let Some(Standing::Waiting(place)) = self.open.remove(&id) {
+            self.waiting.remove(&place);
+        }
+    }
+
+    /// Open connections.
+    pub fn open_count(&self) -> usize {
+        self.open.len()
+    }
+
+    /// Open connections waiting for a request head.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting.len()
+    }
+
+    /// Connections shed so far.
+    pub fn shed_count(&self) -> u64 {
+        self.shed
+    }
+
+    /// When the longest-waiting connection may be shed.
+    fn sheddable_at(&self) -> Option<u64> {
+        self.waiting
+            .first_key_value()
+            .map(|(_, (_, since))| since.saturating_add(self.limits.pressure_head_ms))
+    }
+
+    /// Puts open connection `id` at the back of the waiting line.
+    fn wait(&mut self, id: ConnectionId, now: u64) -> Vec<ConnectionId> {
+        let place = self.next_place;
+        self.next_place = self.next_place.saturating_add(1);
+        self.open.insert(id, Standing::Waiting(place));
+        self.waiting.insert(place, (id, now));
+        self.shed_excess(now)
+    }
+
+    /// Sheds the longest-waiting connections, each only once it has waited
+    /// `pressure_head_ms`, while either limit is exceeded.
+    fn shed_excess(&mut self, now: u64) -> Vec<ConnectionId> {
+        let mut shed = Vec::new();
+        while self.waiting.len() > self.limits.max_waiting
+            || self.open.len() > self.limits.max_connections
+        {
+            if self.sheddable_at().is_none_or(|at| at > now) {
+                break;
+            }
+            let Some((_, (oldest, _))) = self.waiting.pop_first() else {
+                break;
+            };
+            self.open.remove(&oldest);
+            self.shed = self.shed.saturating_add(1);
+            shed.push(oldest);
+        }
+        shed
+    }
 }
 
 /// The HTTP status of a JSON-RPC answer: `outcomes` are the
@@ -991,7 +1454,7 @@ mod tests {
         );
         assert_eq!(body_json(&missing)["error"]["code"], -32004);
         let wrong = RequestHead {
-            authorization: Some(b"Bearer nope"),
+            authorization: HeaderField::One(b"Bearer nope"),
             ..head("POST", "/rpc")
         };
         let Admission::Reply(wrong) = admit(&policy, &wrong) else {
@@ -1004,7 +1467,7 @@ mod tests {
                 .is_some_and(|value| value.contains("invalid_token"))
         );
         let right = RequestHead {
-            authorization: Some(b"Bearer tok"),
+            authorization: HeaderField::One(b"Bearer tok"),
             ..head("POST", "/rpc")
         };
         assert!(matches!(admit(&policy, &right), Admission::Call(_)));
@@ -1049,7 +1512,7 @@ mod tests {
         };
         assert!(!origin_allowed(&strict, Some(b"http://localhost:5173")));
         let refused = RequestHead {
-            origin: Some(b"https://evil.example"),
+            origin: HeaderField::One(b"https://evil.example"),
             ..head("POST", "/mcp")
         };
         let Admission::Reply(reply) = admit(&policy, &refused) else {
@@ -1136,7 +1599,7 @@ mod tests {
             ..HttpPolicy::default()
         };
         let declared = RequestHead {
-            content_length: Some(b"6"),
+            content_length: HeaderField::One(b"6"),
             ..head("POST", "/rpc")
         };
         let Admission::Reply(reply) = admit(&policy, &declared) else {
@@ -1157,8 +1620,8 @@ mod tests {
             admit(
                 &policy,
                 &RequestHead {
-                    session_id: session,
-                    protocol_version: version,
+                    session_id: session.into(),
+                    protocol_version: version.into(),
                     ..head("POST", "/rpc")
                 },
             )
@@ -1320,5 +1783,311 @@ mod tests {
         let unreadable = unreadable_body_reply("timed out");
         assert_eq!(unreadable.status, 400);
         assert_eq!(body_json(&unreadable)["error"]["code"], -32700);
+    }
+
+    fn loopback(port: u16) -> Option<SocketAddr> {
+        Some(SocketAddr::from(([127, 0, 0, 1], port)))
+    }
+
+    #[test]
+    fn header_fields_count_every_value() {
+        let none: [&[u8]; 0] = [];
+        assert_eq!(HeaderField::from_values(none), HeaderField::Absent);
+        assert_eq!(
+            HeaderField::from_values([b"a".as_slice()]),
+            HeaderField::One(b"a")
+        );
+        assert_eq!(
+            HeaderField::from_values([b"a".as_slice(), b"a", b"b"]),
+            HeaderField::Repeated(3)
+        );
+        assert_eq!(HeaderField::Repeated(2).value(), None);
+        assert_eq!(
+            HeaderField::from(Some(b"x".as_slice())).value(),
+            Some(&b"x"[..])
+        );
+    }
+
+    #[test]
+    fn repeated_singleton_headers_are_400_naming_the_header() {
+        let policy = HttpPolicy {
+            bearer_token: Some("tok".to_owned()),
+            ..HttpPolicy::default()
+        };
+        let good = RequestHead {
+            host: HeaderField::One(b"127.0.0.1:8080"),
+            authorization: HeaderField::One(b"Bearer tok"),
+            origin: HeaderField::One(b"http://localhost:8080"),
+            content_length: HeaderField::One(b"2"),
+            protocol_version: HeaderField::One(b"2025-06-18"),
+            session_id: HeaderField::One(b"s"),
+            server_address: loopback(8080),
+            ..head("POST", "/mcp")
+        };
+        assert!(matches!(admit(&policy, &good), Admission::Call(_)));
+        type Repeat = fn(&mut RequestHead<'static>);
+        let cases: [(&str, Repeat); 6] = [
+            ("Host", |head| head.host = HeaderField::Repeated(2)),
+            ("Origin", |head| head.origin = HeaderField::Repeated(2)),
+            ("Authorization", |head| {
+                head.authorization = HeaderField::Repeated(2);
+            }),
+            ("Content-Length", |head| {
+                head.content_length = HeaderField::Repeated(2);
+            }),
+            ("MCP-Protocol-Version", |head| {
+                head.protocol_version = HeaderField::Repeated(2);
+            }),
+            ("Mcp-Session-Id", |head| {
+                head.session_id = HeaderField::Repeated(2);
+            }),
+        ];
+        for (name, repeat) in cases {
+            let mut repeated = good;
+            repeat(&mut repeated);
+            let Admission::Reply(reply) = admit(&policy, &repeated) else {
+                panic!("{name} twice is refused");
+            };
+            assert_eq!(reply.status, 400, "{name}");
+            assert_eq!(body_json(&reply)["error"]["code"], -32600, "{name}");
+            let detail = body_json(&reply)["error"]["data"]["detail"].to_string();
+            assert!(
+                detail.contains(&format!("the {name} header appears 2 times")),
+                "{detail}"
+            );
+        }
+        // Probes are answered whatever the headers.
+        let probe = RequestHead {
+            host: HeaderField::Repeated(2),
+            ..head("GET", "/healthz")
+        };
+        assert!(matches!(
+            admit(&policy, &probe),
+            Admission::Reply(HttpReply { status: 200, .. })
+        ));
+    }
+
+    #[test]
+    fn host_rules_on_a_loopback_bind() {
+        let policy = HttpPolicy::default();
+        let server = loopback(8080);
+        for host in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "LocalHost:8080",
+            "[::1]:8080",
+            "127.0.0.2:8080",
+            " 127.0.0.1:8080 ",
+        ] {
+            assert!(
+                host_allowed(&policy, server, Some(host.as_bytes())),
+                "{host}"
+            );
+        }
+        for host in [
+            "evil.example:8080",
+            "evil.example",
+            "127.0.0.1:8081",
+            "localhost:80",
+            "localhost",
+            "localhost.:8080",
+            "localhost:8080:8080",
+            "localhost:",
+            "localhost:99999",
+            "[localhost]:8080",
+            "[::1]8080",
+            "::1:8080",
+            "127.1:8080",
+            "10.0.0.1:8080",
+            "",
+        ] {
+            assert!(
+                !host_allowed(&policy, server, Some(host.as_bytes())),
+                "{host:?}"
+            );
+        }
+        assert!(!host_allowed(&policy, server, Some(b"localhost\xff:8080")));
+        assert!(
+            !host_allowed(&policy, server, None),
+            "a missing Host is refused"
+        );
+        // Port 80: a Host without a port names it.
+        assert!(host_allowed(&policy, loopback(80), Some(b"localhost")));
+        assert!(host_allowed(&policy, loopback(80), Some(b"127.0.0.1:80")));
+        let v6 = Some(SocketAddr::from((Ipv6Addr::LOCALHOST, 9000)));
+        assert!(host_allowed(&policy, v6, Some(b"[::1]:9000")));
+        assert!(host_allowed(&policy, v6, Some(b"localhost:9000")));
+        assert!(!host_allowed(&policy, v6, Some(b"[::2]:9000")));
+        // Configured names, compared whole and ignoring case.
+        let configured = HttpPolicy {
+            allowed_hosts: vec!["gate.internal:8080".to_owned(), "gate.internal".to_owned()],
+            ..HttpPolicy::default()
+        };
+        assert!(host_allowed(
+            &configured,
+            server,
+            Some(b"Gate.Internal:8080")
+        ));
+        assert!(host_allowed(&configured, server, Some(b"gate.internal")));
+        assert!(host_allowed(&configured, server, Some(b"localhost:8080")));
+        assert!(!host_allowed(
+            &configured,
+            server,
+            Some(b"gate.internal:9090")
+        ));
+        assert!(!host_allowed(
+            &configured,
+            server,
+            Some(b"evil.gate.internal:8080")
+        ));
+    }
+
+    #[test]
+    fn host_rules_elsewhere() {
+        let public = Some(SocketAddr::from(([0, 0, 0, 0], 8443)));
+        let open = HttpPolicy::default();
+        assert!(host_allowed(&open, public, Some(b"anything.example")));
+        assert!(host_allowed(&open, None, None));
+        let listed = HttpPolicy {
+            allowed_hosts: vec!["gate.example.com".to_owned()],
+            ..HttpPolicy::default()
+        };
+        assert!(host_allowed(&listed, public, Some(b"gate.example.com")));
+        assert!(!host_allowed(&listed, public, Some(b"other.example.com")));
+        assert!(!host_allowed(&listed, public, None));
+    }
+
+    #[test]
+    fn wrong_host_is_421_with_the_forbidden_body() {
+        let policy = HttpPolicy::default();
+        let rebound = RequestHead {
+            host: HeaderField::One(b"attacker.example:8080"),
+            server_address: loopback(8080),
+            ..head("POST", "/mcp")
+        };
+        let Admission::Reply(reply) = admit(&policy, &rebound) else {
+            panic!("refused");
+        };
+        assert_eq!(reply.status, 421);
+        assert_eq!(body_json(&reply)["error"]["code"], -32003);
+        assert_eq!(body_json(&reply)["error"]["data"]["kind"], "forbidden");
+        assert!(
+            body_json(&reply)["error"]["data"]["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("attacker.example:8080")
+                    && detail.contains("allowed_hosts"))
+        );
+        let missing = RequestHead {
+            server_address: loopback(8080),
+            ..head("POST", "/mcp")
+        };
+        let Admission::Reply(reply) = admit(&policy, &missing) else {
+            panic!("refused");
+        };
+        assert_eq!(reply.status, 421);
+        let right = RequestHead {
+            host: HeaderField::One(b"localhost:8080"),
+            server_address: loopback(8080),
+            ..head("POST", "/mcp")
+        };
+        assert!(matches!(admit(&policy, &right), Admission::Call(_)));
+    }
+
+    #[test]
+    fn single_answers_only() {
+        assert!(check_single_answer(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_ok());
+        assert!(check_single_answer(b"").is_ok(), "left to the parser");
+        assert_eq!(check_single_answer(b" \r\n[{}]"), Err(BatchAnswer));
+        assert_eq!(check_single_answer(b"[]"), Err(BatchAnswer));
+        assert!(BatchAnswer.to_string().contains("batch"));
+    }
+
+    fn budget(max_connections: usize, max_waiting: usize) -> ConnectionBudget {
+        ConnectionBudget::new(ConnectionLimits {
+            max_connections,
+            max_waiting,
+            pressure_head_ms: 100,
+        })
+    }
+
+    /// Opens a connection at `now` whose first read finds half a head.
+    fn half_head(budget: &mut ConnectionBudget, now: u64) -> (ConnectionId, Vec<ConnectionId>) {
+        let (id, mut shed) = budget.open(now).expect("room");
+        shed.extend(budget.first_read_done(id, now));
+        (id, shed)
+    }
+
+    #[test]
+    fn connection_budget_sheds_the_longest_waiting_once_it_waited_enough() {
+        let mut budget = budget(4, 2);
+        let (a, shed) = half_head(&mut budget, 0);
+        assert!(shed.is_empty());
+        let (b, shed) = half_head(&mut budget, 10);
+        assert!(shed.is_empty());
+        // Over the waiting budget, but nobody has waited 100 ms yet.
+        let (c, shed) = half_head(&mut budget, 50);
+        assert!(shed.is_empty());
+        assert_eq!(budget.waiting_count(), 3);
+        // Now the oldest has: it gives way to the next arrival.
+        let (d, shed) = half_head(&mut budget, 100);
+        assert_eq!(shed, vec![a]);
+        assert!(!budget.head_received(a), "a shed connection is not served");
+        assert_eq!((budget.open_count(), budget.waiting_count()), (3, 3));
+        // Full: the next connection waits until someone has waited enough.
+        let (e, shed) = budget.open(105).expect("a free slot");
+        assert!(shed.is_empty());
+        assert_eq!(budget.room(105), Room::At(110), "b waited since 10");
+        assert!(budget.open(109).is_none());
+        let (f, shed) = budget.open(110).expect("room by shedding b");
+        assert_eq!(shed, vec![b]);
+        // Connections in a request are never shed.
+        assert!(budget.head_received(c));
+        assert!(budget.head_received(d));
+        assert!(budget.head_received(e));
+        assert!(budget.head_received(f), "a head complete at the first read");
+        assert!(budget.first_read_done(f, 110).is_empty());
+        assert_eq!((budget.open_count(), budget.waiting_count()), (4, 0));
+        assert_eq!(budget.room(10_000), Room::AfterClose);
+        assert!(budget.open(10_000).is_none());
+        // An idle keep-alive connection waits like a half head.
+        assert!(budget.request_done(c, 200).is_empty());
+        assert_eq!(budget.room(250), Room::At(300));
+        let (_, shed) = budget.open(300).expect("room by shedding idle c");
+        assert_eq!(shed, vec![c]);
+        budget.close(d);
+        budget.close(d);
+        assert_eq!(budget.open_count(), 3);
+        assert_eq!(budget.room(300), Room::Now);
+        assert_eq!(budget.shed_count(), 3);
+    }
+
+    #[test]
+    fn fresh_connections_are_never_shed() {
+        // A burst of arrivals: none has been read yet, so none is shed,
+        // however long they have been open.
+        let mut budget = budget(3, 1);
+        let fresh: Vec<ConnectionId> = (0..3).map(|_| budget.open(0).expect("room").0).collect();
+        assert_eq!(budget.room(1_000), Room::AfterClose);
+        // The first read of each: a whole head is served; half heads wait.
+        assert!(budget.head_received(fresh[2]));
+        assert!(budget.first_read_done(fresh[0], 1_000).is_empty());
+        assert!(budget.first_read_done(fresh[1], 1_050).is_empty());
+        assert!(budget.first_read_done(fresh[1], 1_050).is_empty(), "once");
+        assert_eq!(budget.room(1_050), Room::At(1_100));
+        // Over the waiting budget: the excess goes once it waited enough,
+        // at the next event.
+        assert_eq!(budget.request_done(fresh[2], 1_100), vec![fresh[0]]);
+        // Limits are clamped to something usable.
+        let mut tiny = ConnectionBudget::new(ConnectionLimits {
+            max_connections: 0,
+            max_waiting: 0,
+            pressure_head_ms: 0,
+        });
+        assert_eq!(tiny.limits().max_connections, 1);
+        let (first, _) = tiny.open(0).expect("one slot");
+        assert!(tiny.open(0).is_none(), "fresh: not shed");
+        assert!(tiny.first_read_done(first, 0).is_empty());
+        let (_, shed) = tiny.open(0).expect("by shedding");
+        assert_eq!(shed, vec![first]);
     }
 }

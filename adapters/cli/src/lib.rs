@@ -502,6 +502,7 @@ fn serve_http(
     let mut http_config = HttpServerConfig::default()
         .with_max_body_bytes(config.server.limits.max_body_bytes)
         .with_max_concurrent_requests(config.server.limits.max_in_flight)
+        .with_allowed_hosts(config.server.allowed_hosts.clone())
         .with_validation_log(log)
         .with_prepare(std::sync::Arc::new(move |server: &mut Server| {
             docs.install(server)

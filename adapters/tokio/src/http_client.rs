@@ -20,6 +20,10 @@
 //! non-2xx. The bearer token goes in `Authorization`, the context's
 //! correlation id in `x-correlation-id`.
 //!
+//! The answer must be one JSON-RPC response: a JSON array (a batch) is
+//! refused as [`ProviderError::UnexpectedResponse`] naming the problem
+//! ([`http::check_single_answer`]), since one request was sent.
+//!
 //! Limits: a connect timeout (TCP connect and TLS handshake), the request
 //! deadline over the whole exchange, and a response cap (checked against
 //! `Content-Length` before reading, counted while reading, so a peer that
@@ -33,7 +37,7 @@ use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use evidence_wire::frame::Framing;
-use evidence_wire::http::{BodyLimit, CONTENT_TYPE_JSON};
+use evidence_wire::http::{self, BodyLimit, CONTENT_TYPE_JSON};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
@@ -310,6 +314,9 @@ impl HttpProvider {
             Err(_elapsed) => client.handle_timeout(deadline_ms),
             Ok(Err(error)) => return Err(error),
             Ok(Ok(answer)) => {
+                // One request went out: a batch (array) is not its answer.
+                http::check_single_answer(&answer)
+                    .map_err(|batch| ProviderError::UnexpectedResponse(batch.to_string()))?;
                 let header = format!("Content-Length: {}\r\n\r\n", answer.len());
                 client.handle_input(header.as_bytes());
                 if !answer.is_empty() {

@@ -1,52 +1,73 @@
 //! The HTTP server on hyper (HTTP/1.1).
 //!
-//! Plumbing only: each request head goes to [`http::admit`], the body is
-//! read within the [`http::BodyLimit`] the plan carries (declared length
-//! checked before reading, bytes counted while reading), and the body runs
-//! through one [`Exchange`], the same [`Server`] pipeline stdio uses, with
-//! the handler's calls as tokio tasks. Statuses, headers and error bodies
-//! all come from [`evidence_wire::http`].
+//! Plumbing only: each request head goes to [`http::admit`] (with every
+//! value of the headers that must appear once, and the listener's address
+//! for the `Host` check), the body is read within the [`http::BodyLimit`]
+//! the plan carries (declared length checked before reading, bytes counted
+//! while reading), and the body runs through one [`Exchange`], the same
+//! [`Server`] pipeline stdio uses, with the handler's calls as tokio tasks.
+//! Statuses, headers and error bodies all come from [`evidence_wire::http`].
 //!
-//! Limits: at most [`HttpServerConfig::max_connections`] connections (past
-//! it, accepting pauses), at most [`HttpServerConfig::max_concurrent_requests`]
-//! JSON-RPC calls at once (past it, `503 OVERLOADED`), a header read timeout
-//! against slow clients (it also closes idle keep-alive connections), a body
-//! read timeout, a write timeout against clients that stop reading their
-//! answers (no write progress for [`HttpServerConfig::write_timeout`] closes
-//! the connection and frees its slot), and the body cap of
-//! [`HttpPolicy::max_body_bytes`]. A client that disconnects while its call
-//! runs gets its handler task aborted and its permit returned.
+//! Connections are kept by an [`http::ConnectionBudget`] (its docs give
+//! the whole design): at most [`HttpServerConfig::max_connections`] are
+//! open, and past [`HttpServerConfig::max_waiting_connections`] connections
+//! waiting for a request head (partway through a head, or idle between
+//! keep-alive requests) the head timeout drops from
+//! [`HttpServerConfig::header_read_timeout`] to
+//! [`HttpServerConfig::pressure_header_read_timeout`]: the connection that
+//! has waited longest is *shed* (closed with a TCP reset, no answer) once it
+//! has waited that long, to make room for new ones. A connection is never
+//! shed before its first read, nor while in a request, so half-open heads,
+//! which cost a peer nothing to hold, can neither lock out other clients
+//! nor take the slots complete requests need. Accepting pauses only while
+//! no connection can be shed yet (new clients wait in the kernel's queue,
+//! [`LISTEN_BACKLOG`] long). A connection waits for a head again from the
+//! moment its answer is handed to hyper.
+//!
+//! Other limits: at most [`HttpServerConfig::max_concurrent_requests`]
+//! JSON-RPC calls at once (past it, `503 OVERLOADED`; the `/healthz` and
+//! `/readyz` probes are answered from the head alone and never need a call
+//! slot), a header read timeout against slow clients (it also closes idle
+//! keep-alive connections), a body read timeout, a write timeout against
+//! clients that stop reading their answers (no write progress for
+//! [`HttpServerConfig::write_timeout`] closes the connection and frees its
+//! slot), and the body cap of [`HttpPolicy::max_body_bytes`]. A client that
+//! disconnects while its call runs gets its handler task aborted and its
+//! permit returned.
 //!
 //! [`serve_http`] refuses a listener on a non-loopback address unless a
 //! bearer token is configured, and stops gracefully when its shutdown
 //! future completes: it stops accepting, lets requests in progress finish
 //! (up to [`HttpServerConfig::shutdown_grace`]), then returns.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
 use evidence_wire::http::{
-    self, Admission, BindRefused, BodyLimit, Exchange, HttpPolicy, HttpReply, RequestHead,
+    self, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId, ConnectionLimits,
+    Exchange, HeaderField, HttpPolicy, HttpReply, RequestHead, Room,
 };
 use evidence_wire::server::{Server, ServerConfig};
 use evidence_wire_log::{HttpCall, ValidationLog};
 use http_body_util::{BodyExt, Full};
-use hyper::body::Incoming;
-use hyper::header::{HeaderName, HeaderValue};
+use hyper::body::{Body, Frame, Incoming, SizeHint};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue};
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
@@ -67,10 +88,25 @@ pub struct HttpServerConfig {
     pub bind_address: SocketAddr,
     /// Most JSON-RPC calls served at once (default 64); more get `503 OVERLOADED`.
     pub max_concurrent_requests: usize,
-    /// Most open connections (default 256); past it, accepting pauses.
+    /// Most open connections (default 256). When full, a new connection
+    /// is let in by shedding the one that has waited longest for a request
+    /// head (once it has waited `pressure_header_read_timeout`); until then
+    /// accepting pauses.
     pub max_connections: usize,
+    /// Most connections waiting for a request head (partway through a
+    /// head, or idle between keep-alive requests) before the longest-waiting
+    /// ones are shed (default 128, at most `max_connections`).
+    pub max_waiting_connections: usize,
     /// How long a client may take to send a request head (default 10 s).
     pub header_read_timeout: Duration,
+    /// The head timeout under pressure (default 250 ms): once more than
+    /// `max_waiting_connections` connections wait for a head, or every
+    /// connection slot is taken, a connection that has waited this long
+    /// since it was first read (or since its last answer) may be shed,
+    /// the longest-waiting first. A new client waits for a slot about this
+    /// long at most, unless a flood has queued more than
+    /// `max_connections` connections ahead of it.
+    pub pressure_header_read_timeout: Duration,
     /// How long a client may take to send a request body (default 30 s).
     pub body_read_timeout: Duration,
     /// How long writing to a client may make no progress (default 30 s);
@@ -93,7 +129,9 @@ impl Default for HttpServerConfig {
             bind_address: SocketAddr::from(([127, 0, 0, 1], 8080)),
             max_concurrent_requests: 64,
             max_connections: 256,
+            max_waiting_connections: 128,
             header_read_timeout: Duration::from_secs(10),
+            pressure_header_read_timeout: Duration::from_millis(250),
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
@@ -113,6 +151,13 @@ impl HttpServerConfig {
     /// The same settings allowing these `Origin`s (besides loopback ones).
     pub fn with_allowed_origins(mut self, origins: Vec<String>) -> Self {
         self.policy.allowed_origins = origins;
+        self
+    }
+
+    /// The same settings also accepting these `Host` values (besides the
+    /// loopback names of a loopback bind address), e.g. `gate.internal:8080`.
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.policy.allowed_hosts = hosts;
         self
     }
 
@@ -150,11 +195,17 @@ impl std::fmt::Debug for HttpServerConfig {
                 "allow_loopback_origins",
                 &self.policy.allow_loopback_origins,
             )
+            .field("allowed_hosts", &self.policy.allowed_hosts)
             .field("max_body_bytes", &self.policy.max_body_bytes)
             .field("bind_address", &self.bind_address)
             .field("max_concurrent_requests", &self.max_concurrent_requests)
             .field("max_connections", &self.max_connections)
+            .field("max_waiting_connections", &self.max_waiting_connections)
             .field("header_read_timeout", &self.header_read_timeout)
+            .field(
+                "pressure_header_read_timeout",
+                &self.pressure_header_read_timeout,
+            )
             .field("body_read_timeout", &self.body_read_timeout)
             .field("write_timeout", &self.write_timeout)
             .field("shutdown_grace", &self.shutdown_grace)
@@ -174,14 +225,31 @@ pub enum HttpServeError {
     Io(#[from] io::Error),
 }
 
+/// Connections the kernel may hold for [`serve_http`] to accept (capped by
+/// the system's `somaxconn`). Larger than the standard library's 128, so a
+/// burst of connections (say, a flood of half heads being reopened) does
+/// not overflow the queue, which would drop the SYNs of other clients and
+/// make them wait for a retransmission (a second or more).
+pub const LISTEN_BACKLOG: u32 = 1024;
+
 /// Bind `address` (use `config.bind_address` for the default loopback one),
 /// refusing a non-loopback address unless a bearer token is configured.
+/// The listen backlog is [`LISTEN_BACKLOG`].
 pub async fn bind_http(
     address: SocketAddr,
     config: &HttpServerConfig,
 ) -> Result<TcpListener, HttpServeError> {
     http::check_bind(address.ip(), config.policy.bearer_token.is_some())?;
-    Ok(TcpListener::bind(address).await?)
+    let socket = if address.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    // As the standard library and mio do: rebind at once after a restart.
+    #[cfg(not(windows))]
+    socket.set_reuseaddr(true)?;
+    socket.bind(address)?;
+    Ok(socket.listen(LISTEN_BACKLOG)?)
 }
 
 struct Shared<H> {
@@ -189,6 +257,139 @@ struct Shared<H> {
     config: HttpServerConfig,
     handler: Arc<H>,
     calls: Arc<Semaphore>,
+    /// The listener's address: decides which `Host` names are ours.
+    local: SocketAddr,
+    connections: Connections,
+}
+
+/// The [`ConnectionBudget`] and a way to close each connection it sheds.
+struct Connections {
+    books: Mutex<Books>,
+    /// Signalled when a slot may have come free (a connection closed or
+    /// went back to waiting for a head).
+    room: Notify,
+    /// The budget's clock starts here.
+    epoch: Instant,
+}
+
+struct Books {
+    budget: ConnectionBudget,
+    shed: HashMap<ConnectionId, oneshot::Sender<()>>,
+}
+
+impl Connections {
+    fn new(config: &HttpServerConfig) -> Self {
+        let limits = ConnectionLimits {
+            max_connections: config.max_connections,
+            max_waiting: config.max_waiting_connections,
+            pressure_head_ms: millis(config.pressure_header_read_timeout),
+        };
+        Connections {
+            books: Mutex::new(Books {
+                budget: ConnectionBudget::new(limits),
+                shed: HashMap::new(),
+            }),
+            room: Notify::new(),
+            epoch: Instant::now(),
+        }
+    }
+
+    /// Milliseconds since `epoch`: the budget's clock.
+    fn now(&self) -> u64 {
+        millis(self.epoch.elapsed())
+    }
+
+    fn books(&self) -> std::sync::MutexGuard<'_, Books> {
+        // The books stay consistent across a panic elsewhere: every update
+        // is a few map operations that cannot panic.
+        self.books.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn room(&self) -> Room {
+        let now = self.now();
+        self.books().budget.room(now)
+    }
+
+    /// Counts a new connection; `None` when there is no room after all.
+    fn open(&self) -> Option<(ConnectionId, oneshot::Receiver<()>)> {
+        let now = self.now();
+        let mut books = self.books();
+        let (id, shed) = books.budget.open(now)?;
+        let (signal, shed_signal) = oneshot::channel();
+        books.shed.insert(id, signal);
+        books.shed_all(shed);
+        Some((id, shed_signal))
+    }
+
+    fn first_read_done(&self, id: ConnectionId) {
+        let now = self.now();
+        let mut books = self.books();
+        let shed = books.budget.first_read_done(id, now);
+        books.shed_all(shed);
+    }
+
+    fn head_received(&self, id: ConnectionId) -> bool {
+        self.books().budget.head_received(id)
+    }
+
+    fn request_done(&self, id: ConnectionId) {
+        let now = self.now();
+        let mut books = self.books();
+        let shed = books.budget.request_done(id, now);
+        books.shed_all(shed);
+        drop(books);
+        self.room.notify_one();
+    }
+
+    fn close(&self, id: ConnectionId) {
+        let mut books = self.books();
+        books.budget.close(id);
+        books.shed.remove(&id);
+        drop(books);
+        self.room.notify_one();
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Books {
+    fn shed_all(&mut self, shed: Vec<ConnectionId>) {
+        for id in shed {
+            if let Some(signal) = self.shed.remove(&id) {
+                // The connection may be closing already; nothing to do then.
+                let _ = signal.send(());
+            }
+        }
+    }
+}
+
+/// Holds a connection's slot in the books; gives it back when dropped,
+/// however the connection task ends.
+struct Slot<H> {
+    shared: Arc<Shared<H>>,
+    id: ConnectionId,
+}
+
+impl<H> Drop for Slot<H> {
+    fn drop(&mut self) {
+        self.shared.connections.close(self.id);
+    }
+}
+
+/// Marks a connection as in a request while alive; when dropped (the
+/// answer handed to hyper, or the request abandoned), the connection waits
+/// for its next head again.
+struct InRequest<H> {
+    shared: Arc<Shared<H>>,
+    id: ConnectionId,
+}
+
+impl<H> Drop for InRequest<H> {
+    fn drop(&mut self) {
+        self.shared.connections.request_done(self.id);
+    }
 }
 
 /// Serve `handler` over HTTP on `listener` until `shutdown` completes.
@@ -209,27 +410,23 @@ where
 {
     let local = listener.local_addr()?;
     http::check_bind(local.ip(), http_config.policy.bearer_token.is_some())?;
-    let connections = Arc::new(Semaphore::new(http_config.max_connections.max(1)));
     let shared = Arc::new(Shared {
         calls: Arc::new(Semaphore::new(http_config.max_concurrent_requests.max(1))),
         server_config,
         handler: Arc::new(handler),
+        local,
+        connections: Connections::new(&http_config),
         config: http_config,
     });
     let (stop, stopped) = watch::channel(false);
     let mut open: JoinSet<()> = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
-    loop {
-        let permit = tokio::select! {
-            () = &mut shutdown => break,
-            permit = Arc::clone(&connections).acquire_owned() => match permit {
-                Ok(permit) => permit,
-                Err(_) => break,
-            },
-            Some(_) = open.join_next(), if !open.is_empty() => continue,
-        };
+    'serve: loop {
+        if !wait_for_room(&shared.connections, &mut shutdown, &mut open).await {
+            break;
+        }
         let stream = tokio::select! {
-            () = &mut shutdown => break,
+            () = &mut shutdown => break 'serve,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => stream,
                 Err(error) if is_transient(&error) => {
@@ -239,13 +436,25 @@ where
                 }
                 Err(error) => return Err(HttpServeError::Io(error)),
             },
+            Some(_) = open.join_next(), if !open.is_empty() => continue,
         };
-        let shared = Arc::clone(&shared);
+        // Counting it sheds what must give way. The room seen above can
+        // only have shrunk if a waiting connection got its head meanwhile;
+        // then this one waits for the next slot.
+        let (id, shed) = loop {
+            if let Some(opened) = shared.connections.open() {
+                break opened;
+            }
+            if !wait_for_room(&shared.connections, &mut shutdown, &mut open).await {
+                break 'serve;
+            }
+        };
+        let slot = Slot {
+            shared: Arc::clone(&shared),
+            id,
+        };
         let stopped = stopped.clone();
-        open.spawn(async move {
-            serve_connection(stream, shared, stopped).await;
-            drop(permit);
-        });
+        open.spawn(serve_connection(stream, slot, shed, stopped));
     }
     let _ = stop.send(true);
     let grace = shared.config.shutdown_grace;
@@ -255,6 +464,34 @@ where
         open.shutdown().await;
     }
     Ok(())
+}
+
+/// Waits until the budget has room for a connection (reaping finished
+/// connection tasks meanwhile); false when `shutdown` completed first.
+async fn wait_for_room<F: Future<Output = ()>>(
+    connections: &Connections,
+    shutdown: &mut Pin<&mut F>,
+    open: &mut JoinSet<()>,
+) -> bool {
+    loop {
+        let retry_at = match connections.room() {
+            Room::Now => return true,
+            Room::At(at) => Some(connections.epoch + Duration::from_millis(at)),
+            Room::AfterClose => None,
+        };
+        let later = async {
+            match retry_at {
+                Some(at) => tokio::time::sleep_until(at).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = shutdown.as_mut() => return false,
+            () = later => {}
+            () = connections.room.notified() => {}
+            Some(_) = open.join_next(), if !open.is_empty() => {}
+        }
+    }
 }
 
 fn is_transient(error: &io::Error) -> bool {
@@ -271,15 +508,27 @@ fn is_transient(error: &io::Error) -> bool {
 
 async fn serve_connection<H: Handler>(
     stream: TcpStream,
-    shared: Arc<Shared<H>>,
+    slot: Slot<H>,
+    shed: oneshot::Receiver<()>,
     mut stopped: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    let shared = Arc::clone(&slot.shared);
+    let id = slot.id;
     let header_read_timeout = shared.config.header_read_timeout;
-    let stream = StallGuard::new(stream, shared.config.write_timeout);
+    let reset = Arc::new(AtomicBool::new(false));
+    let stream = StallGuard::new(stream, shared.config.write_timeout, Arc::clone(&reset));
     let service = service_fn(move |request| {
         let shared = Arc::clone(&shared);
         async move {
+            // The head is in: this connection no longer counts as waiting.
+            // (False if it was shed meanwhile: its shed signal, which
+            // serve_connection heeds first, closes it.)
+            let _counted = shared.connections.head_received(id);
+            let in_request = InRequest {
+                shared: Arc::clone(&shared),
+                id,
+            };
             // Only JSON-RPC routes are validation-logged (not probes).
             let route = http::route(request.method().as_str(), request.uri().path());
             let mut call = matches!(route, http::Route::Call(_))
@@ -288,7 +537,7 @@ async fn serve_connection<H: Handler>(
             if let Some(call) = call {
                 call.finish(&reply);
             }
-            Ok::<_, Infallible>(to_response(reply))
+            Ok::<_, Infallible>(to_response(reply, in_request))
         }
     });
     let mut builder = http1::Builder::new();
@@ -298,8 +547,26 @@ async fn serve_connection<H: Handler>(
         .keep_alive(true);
     let connection = builder.serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
+    // The first poll reads what the peer sent; a complete head is served
+    // in that same poll. If that poll found none, the connection waits for
+    // its head from now on and may be shed.
+    let mut first_read = true;
+    let served = std::future::poll_fn(|cx| {
+        let polled = connection.as_mut().poll(cx);
+        if first_read && polled.is_pending() {
+            first_read = false;
+            slot.shared.connections.first_read_done(slot.id);
+        }
+        polled
+    });
     tokio::select! {
-        _ = connection.as_mut() => {}
+        // A shed connection is no longer counted: it goes before anything
+        // else it might do.
+        biased;
+        // Shed to make room: close at once, without an answer, with a
+        // reset (as nginx's reset_timedout_connection does) so no TIME_WAIT
+        // is left behind for a peer that reconnects at once.
+        Ok(()) = shed => reset.store(true, Ordering::Relaxed),
         () = async {
             // The guard wait_for returns must not live across the drain below.
             let _ = stopped.wait_for(|stop| *stop).await;
@@ -307,7 +574,14 @@ async fn serve_connection<H: Handler>(
             connection.as_mut().graceful_shutdown();
             let _ = connection.await;
         }
+        _ = served => {}
     }
+    drop(slot);
+}
+
+/// Every value of header `name`, for the core to judge repeats.
+fn field<'a>(headers: &'a HeaderMap, name: &str) -> HeaderField<'a> {
+    HeaderField::from_values(headers.get_all(name).iter().map(HeaderValue::as_bytes))
 }
 
 async fn answer<H: Handler>(
@@ -317,16 +591,17 @@ async fn answer<H: Handler>(
 ) -> HttpReply {
     let plan = {
         let headers = request.headers();
-        let header = |name: &str| headers.get(name).map(HeaderValue::as_bytes);
         let head = RequestHead {
             method: request.method().as_str(),
             path: request.uri().path(),
-            authorization: header("authorization"),
-            origin: header("origin"),
-            content_length: header("content-length"),
-            accept: header("accept"),
-            protocol_version: header("mcp-protocol-version"),
-            session_id: header("mcp-session-id"),
+            host: field(headers, "host"),
+            authorization: field(headers, "authorization"),
+            origin: field(headers, "origin"),
+            content_length: field(headers, "content-length"),
+            accept: headers.get("accept").map(HeaderValue::as_bytes),
+            protocol_version: field(headers, "mcp-protocol-version"),
+            session_id: field(headers, "mcp-session-id"),
+            server_address: Some(shared.local),
         };
         match http::admit(&shared.config.policy, &head) {
             Admission::Reply(reply) => return reply,
@@ -398,20 +673,24 @@ async fn read_body(mut body: Incoming, mut limit: BodyLimit) -> Result<Vec<u8>, 
 
 /// A connection whose writes fail with `TimedOut` once they have made no
 /// progress for `limit` (the peer stopped reading). Reads pass through.
+/// When `reset` is set, dropping it closes the socket with a TCP reset
+/// (`SO_LINGER` 0) instead of the orderly close.
 struct StallGuard {
     stream: TcpStream,
     limit: Duration,
     timer: Pin<Box<Sleep>>,
     armed: bool,
+    reset: Arc<AtomicBool>,
 }
 
 impl StallGuard {
-    fn new(stream: TcpStream, limit: Duration) -> Self {
+    fn new(stream: TcpStream, limit: Duration, reset: Arc<AtomicBool>) -> Self {
         StallGuard {
             stream,
             limit,
             timer: Box::pin(tokio::time::sleep(limit)),
             armed: false,
+            reset,
         }
     }
 
@@ -440,6 +719,15 @@ impl StallGuard {
                 ),
             ))),
             Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for StallGuard {
+    fn drop(&mut self) {
+        if self.reset.load(Ordering::Relaxed) {
+            // Best effort: if it fails, the close is an orderly one.
+            let _ = self.stream.set_zero_linger();
         }
     }
 }
@@ -492,8 +780,44 @@ impl AsyncWrite for StallGuard {
     }
 }
 
-fn to_response(reply: HttpReply) -> Response<Full<Bytes>> {
-    let mut response = Response::new(Full::new(Bytes::from(reply.body)));
+/// A reply body that holds its connection's [`InRequest`] mark until hyper
+/// has taken the whole body (or dropped it).
+struct Answer<H> {
+    body: Full<Bytes>,
+    in_request: Option<InRequest<H>>,
+}
+
+impl<H> Body for Answer<H> {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = Pin::new(&mut this.body).poll_frame(cx);
+        if let Poll::Ready(None) = polled {
+            this.in_request = None;
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
+}
+
+fn to_response<H>(reply: HttpReply, in_request: InRequest<H>) -> Response<Answer<H>> {
+    let body = Answer {
+        body: Full::new(Bytes::from(reply.body)),
+        in_request: Some(in_request),
+    };
+    let mut response = Response::new(body);
     *response.status_mut() =
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     for (name, value) in reply.headers {

@@ -151,7 +151,8 @@ impl Running {
     async fn post_as(&self, message: &Value, token: Option<&str>) -> (u16, Vec<u8>) {
         let body = serde_json::to_vec(message).expect("json");
         let mut head = format!(
-            "POST /rpc HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            "POST /rpc HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
+            self.address,
             body.len()
         );
         if let Some(token) = token {

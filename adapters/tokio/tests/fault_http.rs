@@ -375,10 +375,11 @@ async fn start(config: HttpServerConfig, handler: CountingHandler) -> Running {
     }
 }
 
-fn post_bytes(message: &Value) -> Vec<u8> {
+/// `POST /rpc` of `message` to the server at `address` (named in `Host`).
+fn post_bytes(address: SocketAddr, message: &Value) -> Vec<u8> {
     let body = serde_json::to_vec(message).expect("json");
     let mut bytes = format!(
-        "POST /rpc HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        "POST /rpc HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();
@@ -391,7 +392,7 @@ async fn normal(address: SocketAddr, id: i64) -> (u16, Value) {
     let exchange = async {
         let mut stream = TcpStream::connect(address).await.expect("connect");
         stream
-            .write_all(&post_bytes(&call(id, "echo", json!(id))))
+            .write_all(&post_bytes(address, &call(id, "echo", json!(id))))
             .await
             .expect("send");
         let mut bytes = Vec::new();
@@ -442,7 +443,7 @@ async fn slowloris_headers_are_cut_off_while_others_are_served() {
 
     // Slowloris: one header byte every 40 ms (the head would take seconds).
     let slow = tokio::spawn(async move {
-        let head = post_bytes(&call(1, "echo", json!(1)));
+        let head = post_bytes(address, &call(1, "echo", json!(1)));
         let mut stream = TcpStream::connect(address).await.expect("connect");
         let started = Instant::now();
         let mut sent = 0usize;
@@ -508,7 +509,7 @@ async fn half_bodies_release_their_permits() {
     let handler = CountingHandler::default();
     let server = start(config, handler.clone()).await;
     let address = server.address;
-    let full = post_bytes(&call(1, "echo", json!("x".repeat(200))));
+    let full = post_bytes(address, &call(1, "echo", json!("x".repeat(200))));
     let half = &full[..full.len() - 150];
 
     // More than the limit of clients send headers and half a body, then
@@ -577,7 +578,7 @@ async fn disconnect_while_handled_aborts_the_call_and_frees_the_permit() {
     for round in 0..3 {
         let slow = |index: usize| {
             let id = i64::try_from(round * 10 + index).expect("small");
-            post_bytes(&call(id, "slow", json!({"ms": 30_000})))
+            post_bytes(address, &call(id, "slow", json!({"ms": 30_000})))
         };
         let mut streams = Vec::new();
         for index in 0..LIMIT_CALLS {
@@ -631,9 +632,12 @@ async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
     let server = start(config, CountingHandler::default()).await;
     let address = server.address;
     let mut hog = TcpStream::connect(address).await.expect("connect");
-    hog.write_all(&post_bytes(&call(1, "big", json!({"kib": 32 * 1024}))))
-        .await
-        .expect("send");
+    hog.write_all(&post_bytes(
+        address,
+        &call(1, "big", json!({"kib": 32 * 1024})),
+    ))
+    .await
+    .expect("send");
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     let (status, body) = normal(address, 2).await;

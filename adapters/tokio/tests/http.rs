@@ -91,12 +91,21 @@ impl Reply {
     }
 }
 
-/// Sends raw request bytes and reads the whole reply (the request asks
-/// for `Connection: close`).
+/// Sends `request` with `Host: <address>` added after its request line
+/// (as every HTTP/1.1 client does) and reads the whole reply (the request
+/// asks for `Connection: close`).
 async fn raw(address: SocketAddr, request: &[u8]) -> Reply {
+    let line_end = request
+        .windows(2)
+        .position(|window| window == b"\r\n")
+        .expect("a request line")
+        + 2;
+    let mut with_host = request[..line_end].to_vec();
+    with_host.extend_from_slice(format!("Host: {address}\r\n").as_bytes());
+    with_host.extend_from_slice(&request[line_end..]);
     let exchange = async {
         let mut stream = TcpStream::connect(address).await.expect("connect");
-        stream.write_all(request).await.expect("send");
+        stream.write_all(&with_host).await.expect("send");
         let mut bytes = Vec::new();
         // The server may close before reading an unread body; take what came.
         let _ = stream.read_to_end(&mut bytes).await;
@@ -128,7 +137,7 @@ async fn raw(address: SocketAddr, request: &[u8]) -> Reply {
 }
 
 fn request(method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Vec<u8> {
-    let mut out = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    let mut out = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
     for (name, value) in headers {
         out.push_str(&format!("{name}: {value}\r\n"));
     }
@@ -263,7 +272,7 @@ async fn oversize_bodies_get_the_canonical_json_error() {
     // Declared too large: refused before the body is sent at all.
     let declared = raw(
         server.address,
-        b"POST /rpc HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 1000000000\r\n\r\n",
+        b"POST /rpc HTTP/1.1\r\nConnection: close\r\nContent-Length: 1000000000\r\n\r\n",
     )
     .await;
     assert_eq!(declared.status, 413);
@@ -274,7 +283,7 @@ async fn oversize_bodies_get_the_canonical_json_error() {
     // No length declared (chunked): counted while reading.
     let chunk = "x".repeat(200);
     let chunked = format!(
-        "POST /rpc HTTP/1.1\r\nHost: t\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
+        "POST /rpc HTTP/1.1\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n{len:x}\r\n{chunk}\r\n{len:x}\r\n{chunk}\r\n0\r\n\r\n",
         len = chunk.len()
     );
     let counted = raw(server.address, chunked.as_bytes()).await;

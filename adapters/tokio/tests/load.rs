@@ -130,7 +130,7 @@ async fn http_client(
         ))
         .expect("json");
         let request = Request::post("/rpc")
-            .header(HOST, "127.0.0.1")
+            .header(HOST, address.to_string())
             .header(CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body)))
             .expect("request");
