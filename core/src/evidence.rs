@@ -315,6 +315,32 @@ impl EvidenceError {
         self.details = Some(details);
         self
     }
+
+    /// The error a provider answers instead of a value it cannot hash under
+    /// `profile` ([`EvidenceResult::with_computed_hash`] failed): code
+    /// `value_not_canonicalizable` (the kind a verifier reports for the
+    /// same value), the canonicalization error as the message, and in
+    /// `details` the profile, the byte offset and, for an integer outside
+    /// the I-JSON safe range, its JSON pointer. Such a value must not be
+    /// sent with a hash that does not say which value it asserts; the
+    /// message tells the operator to use the `decision-gate` profile or to
+    /// send the number as a string.
+    pub fn unhashable(error: &CanonicalizeError, profile: Profile) -> Self {
+        let mut details = serde_json::Map::new();
+        details.insert("profile".to_owned(), Value::from(profile.name()));
+        details.insert("offset".to_owned(), Value::from(error.offset));
+        if let canonical::CanonicalizeErrorKind::UnsafeInteger { pointer, .. } = &error.kind {
+            details.insert("pointer".to_owned(), Value::from(pointer.as_str()));
+        }
+        EvidenceError::new(
+            "value_not_canonicalizable",
+            format!(
+                "the evidence value cannot be hashed under the {} profile: {error}",
+                profile.name()
+            ),
+        )
+        .with_details(Value::Object(details))
+    }
 }
 
 /// The hash algorithm of an evidence hash (only SHA-256 exists).
@@ -568,8 +594,13 @@ pub enum VerifyError {
     /// A signature or hash is present but there is no value to check it against.
     #[error("evidence carries a hash or signature but no value")]
     MissingValue,
-    /// The value cannot be canonicalized (not I-JSON).
-    #[error("evidence value cannot be canonicalized: {0}")]
+    /// The value cannot be canonicalized (not I-JSON; under the RFC 8785
+    /// profile this includes an integer outside ±(2^53 − 1), whose hash
+    /// would not say which value it asserts: the message names its JSON
+    /// pointer and the `decision-gate` profile).
+    #[error(
+        "evidence value cannot be canonicalized with the verifier's profile, so its hash cannot be checked: {0}"
+    )]
     Canonicalize(CanonicalizeError),
     /// The declared hash differs from the value's hash, and no valid
     /// signature vouches for the declared hash: the hash was altered (or

@@ -666,6 +666,52 @@ fn hash_reproduces_the_wire_facts_examples() {
     assert_eq!(stderr(&output).lines().count(), 1, "{}", stderr(&output));
 }
 
+/// RFC 8785 would hash `9007199254740993` as `9007199254740992`: `hash`
+/// refuses it under the default profile (exit 1, one line naming the
+/// value's JSON pointer and the profile that keeps it exact), in both
+/// modes; `--profile decision-gate` hashes it; a fraction keeps double
+/// semantics.
+#[test]
+fn hash_refuses_integers_outside_the_i_json_range() {
+    let input = br#"{"a":[1,{"n":-9007199254740993}]}"#;
+    for flags in [&["hash"][..], &["hash", "--canonical"]] {
+        let output = run(flags, Some(input));
+        assert_eq!(code(&output), 1, "{flags:?}: {}", stderr(&output));
+        let message = stderr(&output);
+        assert_eq!(message.lines().count(), 1, "{message}");
+        for needle in [
+            "-9007199254740993",
+            "\"/a/1/n\"",
+            "decision-gate",
+            "--profile decision-gate",
+        ] {
+            assert!(
+                message.contains(needle),
+                "{flags:?}: {needle} missing: {message}"
+            );
+        }
+        assert!(output.stdout.is_empty(), "{flags:?}: printed a hash anyway");
+    }
+    let output = run(
+        &["hash", "--profile", "decision-gate", "--canonical"],
+        Some(input),
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"a\":[1,{\"n\":-9007199254740993}]}\n"
+    );
+    let output = run(
+        &["hash", "--canonical"],
+        Some(b"[9007199254740993.0, 9007199254740991]"),
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "[9007199254740992,9007199254740991]\n"
+    );
+}
+
 fn signed_hello() -> Value {
     let signature = "e4285475a284b843913b0a8d21709cd9d5e709f9a3ecc5c7a774fb31ba6f7c13587f6d247e8869fe7c693513911fc1755a9d8fb07ebf437e1ba81de36318190f";
     let bytes: Vec<u8> = (0..64)
