@@ -21,6 +21,7 @@
 //! | [`envelope`] | JSON-RPC 2.0 message types, validation policies, batch rules |
 //! | [`error`] | the closed canonical error table (HTTP status, JSON-RPC code, message) |
 //! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
+//! | [`unique`] | JSON values whose objects name each member once (peer input the server reads) |
 //! | [`evidence`] | query, context and result types; hash and signature verification |
 //! | [`schema`] | tool I/O schema registry, cached by fingerprint |
 //! | [`contract`] | the Decision Gate capabilities contract of a provider: types and validation |
@@ -65,3 +66,4 @@ pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod supervisor;
+pub mod unique;

@@ -890,6 +890,29 @@ fn serve_exits_cleanly_on_end_of_input() {
     assert_eq!(answer, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
 }
 
+/// JSON-RPC echoes ids as sent: `serve` over stdio answers a request with
+/// id `-0` with id `-0` (before: `0`), in results and in errors.
+#[test]
+fn serve_echoes_an_id_of_minus_zero_as_sent() {
+    let request = br#"{"jsonrpc":"2.0","id":-0,"method":"ping"}
+{"jsonrpc":"2.0","id":-0,"method":"no/such/method"}
+{"jsonrpc":"2.0","id":0,"method":"ping"}
+"#;
+    let output = run(&["serve"], Some(request));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let answer = String::from_utf8(output.stdout).expect("utf-8");
+    let lines: Vec<&str> = answer.lines().collect();
+    assert_eq!(lines.len(), 3, "{answer}");
+    assert_eq!(lines[0], r#"{"jsonrpc":"2.0","id":-0,"result":{}}"#);
+    assert!(
+        lines[1].starts_with(r#"{"jsonrpc":"2.0","id":-0,"error":{"code":-32601"#),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains(r#""request_id":-0"#), "{}", lines[1]);
+    assert_eq!(lines[2], r#"{"jsonrpc":"2.0","id":0,"result":{}}"#);
+}
+
 /// Kills the child when dropped, so a failing test leaves no server behind.
 struct KillOnDrop(std::process::Child);
 
