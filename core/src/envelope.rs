@@ -1082,6 +1082,101 @@ fn string_end(body: &[u8], mut from: usize) -> Option<usize> {
     }
 }
 
+/// The id of a message that could not be validated (too deep, not JSON
+/// to the end, not a valid envelope, or only its first bytes kept, see
+/// [`crate::frame::Decoder::keep_skipped_prefix`]): the value of the first
+/// member named `id` at the top level of the object that `bytes` starts
+/// with, when it reads as an id ([`Id`]: a string, an `i64`, `null` or
+/// `-0`). `None` when `bytes` is not the start of an object, or ends (or
+/// breaks) before such a member.
+///
+/// A caller uses it to tell which of its requests a broken answer was
+/// meant for, and fail that one at once rather than at its timeout. One
+/// linear pass, no recursion (nested values are skipped by counting
+/// brackets outside strings), no allocation unless a member name or the
+/// id holds escapes. It trusts nothing after the id: the rest of the
+/// message may be cut off or broken.
+pub fn find_id(bytes: &[u8]) -> Option<Id<'static>> {
+    let mut at = skip_json_whitespace(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_json_whitespace(bytes, at.saturating_add(1));
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let name_end = string_end(bytes, at.saturating_add(1))?;
+        let name = bytes.get(at..=name_end)?;
+        at = skip_json_whitespace(bytes, name_end.saturating_add(1));
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_json_whitespace(bytes, at.saturating_add(1));
+        let value_end = json_value_end(bytes, at)?;
+        if is_id_name(name) {
+            let text = core::str::from_utf8(bytes.get(at..value_end)?).ok()?;
+            let raw: &RawValue = serde_json::from_str(text).ok()?;
+            return match read_id(raw) {
+                IdRead::Readable(id) => Some(id.into_owned()),
+                IdRead::Unreadable(_) => None,
+            };
+        }
+        at = skip_json_whitespace(bytes, value_end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_json_whitespace(bytes, at.saturating_add(1)),
+            _ => return None,
+        }
+    }
+}
+
+/// Whether the quoted member name `name` (quotes included) is `"id"`,
+/// however it is escaped.
+fn is_id_name(name: &[u8]) -> bool {
+    if name == b"\"id\"" {
+        return true;
+    }
+    name.contains(&b'\\')
+        && core::str::from_utf8(name)
+            .ok()
+            .and_then(|text| serde_json::from_str::<JsonStr<'_>>(text).ok())
+            .is_some_and(|JsonStr(decoded)| decoded == "id")
+}
+
+fn skip_json_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+        at = at.saturating_add(1);
+    }
+    at
+}
+
+/// The offset just past the JSON value starting at `at` (not validated:
+/// strings are skipped to their closing quote, containers to their
+/// matching bracket, scalars to the next delimiter); `None` when `bytes`
+/// ends first.
+fn json_value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    loop {
+        match *bytes.get(at)? {
+            b'"' => at = string_end(bytes, at.saturating_add(1))?,
+            b'[' | b'{' => depth = depth.saturating_add(1),
+            b']' | b'}' => {
+                if depth == 0 {
+                    // A scalar ended by its container's close.
+                    return Some(at);
+                }
+                depth -= 1;
+            }
+            b',' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(at),
+            _ => {}
+        }
+        at = at.saturating_add(1);
+        if depth == 0 && matches!(bytes.get(at.saturating_sub(1)), Some(b'"' | b']' | b'}')) {
+            return Some(at);
+        }
+    }
+}
+
 /// A value that could not be serialized into an envelope.
 #[derive(Debug, thiserror::Error)]
 #[error(

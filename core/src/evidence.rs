@@ -877,11 +877,53 @@ pub enum ToolResultError {
     /// The tool reported a failure (`isError: true`) without an EvidenceResult.
     #[error("the provider reported a tool error: {0}")]
     ToolError(String),
+    /// Two shapes of one result (a `json` item, `structuredContent`, a JSON
+    /// text item) carry different EvidenceResults: a reader could take
+    /// either, so the result is refused rather than one picked.
+    #[error(
+        "tool result carries two different EvidenceResults ({0}); refusing it rather than picking one: the provider must send the same result in every shape"
+    )]
+    Disagreement(String),
+}
+
+impl ToolResultShape {
+    /// How the shape is named in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ToolResultShape::JsonItem => "the json content item",
+            ToolResultShape::StructuredContent => "structuredContent",
+            ToolResultShape::JsonText => "the JSON text item",
+        }
+    }
+}
+
+/// Whether two EvidenceResults say the same thing: equal canonical JSON
+/// (Decision Gate's profile, which reads every I-JSON value and keeps
+/// 64-bit integers exact), so that spellings (member order, `1.0` against
+/// `1`, escapes, defaulted fields) do not count as differences.
+fn same_result(a: &EvidenceResult, b: &EvidenceResult) -> bool {
+    if a == b {
+        return true;
+    }
+    let options = Options::with_profile(Profile::DecisionGate);
+    match (
+        canonical::to_vec_with(&a.to_json_vec(), &options),
+        canonical::to_vec_with(&b.to_json_vec(), &options),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Read the EvidenceResult out of a `tools/call` result, accepting all three
 /// shapes: a `json` content item (Decision Gate), `structuredContent` (MCP),
 /// or a text item holding the JSON (MCP clients that only read text).
+///
+/// Every shape present that holds an EvidenceResult is read, and they must
+/// agree (same canonical JSON); otherwise the result is refused
+/// ([`ToolResultError::Disagreement`]). A text item that is not an
+/// EvidenceResult (a message for people) is ignored. The shape returned is
+/// the first in the order above.
 pub fn from_tool_result(
     result: &RawValue,
 ) -> Result<(EvidenceResult, ToolResultShape), ToolResultError> {
@@ -910,23 +952,28 @@ pub fn from_tool_result(
         ));
     }
     let mut last_problem = String::from("no content items");
+    let mut found: Option<(EvidenceResult, ToolResultShape)> = None;
     if let Some(items) = &parsed.content {
         for item in items {
             if item.kind.as_deref() == Some("json") {
                 if let Some(json) = item.json {
-                    match serde_json::from_str::<EvidenceResult>(json.get()) {
-                        Ok(evidence) => return Ok((evidence, ToolResultShape::JsonItem)),
-                        Err(error) => last_problem = format!("json item: {error}"),
-                    }
+                    consider(
+                        &mut found,
+                        json.get(),
+                        ToolResultShape::JsonItem,
+                        &mut last_problem,
+                    )?;
                 }
             }
         }
     }
     if let Some(structured) = parsed.structured_content {
-        match serde_json::from_str::<EvidenceResult>(structured.get()) {
-            Ok(evidence) => return Ok((evidence, ToolResultShape::StructuredContent)),
-            Err(error) => last_problem = format!("structuredContent: {error}"),
-        }
+        consider(
+            &mut found,
+            structured.get(),
+            ToolResultShape::StructuredContent,
+            &mut last_problem,
+        )?;
     }
     let mut first_text = None;
     if let Some(items) = &parsed.content {
@@ -934,13 +981,18 @@ pub fn from_tool_result(
             if item.kind.as_deref() == Some("text") {
                 if let Some(text) = &item.text {
                     first_text.get_or_insert(text.as_str());
-                    match serde_json::from_str::<EvidenceResult>(text) {
-                        Ok(evidence) => return Ok((evidence, ToolResultShape::JsonText)),
-                        Err(error) => last_problem = format!("text item: {error}"),
-                    }
+                    consider(
+                        &mut found,
+                        text,
+                        ToolResultShape::JsonText,
+                        &mut last_problem,
+                    )?;
                 }
             }
         }
+    }
+    if let Some(found) = found {
+        return Ok(found);
     }
     if parsed.is_error == Some(true) {
         return Err(ToolResultError::ToolError(
@@ -948,6 +1000,42 @@ pub fn from_tool_result(
         ));
     }
     Err(ToolResultError::NoEvidence(last_problem))
+}
+
+/// One shape's text in [`from_tool_result`]: remembered when it is the
+/// first EvidenceResult, compared with the first otherwise; a text that is
+/// no EvidenceResult only updates `last_problem`.
+fn consider(
+    found: &mut Option<(EvidenceResult, ToolResultShape)>,
+    text: &str,
+    shape: ToolResultShape,
+    last_problem: &mut String,
+) -> Result<(), ToolResultError> {
+    match serde_json::from_str::<EvidenceResult>(text) {
+        Ok(evidence) => match found {
+            None => {
+                *found = Some((evidence, shape));
+                Ok(())
+            }
+            Some((first, first_shape)) if !same_result(first, &evidence) => {
+                Err(ToolResultError::Disagreement(format!(
+                    "{} and {} differ",
+                    first_shape.describe(),
+                    shape.describe()
+                )))
+            }
+            Some(_) => Ok(()),
+        },
+        Err(error) => {
+            let name = match shape {
+                ToolResultShape::JsonItem => "json item",
+                ToolResultShape::StructuredContent => "structuredContent",
+                ToolResultShape::JsonText => "text item",
+            };
+            *last_problem = format!("{name}: {error}");
+            Ok(())
+        }
+    }
 }
 
 /// The `tools/call` result Decision Gate expects:
