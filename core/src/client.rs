@@ -453,6 +453,14 @@ impl Client {
             .filter(|(_, pending)| pending.deadline <= now)
             .map(|(id, _)| *id)
             .collect();
+        // A message being skipped whose first bytes (where its id would be)
+        // never came is a dropped message too.
+        if !expired.is_empty() {
+            if let Some(held) = self.decoder.held_error() {
+                self.dropped += 1;
+                self.last_dropped = Some(held.to_string());
+            }
+        }
         for id in expired {
             let dropped_before = self.pending.remove(&id).map(|p| p.dropped_before);
             self.remember_expired(id);

@@ -391,6 +391,13 @@ impl Decoder {
         &self.prefix
     }
 
+    /// The error of a body being skipped whose first bytes are still
+    /// awaited ([`Decoder::keep_skipped_prefix`]): it will be returned by
+    /// [`Decoder::poll_frame`] once they arrive. `None` otherwise.
+    pub fn held_error(&self) -> Option<&FrameError> {
+        self.held.as_ref()
+    }
+
     /// Starts remembering the skipped message that begins at `buffer[..len]`
     /// (the part of it already buffered).
     fn keep_prefix_of(&mut self, len: usize) {

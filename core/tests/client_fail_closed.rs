@@ -216,6 +216,25 @@ fn a_dropped_message_fails_only_the_query_whose_id_it_carries() {
     );
 }
 
+/// A provider that declares an oversized frame and then stalls before the
+/// bytes that would hold the id: the query times out saying a message over
+/// the limit was being dropped (as it did before the client waited for
+/// those bytes).
+#[test]
+fn an_oversized_frame_that_stalls_before_its_id_times_out_naming_the_limit() {
+    let mut client = small_client(Framing::ContentLength);
+    let a = ask(&mut client, "a");
+    client.handle_input(b"Content-Length: 5000\r\n\r\n{\"js");
+    assert!(outcomes(&mut client).is_empty());
+    client.handle_timeout(100);
+    let got = outcomes(&mut client);
+    assert!(
+        matches!(&got[..], [(id, Err(QueryError::TimeoutAfterDrop { dropped, .. }))]
+            if *id == a && dropped.contains("over the limit of 512")),
+        "{got:?}"
+    );
+}
+
 #[test]
 fn a_dropped_answer_to_initialize_fails_the_handshake_at_once() {
     let mut config = ClientConfig::default();
