@@ -9,7 +9,9 @@
 //!    no leading zeros, no raw control characters in strings, valid UTF-8)
 //!    plus the I-JSON rules that RFC 8785 requires (no duplicate member
 //!    names after unescaping, no lone surrogate escapes, every number a
-//!    finite IEEE-754 double). The result is a flat "tape": one small node per
+//!    finite IEEE-754 double and, under [`Profile::Rfc8785`], no integer
+//!    literal outside the I-JSON safe range ±(2^53 − 1), which a double
+//!    cannot tell from its neighbours). The result is a flat "tape": one small node per
 //!    value holding byte spans of the input, and for every object the sorted
 //!    order of its members. Member names are compared in place; only names
 //!    that contain escapes are unescaped, into one shared arena.
@@ -30,12 +32,17 @@
 //! rules and the differences are written out in `spec/canonical-json.md`.
 //!
 //! ```
-//! use evidence_wire::canonical::{to_vec, to_vec_with, Options, Profile};
+//! use evidence_wire::canonical::{to_vec, to_vec_with, CanonicalizeErrorKind, Options, Profile};
 //!
-//! let json = br#"{"b": [1.0, 1e2, -0], "a": "\u00e9", "n": 9007199254740993}"#;
-//! assert_eq!(to_vec(json)?, r#"{"a":"é","b":[1,100,0],"n":9007199254740992}"#.as_bytes());
-//! let dg = to_vec_with(json, &Options::with_profile(Profile::DecisionGate))?;
-//! assert_eq!(dg, r#"{"a":"é","b":[1,100,0],"n":9007199254740993}"#.as_bytes());
+//! let json = br#"{"b": [1.0, 1e2, -0], "a": "\u00e9", "n": 9007199254740991}"#;
+//! assert_eq!(to_vec(json)?, r#"{"a":"é","b":[1,100,0],"n":9007199254740991}"#.as_bytes());
+//! // 2^53 + 1 is no double: RFC 8785 would hash it as 2^53, so it is refused.
+//! let big = br#"{"n": [9007199254740993]}"#;
+//! let refused = to_vec(big).unwrap_err();
+//! assert!(matches!(refused.kind, CanonicalizeErrorKind::UnsafeInteger { ref pointer, .. } if pointer == "/n/0"));
+//! // Decision Gate's profile keeps 64-bit integers exact.
+//! let dg = to_vec_with(big, &Options::with_profile(Profile::DecisionGate))?;
+//! assert_eq!(dg, br#"{"n":[9007199254740993]}"#);
 //! # Ok::<(), evidence_wire::canonical::CanonicalizeError>(())
 //! ```
 
@@ -47,7 +54,9 @@ use core::cmp::Ordering;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Profile {
-    /// RFC 8785 exactly (the default everywhere).
+    /// RFC 8785 exactly (the default everywhere), on I-JSON input: integer
+    /// literals outside ±(2^53 − 1) are refused
+    /// ([`CanonicalizeErrorKind::UnsafeInteger`]).
     #[default]
     Rfc8785,
     /// Decision Gate's own canonicalization (`serde_jcs` 0.1.0), for hashes
@@ -160,6 +169,21 @@ pub enum CanonicalizeErrorKind {
     /// A number is outside the IEEE-754 double range.
     #[error("number out of IEEE-754 double range")]
     NumberOutOfRange,
+    /// Under [`Profile::Rfc8785`]: an integer literal (no fraction, no
+    /// exponent) outside the I-JSON safe range ±(2^53 − 1). RFC 8785 reads
+    /// numbers as doubles, so it would give this integer the hash of a
+    /// different one (`9007199254740993` and `9007199254740992` hash
+    /// alike): evidence that does not say which value it asserts.
+    #[error(
+        "integer {literal} at JSON pointer \"{pointer}\" is outside the I-JSON safe range of ±(2^53 − 1) = ±9007199254740991 that RFC 8785 requires; RFC 8785 would read it as the nearest double, which other integers share, so its hash would not say which value it asserts. Hash it with the `decision-gate` profile (which keeps 64-bit integers exact), or send the number as a string"
+    )]
+    UnsafeInteger {
+        /// The literal as written (shortened past 40 characters).
+        literal: String,
+        /// Its place in the input, as an RFC 6901 JSON pointer (`""` = the
+        /// whole input).
+        pointer: String,
+    },
     /// Nesting deeper than [`Options::max_depth`].
     #[error("nesting deeper than {0} levels")]
     TooDeep(usize),
@@ -438,7 +462,15 @@ impl<'a> Parser<'a> {
                     pos = end + 1;
                 }
                 b'-' | b'0'..=b'9' => {
-                    let (node, end) = scan_number(input, pos, self.profile)?;
+                    let (node, end) =
+                        scan_number(input, pos, self.profile).map_err(|mut error| {
+                            if let CanonicalizeErrorKind::UnsafeInteger { pointer, .. } =
+                                &mut error.kind
+                            {
+                                *pointer = self.pointer_here();
+                            }
+                            error
+                        })?;
                     self.nodes.push(node);
                     pos = end;
                 }
@@ -492,6 +524,51 @@ impl<'a> Parser<'a> {
                 }
             }
         }
+    }
+
+    /// The RFC 6901 JSON pointer of the value about to be pushed (for error
+    /// messages only, so it may take its time): for each open object its
+    /// member being read, for each open array the count of its finished
+    /// elements.
+    fn pointer_here(&self) -> String {
+        let mut pointer = String::new();
+        for (level, open) in self.stack.iter().enumerate() {
+            let next = self.stack.get(level + 1);
+            pointer.push('/');
+            if open.is_object {
+                let members_end = next.map_or(self.pending.len(), |inner| inner.member_base);
+                let name = members_end
+                    .checked_sub(1)
+                    .filter(|last| *last >= open.member_base)
+                    .and_then(|last| self.pending.get(last))
+                    .and_then(|member| self.nodes.get(member.node));
+                if let Some(Node::String { start, end, .. }) = name {
+                    let mut decoded = Vec::new();
+                    if write_string_content(self.input, *start, *end, false, &mut decoded).is_ok() {
+                        for c in String::from_utf8_lossy(&decoded).chars() {
+                            match c {
+                                '~' => pointer.push_str("~0"),
+                                '/' => pointer.push_str("~1"),
+                                other => pointer.push(other),
+                            }
+                        }
+                    }
+                }
+            } else {
+                // Finished elements are complete subtrees on the tape; the
+                // element being read is the next open container, or the
+                // value about to be pushed.
+                let limit = next.map_or(self.nodes.len(), |inner| inner.node);
+                let mut child = open.node + 1;
+                let mut index = 0usize;
+                while child < limit {
+                    child = subtree_end(&self.nodes, child);
+                    index += 1;
+                }
+                pointer.push_str(&alloc::format!("{index}"));
+            }
+        }
+        pointer
     }
 
     fn literal(
@@ -935,6 +1012,16 @@ fn scan_number(
     }
     let int_digits = input.get(int_start..int_end).unwrap_or_default();
     let negative_zero = negative && int_digits == b"0";
+    if integer && profile == Profile::Rfc8785 && !is_safe_integer(int_digits) {
+        let literal = input.get(start..pos).unwrap_or_default();
+        return Err(error(
+            CanonicalizeErrorKind::UnsafeInteger {
+                literal: shorten_literal(literal),
+                pointer: String::new(),
+            },
+            start,
+        ));
+    }
     if integer && !negative_zero {
         let verbatim = match profile {
             // Below 10^15 an integer is an exact double that ECMAScript
@@ -957,6 +1044,30 @@ fn scan_number(
         return Err(error(CanonicalizeErrorKind::NumberOutOfRange, start));
     }
     Ok((Node::Number(value), pos))
+}
+
+/// The largest integer of the I-JSON safe range, 2^53 − 1, in decimal.
+const MAX_SAFE_INTEGER: &[u8] = b"9007199254740991";
+
+/// Whether the magnitude written by `digits` (no sign, no leading zeros)
+/// is at most 2^53 − 1: fewer digits, or as many and not greater.
+fn is_safe_integer(digits: &[u8]) -> bool {
+    match digits.len().cmp(&MAX_SAFE_INTEGER.len()) {
+        Ordering::Less => true,
+        Ordering::Equal => digits <= MAX_SAFE_INTEGER,
+        Ordering::Greater => false,
+    }
+}
+
+/// A number literal for an error message: as written up to 40 characters,
+/// otherwise its first 24 characters and its length.
+fn shorten_literal(literal: &[u8]) -> String {
+    let text = String::from_utf8_lossy(literal);
+    if text.len() <= 40 {
+        return text.into_owned();
+    }
+    let head: String = text.chars().take(24).collect();
+    alloc::format!("{head}… ({} characters)", text.len())
 }
 
 /// Whether the decimal digits fit u64 (or, if `negative`, i64).
@@ -1029,13 +1140,18 @@ enum Frame {
     },
 }
 
+/// Tape index after the (finished) subtree that starts at `index`.
+fn subtree_end(nodes: &[Node], index: usize) -> usize {
+    match nodes.get(index) {
+        Some(Node::Array { end } | Node::Object { end, .. }) => (*end).max(index + 1),
+        _ => index + 1,
+    }
+}
+
 impl Tape<'_> {
     /// Tape index after the subtree that starts at `index`.
     fn subtree_end(&self, index: usize) -> usize {
-        match self.nodes.get(index) {
-            Some(Node::Array { end } | Node::Object { end, .. }) => *end,
-            _ => index + 1,
-        }
+        subtree_end(&self.nodes, index)
     }
 
     fn emit<S: Sink>(&self, out: &mut S) -> Result<(), CanonicalizeError> {

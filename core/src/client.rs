@@ -13,6 +13,16 @@
 //! [`TrustPolicy::RequireSignature`](crate::evidence::TrustPolicy)). A
 //! JSON-RPC error from the provider becomes [`QueryError::Provider`].
 //!
+//! A provider message that must be dropped (over a frame limit, nested
+//! deeper than the envelope limit, not JSON to the end, not valid JSON-RPC)
+//! but carries the id of a query in flight fails that query at once with
+//! [`QueryError::AnswerDropped`], naming the limit: the id is read from
+//! the envelope when it could be read, found by [`envelope::find_id`] in
+//! the body otherwise, and, for a message skipped for its size or charset,
+//! in its first [`DROPPED_PREFIX_BYTES`] bytes (kept by the decoder). When
+//! no id can be found the queries keep waiting, and a timeout then says
+//! that a message was dropped meanwhile ([`QueryError::TimeoutAfterDrop`]).
+//!
 //! Time is injected: [`Client::poll_timeout`] says when the next deadline
 //! is, [`Client::handle_timeout`] expires queries; a late answer for an
 //! expired query is discarded. After a fatal framing error the stream cannot
@@ -20,7 +30,8 @@
 //! tells the adapter to restart the provider and call [`Client::restart`].
 //!
 //! Limits: frame limits from [`frame::Limits`]; the memory of expired ids
-//! (to drop late answers) is bounded by [`ClientConfig::late_answer_memory`].
+//! (to drop late answers) is bounded by [`ClientConfig::late_answer_memory`];
+//! of a skipped message at most [`DROPPED_PREFIX_BYTES`] are kept.
 
 use alloc::borrow::ToOwned;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -41,6 +52,14 @@ use crate::evidence::{
 };
 use crate::frame::{self, Decoder, Framing, Limits};
 use crate::server::SUPPORTED_PROTOCOL_VERSIONS;
+
+/// How many first bytes of a provider message skipped for its size or
+/// charset the client keeps, to find the id of the query it answered
+/// ([`frame::Decoder::keep_skipped_prefix`]). Providers write `id` near the
+/// start (`{"jsonrpc":"2.0","id":7,"result":…}`); one that writes it after
+/// a large `result` is not recognized, and its query times out as
+/// [`QueryError::TimeoutAfterDrop`].
+pub const DROPPED_PREFIX_BYTES: usize = 1024;
 
 /// Everything that shapes a client connection.
 #[derive(Clone, Debug)]
@@ -122,6 +141,13 @@ pub enum QueryError {
     /// The evidence failed verification.
     #[error("evidence rejected: {0}")]
     Verification(VerifyError),
+    /// The provider sent a message carrying this query's id that the
+    /// client had to drop: over a frame limit, nested deeper than the
+    /// envelope limit, not JSON, or not valid JSON-RPC. The query fails as
+    /// soon as the message is seen, rather than at its timeout; the reason
+    /// names the limit.
+    #[error("the provider's answer was dropped unread: {0}")]
+    AnswerDropped(String),
     /// No answer came before the deadline.
     #[error("no answer within {0} ms")]
     Timeout(u64),
@@ -151,7 +177,7 @@ impl QueryError {
     pub fn code(&self) -> &'static str {
         match self {
             QueryError::Provider { .. } => "provider_error",
-            QueryError::BadResult(_) => "invalid_provider_result",
+            QueryError::BadResult(_) | QueryError::AnswerDropped(_) => "invalid_provider_result",
             QueryError::Verification(error) => error.kind(),
             QueryError::Timeout(_) | QueryError::TimeoutAfterDrop { .. } => "provider_timeout",
             QueryError::ConnectionLost(_) => "provider_unavailable",
@@ -171,6 +197,7 @@ impl QueryError {
             } => json!({"code": code, "message": message, "data": data}),
             QueryError::Verification(error) => json!({"kind": error.kind()}),
             QueryError::Timeout(ms) => json!({"timeout_ms": ms}),
+            QueryError::AnswerDropped(dropped) => json!({"dropped": dropped}),
             QueryError::TimeoutAfterDrop {
                 timeout_ms,
                 dropped,
@@ -280,7 +307,8 @@ impl Client {
     /// not only one that starts at 0, and an idle client keeps no timer.
     pub fn new(config: ClientConfig) -> Self {
         let mut client = Client {
-            decoder: Decoder::with_fallback(config.framing, config.limits),
+            decoder: Decoder::with_fallback(config.framing, config.limits)
+                .keep_skipped_prefix(DROPPED_PREFIX_BYTES),
             config,
             next_id: 1,
             pending: BTreeMap::new(),
@@ -427,6 +455,14 @@ impl Client {
             .filter(|(_, pending)| pending.deadline <= now)
             .map(|(id, _)| *id)
             .collect();
+        // A message being skipped whose first bytes (where its id would be)
+        // never came is a dropped message too.
+        if !expired.is_empty() {
+            if let Some(held) = self.decoder.held_error() {
+                self.dropped += 1;
+                self.last_dropped = Some(held.to_string());
+            }
+        }
         for id in expired {
             let dropped_before = self.pending.remove(&id).map(|p| p.dropped_before);
             self.remember_expired(id);
@@ -478,7 +514,8 @@ impl Client {
         self.fail_all(&QueryError::ConnectionLost(
             "the provider was restarted".to_owned(),
         ));
-        self.decoder = Decoder::with_fallback(self.config.framing, self.config.limits);
+        self.decoder = Decoder::with_fallback(self.config.framing, self.config.limits)
+            .keep_skipped_prefix(DROPPED_PREFIX_BYTES);
         self.transmits.clear();
         self.held.clear();
         self.needs_restart = false;
@@ -566,7 +603,12 @@ impl Client {
                             | frame::FrameError::LineTooLong { .. }
                             | frame::FrameError::UnsupportedCharset { .. }
                     );
-                    self.drop_message(error.to_string(), whole);
+                    let id = if whole {
+                        envelope::find_id(self.decoder.skipped_prefix())
+                    } else {
+                        None
+                    };
+                    self.drop_message(error.to_string(), whole, id);
                 }
             }
         }
@@ -583,15 +625,37 @@ impl Client {
     }
 
     /// A provider message that cannot be read (framing, JSON-RPC): report
-    /// it, and if it may have been an answer while queries wait, remember
-    /// it: their timeouts then say so ([`QueryError::TimeoutAfterDrop`]).
-    fn drop_message(&mut self, reason: String, maybe_answer: bool) {
+    /// it. If it carries `id`, the id of a query in flight (or of the
+    /// handshake), that fails at once ([`QueryError::AnswerDropped`]).
+    /// Otherwise, if it may have been an answer while queries wait,
+    /// remember it: their timeouts then say so
+    /// ([`QueryError::TimeoutAfterDrop`]).
+    fn drop_message(&mut self, reason: String, maybe_answer: bool, id: Option<Id<'_>>) {
+        self.events
+            .push_back(ClientEvent::Skipped(Skipped::Invalid(reason.clone())));
+        if let Some(Id::Number(id)) = id {
+            if self.handshake == Handshake::Waiting(id) {
+                self.handshake_deadline = None;
+                let reason =
+                    format!("the provider's answer to initialize was dropped unread: {reason}");
+                self.fail_all(&QueryError::ConnectionLost(reason.clone()));
+                self.needs_restart = true;
+                self.events.push_back(ClientEvent::Fatal(reason));
+                return;
+            }
+            if self.pending.remove(&id).is_some() {
+                self.remember_expired(id);
+                self.events.push_back(ClientEvent::Answer {
+                    id: RequestId(id),
+                    outcome: Err(QueryError::AnswerDropped(reason)),
+                });
+                return;
+            }
+        }
         if maybe_answer && !self.pending.is_empty() {
             self.dropped += 1;
-            self.last_dropped = Some(reason.clone());
+            self.last_dropped = Some(reason);
         }
-        self.events
-            .push_back(ClientEvent::Skipped(Skipped::Invalid(reason)));
     }
 
     fn handle_body(&mut self, body: &[u8]) {
@@ -604,9 +668,17 @@ impl Client {
                     .iter()
                     .find(|byte| !byte.is_ascii_whitespace())
                     .is_some_and(|byte| matches!(byte, b'{' | b'['));
+                // The envelope's id when it was read; otherwise (too deep,
+                // not JSON to the end) looked for in the body.
+                let id = match rejection.id {
+                    Some(id) => Some(id),
+                    None if json_like => envelope::find_id(body),
+                    None => None,
+                };
                 self.drop_message(
                     format!("{}: {}", rejection.error.name(), rejection.detail),
                     json_like,
+                    id,
                 );
                 return;
             }
@@ -618,7 +690,7 @@ impl Client {
         for message in messages {
             match message {
                 Ok(message) => self.handle_message(message),
-                Err(rejection) => self.drop_message(rejection.detail, true),
+                Err(rejection) => self.drop_message(rejection.detail, true, rejection.id),
             }
         }
     }

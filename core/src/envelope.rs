@@ -78,6 +78,8 @@ pub const DEFAULT_MAX_BATCH_LEN: usize = 1024;
 /// JSON-RPC allows a string, a number or `null`; MCP allows a string or an
 /// integer. Numbers are kept as `i64`: a fractional id, or an integer outside
 /// the `i64` range, cannot be echoed exactly and is rejected as unreadable.
+/// The integer `-0` is kept apart from `0` ([`Id::NegativeZero`]), so that
+/// it too is echoed as sent.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Id<'a> {
     /// An integer id, e.g. `7`.
@@ -86,6 +88,10 @@ pub enum Id<'a> {
     String(Cow<'a, str>),
     /// `null`: the id of a request that cannot be matched (JSON-RPC only).
     Null,
+    /// The integer id `-0`, written and echoed as `-0` (an `i64` cannot
+    /// hold the sign). As a [`serde_json::Value`] it is the float `-0.0`
+    /// ([`Id::to_value`]), which [`serialize_id_value`] writes back as `-0`.
+    NegativeZero,
 }
 
 impl Id<'_> {
@@ -95,6 +101,7 @@ impl Id<'_> {
             Id::Number(number) => Id::Number(number),
             Id::String(text) => Id::String(Cow::Owned(text.into_owned())),
             Id::Null => Id::Null,
+            Id::NegativeZero => Id::NegativeZero,
         }
     }
 
@@ -104,6 +111,7 @@ impl Id<'_> {
             Id::Number(number) => Id::Number(*number),
             Id::String(text) => Id::String(Cow::Borrowed(text.as_ref())),
             Id::Null => Id::Null,
+            Id::NegativeZero => Id::NegativeZero,
         }
     }
 
@@ -112,12 +120,15 @@ impl Id<'_> {
         matches!(self, Id::Null)
     }
 
-    /// The id as a JSON value (`null` for [`Id::Null`]).
+    /// The id as a JSON value (`null` for [`Id::Null`], the float `-0.0`
+    /// for [`Id::NegativeZero`]; write it with [`serialize_id_value`] to
+    /// get `-0` back).
     pub fn to_value(&self) -> serde_json::Value {
         match self {
             Id::Number(number) => serde_json::Value::from(*number),
             Id::String(text) => serde_json::Value::String(text.to_string()),
             Id::Null => serde_json::Value::Null,
+            Id::NegativeZero => serde_json::Value::from(-0.0f64),
         }
     }
 }
@@ -128,7 +139,31 @@ impl Serialize for Id<'_> {
             Id::Number(number) => serializer.serialize_i64(*number),
             Id::String(text) => serializer.serialize_str(text),
             Id::Null => serializer.serialize_unit(),
+            Id::NegativeZero => negative_zero(serializer),
         }
+    }
+}
+
+/// Writes the JSON number `-0` (verbatim with `serde_json`).
+fn negative_zero<S: Serializer>(serializer: S) -> Result<S::Ok, S::Error> {
+    let literal: &RawValue = serde_json::from_str("-0").map_err(serde::ser::Error::custom)?;
+    literal.serialize(serializer)
+}
+
+/// Serializes a request id held as a [`serde_json::Value`] (as the server
+/// keeps them) the way it was sent: like `serde_json`, except that the
+/// float `-0.0`, which is how [`Id::NegativeZero`] reads as a value (a
+/// fractional id is never accepted), is written `-0` rather than `-0.0`.
+/// For `#[serde(serialize_with = "…")]` on fields that echo an id.
+pub fn serialize_id_value<S: Serializer>(
+    id: &serde_json::Value,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    match id.as_f64() {
+        Some(number) if id.is_f64() && number == 0.0 && number.is_sign_negative() => {
+            negative_zero(serializer)
+        }
+        _ => id.serialize(serializer),
     }
 }
 
@@ -142,6 +177,7 @@ impl fmt::Display for Id<'_> {
                 Err(_) => write!(f, "{text:?}"),
             },
             Id::Null => f.write_str("null"),
+            Id::NegativeZero => f.write_str("-0"),
         }
     }
 }
@@ -752,6 +788,7 @@ fn read_id(raw: &RawValue) -> IdRead<'_> {
             Err(error) => IdRead::Unreadable(format!("an unreadable string ({error})")),
         },
         Some(b'n') => IdRead::Readable(Id::Null),
+        Some(b'-') if text == "-0" => IdRead::Readable(Id::NegativeZero),
         Some(b'-' | b'0'..=b'9') => match text.parse::<i64>() {
             Ok(number) => IdRead::Readable(Id::Number(number)),
             Err(_) if text.bytes().any(|byte| matches!(byte, b'.' | b'e' | b'E')) => {
@@ -908,7 +945,7 @@ fn check_id<'a>(id: IdRead<'a>, policy: &Policy, null_ok: bool) -> Result<Id<'a>
         IdRead::Readable(Id::Null) => Err(String::from(
             "`id` must not be null; use a string or an integer (or omit it for a notification)",
         )),
-        IdRead::Readable(Id::Number(_)) if policy.string_ids_only => {
+        IdRead::Readable(Id::Number(_) | Id::NegativeZero) if policy.string_ids_only => {
             Err(String::from("`id` must be a string under this policy"))
         }
         IdRead::Readable(Id::String(text)) if policy.uuid_ids && !is_uuid(&text) => Err(format!(
@@ -1041,6 +1078,101 @@ fn string_end(body: &[u8], mut from: usize) -> Option<usize> {
             b'"' => return Some(from),
             b'\\' => from = from.saturating_add(2),
             _ => from = from.saturating_add(1),
+        }
+    }
+}
+
+/// The id of a message that could not be validated (too deep, not JSON
+/// to the end, not a valid envelope, or only its first bytes kept, see
+/// [`crate::frame::Decoder::keep_skipped_prefix`]): the value of the first
+/// member named `id` at the top level of the object that `bytes` starts
+/// with, when it reads as an id ([`Id`]: a string, an `i64`, `null` or
+/// `-0`). `None` when `bytes` is not the start of an object, or ends (or
+/// breaks) before such a member.
+///
+/// A caller uses it to tell which of its requests a broken answer was
+/// meant for, and fail that one at once rather than at its timeout. One
+/// linear pass, no recursion (nested values are skipped by counting
+/// brackets outside strings), no allocation unless a member name or the
+/// id holds escapes. It trusts nothing after the id: the rest of the
+/// message may be cut off or broken.
+pub fn find_id(bytes: &[u8]) -> Option<Id<'static>> {
+    let mut at = skip_json_whitespace(bytes, 0);
+    if bytes.get(at) != Some(&b'{') {
+        return None;
+    }
+    at = skip_json_whitespace(bytes, at.saturating_add(1));
+    loop {
+        if bytes.get(at) != Some(&b'"') {
+            return None;
+        }
+        let name_end = string_end(bytes, at.saturating_add(1))?;
+        let name = bytes.get(at..=name_end)?;
+        at = skip_json_whitespace(bytes, name_end.saturating_add(1));
+        if bytes.get(at) != Some(&b':') {
+            return None;
+        }
+        at = skip_json_whitespace(bytes, at.saturating_add(1));
+        let value_end = json_value_end(bytes, at)?;
+        if is_id_name(name) {
+            let text = core::str::from_utf8(bytes.get(at..value_end)?).ok()?;
+            let raw: &RawValue = serde_json::from_str(text).ok()?;
+            return match read_id(raw) {
+                IdRead::Readable(id) => Some(id.into_owned()),
+                IdRead::Unreadable(_) => None,
+            };
+        }
+        at = skip_json_whitespace(bytes, value_end);
+        match bytes.get(at) {
+            Some(b',') => at = skip_json_whitespace(bytes, at.saturating_add(1)),
+            _ => return None,
+        }
+    }
+}
+
+/// Whether the quoted member name `name` (quotes included) is `"id"`,
+/// however it is escaped.
+fn is_id_name(name: &[u8]) -> bool {
+    if name == b"\"id\"" {
+        return true;
+    }
+    name.contains(&b'\\')
+        && core::str::from_utf8(name)
+            .ok()
+            .and_then(|text| serde_json::from_str::<JsonStr<'_>>(text).ok())
+            .is_some_and(|JsonStr(decoded)| decoded == "id")
+}
+
+fn skip_json_whitespace(bytes: &[u8], mut at: usize) -> usize {
+    while let Some(b' ' | b'\t' | b'\n' | b'\r') = bytes.get(at) {
+        at = at.saturating_add(1);
+    }
+    at
+}
+
+/// The offset just past the JSON value starting at `at` (not validated:
+/// strings are skipped to their closing quote, containers to their
+/// matching bracket, scalars to the next delimiter); `None` when `bytes`
+/// ends first.
+fn json_value_end(bytes: &[u8], mut at: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    loop {
+        match *bytes.get(at)? {
+            b'"' => at = string_end(bytes, at.saturating_add(1))?,
+            b'[' | b'{' => depth = depth.saturating_add(1),
+            b']' | b'}' => {
+                if depth == 0 {
+                    // A scalar ended by its container's close.
+                    return Some(at);
+                }
+                depth -= 1;
+            }
+            b',' | b' ' | b'\t' | b'\n' | b'\r' if depth == 0 => return Some(at),
+            _ => {}
+        }
+        at = at.saturating_add(1);
+        if depth == 0 && matches!(bytes.get(at.saturating_sub(1)), Some(b'"' | b']' | b'}')) {
+            return Some(at);
         }
     }
 }

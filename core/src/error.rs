@@ -256,6 +256,7 @@ pub struct ErrorData {
     /// True when retrying later may succeed.
     pub retryable: bool,
     /// The request id when it could be read, otherwise `null`.
+    #[serde(serialize_with = "crate::envelope::serialize_id_value")]
     pub request_id: serde_json::Value,
     /// What exactly was wrong, for a person; omitted when there is nothing to add.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -315,6 +315,32 @@ impl EvidenceError {
         self.details = Some(details);
         self
     }
+
+    /// The error a provider answers instead of a value it cannot hash under
+    /// `profile` ([`EvidenceResult::with_computed_hash`] failed): code
+    /// `value_not_canonicalizable` (the kind a verifier reports for the
+    /// same value), the canonicalization error as the message, and in
+    /// `details` the profile, the byte offset and, for an integer outside
+    /// the I-JSON safe range, its JSON pointer. Such a value must not be
+    /// sent with a hash that does not say which value it asserts; the
+    /// message tells the operator to use the `decision-gate` profile or to
+    /// send the number as a string.
+    pub fn unhashable(error: &CanonicalizeError, profile: Profile) -> Self {
+        let mut details = serde_json::Map::new();
+        details.insert("profile".to_owned(), Value::from(profile.name()));
+        details.insert("offset".to_owned(), Value::from(error.offset));
+        if let canonical::CanonicalizeErrorKind::UnsafeInteger { pointer, .. } = &error.kind {
+            details.insert("pointer".to_owned(), Value::from(pointer.as_str()));
+        }
+        EvidenceError::new(
+            "value_not_canonicalizable",
+            format!(
+                "the evidence value cannot be hashed under the {} profile: {error}",
+                profile.name()
+            ),
+        )
+        .with_details(Value::Object(details))
+    }
 }
 
 /// The hash algorithm of an evidence hash (only SHA-256 exists).
@@ -568,8 +594,13 @@ pub enum VerifyError {
     /// A signature or hash is present but there is no value to check it against.
     #[error("evidence carries a hash or signature but no value")]
     MissingValue,
-    /// The value cannot be canonicalized (not I-JSON).
-    #[error("evidence value cannot be canonicalized: {0}")]
+    /// The value cannot be canonicalized (not I-JSON; under the RFC 8785
+    /// profile this includes an integer outside ±(2^53 − 1), whose hash
+    /// would not say which value it asserts: the message names its JSON
+    /// pointer and the `decision-gate` profile).
+    #[error(
+        "evidence value cannot be canonicalized with the verifier's profile, so its hash cannot be checked: {0}"
+    )]
     Canonicalize(CanonicalizeError),
     /// The declared hash differs from the value's hash, and no valid
     /// signature vouches for the declared hash: the hash was altered (or
@@ -922,11 +953,53 @@ pub enum ToolResultError {
     /// The tool reported a failure (`isError: true`) without an EvidenceResult.
     #[error("the provider reported a tool error: {0}")]
     ToolError(String),
+    /// Two shapes of one result (a `json` item, `structuredContent`, a JSON
+    /// text item) carry different EvidenceResults: a reader could take
+    /// either, so the result is refused rather than one picked.
+    #[error(
+        "tool result carries two different EvidenceResults ({0}); refusing it rather than picking one: the provider must send the same result in every shape"
+    )]
+    Disagreement(String),
+}
+
+impl ToolResultShape {
+    /// How the shape is named in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ToolResultShape::JsonItem => "the json content item",
+            ToolResultShape::StructuredContent => "structuredContent",
+            ToolResultShape::JsonText => "the JSON text item",
+        }
+    }
+}
+
+/// Whether two EvidenceResults say the same thing: equal canonical JSON
+/// (Decision Gate's profile, which reads every I-JSON value and keeps
+/// 64-bit integers exact), so that spellings (member order, `1.0` against
+/// `1`, escapes, defaulted fields) do not count as differences.
+fn same_result(a: &EvidenceResult, b: &EvidenceResult) -> bool {
+    if a == b {
+        return true;
+    }
+    let options = Options::with_profile(Profile::DecisionGate);
+    match (
+        canonical::to_vec_with(&a.to_json_vec(), &options),
+        canonical::to_vec_with(&b.to_json_vec(), &options),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
 }
 
 /// Read the EvidenceResult out of a `tools/call` result, accepting all three
 /// shapes: a `json` content item (Decision Gate), `structuredContent` (MCP),
 /// or a text item holding the JSON (MCP clients that only read text).
+///
+/// Every shape present that holds an EvidenceResult is read, and they must
+/// agree (same canonical JSON); otherwise the result is refused
+/// ([`ToolResultError::Disagreement`]). A text item that is not an
+/// EvidenceResult (a message for people) is ignored. The shape returned is
+/// the first in the order above.
 pub fn from_tool_result(
     result: &RawValue,
 ) -> Result<(EvidenceResult, ToolResultShape), ToolResultError> {
@@ -955,23 +1028,28 @@ pub fn from_tool_result(
         ));
     }
     let mut last_problem = String::from("no content items");
+    let mut found: Option<(EvidenceResult, ToolResultShape)> = None;
     if let Some(items) = &parsed.content {
         for item in items {
             if item.kind.as_deref() == Some("json") {
                 if let Some(json) = item.json {
-                    match serde_json::from_str::<EvidenceResult>(json.get()) {
-                        Ok(evidence) => return Ok((evidence, ToolResultShape::JsonItem)),
-                        Err(error) => last_problem = format!("json item: {error}"),
-                    }
+                    consider(
+                        &mut found,
+                        json.get(),
+                        ToolResultShape::JsonItem,
+                        &mut last_problem,
+                    )?;
                 }
             }
         }
     }
     if let Some(structured) = parsed.structured_content {
-        match serde_json::from_str::<EvidenceResult>(structured.get()) {
-            Ok(evidence) => return Ok((evidence, ToolResultShape::StructuredContent)),
-            Err(error) => last_problem = format!("structuredContent: {error}"),
-        }
+        consider(
+            &mut found,
+            structured.get(),
+            ToolResultShape::StructuredContent,
+            &mut last_problem,
+        )?;
     }
     let mut first_text = None;
     if let Some(items) = &parsed.content {
@@ -979,13 +1057,18 @@ pub fn from_tool_result(
             if item.kind.as_deref() == Some("text") {
                 if let Some(text) = &item.text {
                     first_text.get_or_insert(text.as_str());
-                    match serde_json::from_str::<EvidenceResult>(text) {
-                        Ok(evidence) => return Ok((evidence, ToolResultShape::JsonText)),
-                        Err(error) => last_problem = format!("text item: {error}"),
-                    }
+                    consider(
+                        &mut found,
+                        text,
+                        ToolResultShape::JsonText,
+                        &mut last_problem,
+                    )?;
                 }
             }
         }
+    }
+    if let Some(found) = found {
+        return Ok(found);
     }
     if parsed.is_error == Some(true) {
         return Err(ToolResultError::ToolError(
@@ -993,6 +1076,42 @@ pub fn from_tool_result(
         ));
     }
     Err(ToolResultError::NoEvidence(last_problem))
+}
+
+/// One shape's text in [`from_tool_result`]: remembered when it is the
+/// first EvidenceResult, compared with the first otherwise; a text that is
+/// no EvidenceResult only updates `last_problem`.
+fn consider(
+    found: &mut Option<(EvidenceResult, ToolResultShape)>,
+    text: &str,
+    shape: ToolResultShape,
+    last_problem: &mut String,
+) -> Result<(), ToolResultError> {
+    match serde_json::from_str::<EvidenceResult>(text) {
+        Ok(evidence) => match found {
+            None => {
+                *found = Some((evidence, shape));
+                Ok(())
+            }
+            Some((first, first_shape)) if !same_result(first, &evidence) => {
+                Err(ToolResultError::Disagreement(format!(
+                    "{} and {} differ",
+                    first_shape.describe(),
+                    shape.describe()
+                )))
+            }
+            Some(_) => Ok(()),
+        },
+        Err(error) => {
+            let name = match shape {
+                ToolResultShape::JsonItem => "json item",
+                ToolResultShape::StructuredContent => "structuredContent",
+                ToolResultShape::JsonText => "text item",
+            };
+            *last_problem = format!("{name}: {error}");
+            Ok(())
+        }
+    }
 }
 
 /// The `tools/call` result Decision Gate expects:

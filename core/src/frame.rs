@@ -15,6 +15,9 @@
 //! body at most [`Limits::max_body_bytes`]. Both are checked before anything
 //! is buffered: a frame that declares too many bytes is skipped as its bytes
 //! arrive and never stored, so a header claiming 10^12 bytes costs nothing.
+//! A caller that wants to know which request a skipped message answered
+//! can ask for its first bytes ([`Decoder::keep_skipped_prefix`], at most
+//! the number of bytes it names; off by default).
 //!
 //! Errors are recoverable (the stream is still in sync, or the decoder has
 //! found its way back: answer with an error and go on) or fatal (sticky:
@@ -301,6 +304,10 @@ enum State {
     Body { len: usize, offset: u64 },
     /// Discarding `remaining` bytes of a body that is not delivered.
     Skipping { remaining: u64 },
+    /// Keeping the first `want` bytes of a body that is not delivered
+    /// ([`Decoder::keep_skipped_prefix`]) before its error, held in
+    /// `Decoder::held`, is returned; `remaining` body bytes are still due.
+    Capturing { remaining: u64, want: usize },
     /// Discarding bytes until a `content-length` header name starts a line.
     Resync,
     /// Reading newline-delimited lines; `scan` bytes of the buffer hold no `\n`.
@@ -334,6 +341,12 @@ pub struct Decoder {
     fatal: Option<FrameError>,
     /// The fatal error was returned since the last push.
     fatal_reported: bool,
+    /// Most bytes of a skipped body or line kept ([`Decoder::keep_skipped_prefix`]).
+    prefix_limit: usize,
+    /// The first bytes of the last skipped body or line.
+    prefix: Vec<u8>,
+    /// A skip error waiting for its prefix ([`State::Capturing`]).
+    held: Option<FrameError>,
 }
 
 impl Decoder {
@@ -350,6 +363,48 @@ impl Decoder {
             finished: false,
             fatal: None,
             fatal_reported: false,
+            prefix_limit: 0,
+            prefix: Vec::new(),
+            held: None,
+        }
+    }
+
+    /// The same decoder keeping the first `bytes` bytes of every body or
+    /// line it skips for [`FrameError::BodyTooLarge`],
+    /// [`FrameError::LineTooLong`] or [`FrameError::UnsupportedCharset`],
+    /// readable with [`Decoder::skipped_prefix`] right after that error is
+    /// returned: enough for a caller to find which request the message
+    /// answered. `0` (the default) keeps nothing.
+    ///
+    /// For a Content-Length frame the error is then returned once that many
+    /// body bytes (or the whole body, if shorter) have arrived, rather than
+    /// as soon as the header block ends. Memory: at most `bytes` more.
+    pub fn keep_skipped_prefix(mut self, bytes: usize) -> Self {
+        self.prefix_limit = bytes;
+        self
+    }
+
+    /// The first bytes (at most [`Decoder::keep_skipped_prefix`]) of the
+    /// body or line that the error just returned by [`Decoder::poll_frame`]
+    /// skipped; empty for other errors, or when nothing is kept.
+    pub fn skipped_prefix(&self) -> &[u8] {
+        &self.prefix
+    }
+
+    /// The error of a body being skipped whose first bytes are still
+    /// awaited ([`Decoder::keep_skipped_prefix`]): it will be returned by
+    /// [`Decoder::poll_frame`] once they arrive. `None` otherwise.
+    pub fn held_error(&self) -> Option<&FrameError> {
+        self.held.as_ref()
+    }
+
+    /// Starts remembering the skipped message that begins at `buffer[..len]`
+    /// (the part of it already buffered).
+    fn keep_prefix_of(&mut self, len: usize) {
+        self.prefix.clear();
+        let keep = len.min(self.prefix_limit);
+        if let Some(start) = self.buffer.get(..keep) {
+            self.prefix.extend_from_slice(start);
         }
     }
 
@@ -480,11 +535,13 @@ impl Decoder {
                 received,
                 offset,
             }),
-            State::Skipping { remaining } => Err(FrameError::Truncated {
-                expected: remaining,
-                received: 0,
-                offset,
-            }),
+            State::Skipping { remaining } | State::Capturing { remaining, .. } => {
+                Err(FrameError::Truncated {
+                    expected: remaining,
+                    received: 0,
+                    offset,
+                })
+            }
         }
     }
 
@@ -508,6 +565,7 @@ impl Decoder {
                 State::Header { scan, block } => self.step_header(scan, block),
                 State::Body { len, offset } => self.step_body(len, offset),
                 State::Skipping { remaining } => self.step_skip(remaining),
+                State::Capturing { remaining, want } => self.step_capture(remaining, want),
                 State::Resync => self.step_resync(),
                 State::Lines { scan } => self.step_lines(scan),
                 State::SkippingLine => self.step_skip_line(),
@@ -517,6 +575,14 @@ impl Decoder {
                 Step::NeedInput => return None,
                 Step::Frame(frame) => return Some(Ok(frame)),
                 Step::Error(error) => {
+                    if !matches!(
+                        error,
+                        FrameError::BodyTooLarge { .. }
+                            | FrameError::LineTooLong { .. }
+                            | FrameError::UnsupportedCharset { .. }
+                    ) {
+                        self.prefix.clear();
+                    }
                     if error.is_fatal() {
                         self.fatal = Some(error.clone());
                         self.fatal_reported = true;
@@ -699,8 +765,7 @@ impl Decoder {
                 Step::Continue
             }
             _ => {
-                self.state = State::Skipping { remaining: length };
-                Step::Error(if block.bad_charset && fits.is_some() {
+                let error = if block.bad_charset && fits.is_some() {
                     FrameError::UnsupportedCharset { offset }
                 } else {
                     FrameError::BodyTooLarge {
@@ -708,7 +773,22 @@ impl Decoder {
                         limit: self.limits.max_body_bytes,
                         offset,
                     }
-                })
+                };
+                self.prefix.clear();
+                let want = usize::try_from(length)
+                    .unwrap_or(usize::MAX)
+                    .min(self.prefix_limit);
+                if want == 0 {
+                    self.state = State::Skipping { remaining: length };
+                    return Step::Error(error);
+                }
+                // The error waits until the first `want` body bytes are kept.
+                self.held = Some(error);
+                self.state = State::Capturing {
+                    remaining: length,
+                    want,
+                };
+                Step::Continue
             }
         }
     }
@@ -743,6 +823,33 @@ impl Decoder {
         } else {
             self.state = State::Skipping { remaining };
             Step::NeedInput
+        }
+    }
+
+    fn step_capture(&mut self, remaining: u64, want: usize) -> Step {
+        let take = want
+            .saturating_sub(self.prefix.len())
+            .min(self.buffer.len());
+        if let Some(bytes) = self.buffer.get(..take) {
+            self.prefix.extend_from_slice(bytes);
+        }
+        self.consume(take);
+        let remaining = remaining.saturating_sub(take as u64);
+        if self.prefix.len() < want {
+            self.state = State::Capturing { remaining, want };
+            return Step::NeedInput;
+        }
+        self.state = if remaining == 0 {
+            State::Header {
+                scan: 0,
+                block: HeaderBlock::default(),
+            }
+        } else {
+            State::Skipping { remaining }
+        };
+        match self.held.take() {
+            Some(error) => Step::Error(error),
+            None => Step::Continue,
         }
     }
 
@@ -781,6 +888,7 @@ impl Decoder {
                     limit: self.limits.max_body_bytes,
                     offset: self.base,
                 };
+                self.keep_prefix_of(len);
                 self.consume(len);
                 self.state = State::SkippingLine;
                 return Step::Error(error);
@@ -801,6 +909,10 @@ impl Decoder {
             return Step::Continue;
         }
         if line.len() > self.limits.max_body_bytes {
+            self.prefix.clear();
+            let keep = line.len().min(self.prefix_limit);
+            self.prefix
+                .extend_from_slice(line.get(..keep).unwrap_or_default());
             return Step::Error(FrameError::LineTooLong {
                 limit: self.limits.max_body_bytes,
                 offset,

@@ -21,6 +21,7 @@
 //! | [`envelope`] | JSON-RPC 2.0 message types, validation policies, batch rules |
 //! | [`error`] | the closed canonical error table (HTTP status, JSON-RPC code, message) |
 //! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
+//! | [`unique`] | JSON values whose objects name each member once (peer input the server reads) |
 //! | [`evidence`] | query, context and result types; hash and signature verification |
 //! | [`schema`] | tool I/O schema registry, cached by fingerprint |
 //! | [`dialect`] | Decision Gate vs MCP: the two wire dialects and the hash profile each verifies with |
@@ -67,3 +68,4 @@ pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod supervisor;
+pub mod unique;

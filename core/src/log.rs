@@ -194,7 +194,8 @@ pub struct ValidationRecord {
     /// A UUID unique to this record (sequential in deterministic mode).
     pub correlation_id: String,
     /// The JSON-RPC id of the message, or `null` when it had none or it
-    /// could not be read.
+    /// could not be read (`-0` is written as sent).
+    #[serde(serialize_with = "crate::envelope::serialize_id_value")]
     pub request_id: Value,
     /// The transport.
     pub transport: Transport,

@@ -90,8 +90,10 @@ impl Fingerprint {
     /// The fingerprint of `schema`.
     ///
     /// If the schema cannot be canonicalized (nesting beyond the canonicalizer's
-    /// limit), the SHA-256 of its compact `serde_json` form is used instead:
-    /// still deterministic and still changing with every change of the schema.
+    /// limit, or an integer past ±(2^53 − 1), which RFC 8785 would round to a
+    /// double other integers share), the SHA-256 of its compact `serde_json`
+    /// form is used instead: still deterministic, exact for every integer a
+    /// [`Value`] holds, and changing with every change of the schema.
     pub fn of(schema: &Value) -> Fingerprint {
         let compact = serde_json::to_vec(schema).unwrap_or_default();
         match canonical::sha256(&compact, &canonical::Options::default()) {

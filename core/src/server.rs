@@ -8,9 +8,15 @@
 //! many queries may be in flight and answers may come in any order. Framed
 //! output bytes come out of [`Server::poll_transmit`].
 //!
-//! Tool arguments are checked against the tool's input schema in the
-//! [`crate::schema::SchemaRegistry`] (with `std`; a failure is answered
-//! `INVALID_TOOL_INPUT` with `data.pointer`). The built-in `evidence_query`
+//! Tool arguments are read in one parse that refuses any object naming a
+//! member twice, at any depth ([`crate::unique`]: `query`, `context`, a
+//! check's `params`; so are the params of `initialize`, `resources/read`
+//! and `notifications/cancelled`), answered `INVALID_TOOL_INPUT` with the
+//! member's JSON pointer in `data.pointer` (a notification is only
+//! recorded); `tools/call`'s own `name` and `arguments` are read by a typed
+//! parse that refuses them twice too. They are then checked against the
+//! tool's input schema in the [`crate::schema::SchemaRegistry`] (with
+//! `std`; a failure is answered `INVALID_TOOL_INPUT` with `data.pointer`). The built-in `evidence_query`
 //! tool uses, and `tools/list` shows, exactly the schemas of
 //! `spec/schemas/evidence_query.{input,output}.schema.json`, compiled once
 //! per process; its arguments are then read into their typed form.
@@ -58,6 +64,7 @@ use crate::evidence::{
     EvidenceQueryArguments, EvidenceResult,
 };
 use crate::frame::{self, Decoder, FrameError, Framing, Limits};
+use crate::unique::{self, Duplicate, UniqueError};
 
 /// MCP protocol versions this server speaks, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
@@ -1092,13 +1099,13 @@ impl Server {
                 }));
             }
             Message::Notification(notification) => {
-                self.handle_notification(&notification.method, notification.params);
+                let refused = self.handle_notification(&notification.method, notification.params);
                 self.events.push_back(ServerEvent::Handled(Outcome {
                     id: None,
                     method: Some(notification.method.to_string()),
                     tool: None,
-                    error: None,
-                    detail: None,
+                    error: refused.as_ref().map(|_| CanonicalError::InvalidToolInput),
+                    detail: refused,
                 }));
             }
             Message::Response(response) => {
@@ -1114,17 +1121,21 @@ impl Server {
         }
     }
 
-    fn handle_notification(&mut self, method: &str, params: Option<&RawValue>) {
+    /// Acts on a notification; `Some(detail)` when its params were refused
+    /// (a notification gets no answer, so this is only recorded).
+    fn handle_notification(&mut self, method: &str, params: Option<&RawValue>) -> Option<String> {
         match method {
             "notifications/initialized" => {}
             "notifications/cancelled" => {
-                let Some(params) = params else { return };
-                let Ok(params) = serde_json::from_str::<Value>(params.get()) else {
-                    return;
+                let params = match read_params(params) {
+                    Ok(params) => params,
+                    Err(duplicate) => {
+                        return Some(format!(
+                            "notifications/cancelled ignored: its params are refused: {duplicate}"
+                        ));
+                    }
                 };
-                let Some(request_id) = params.get("requestId") else {
-                    return;
-                };
+                let request_id = params.get("requestId")?;
                 let reason = params
                     .get("reason")
                     .and_then(Value::as_str)
@@ -1166,6 +1177,7 @@ impl Server {
             }
             _ => {}
         }
+        None
     }
 
     fn handle_request(
@@ -1181,7 +1193,18 @@ impl Server {
         }
         match method {
             "initialize" => {
-                let params = parse_params(params);
+                let params = match read_params(params) {
+                    Ok(params) => params,
+                    Err(duplicate) => {
+                        return self.reply_duplicate(
+                            id,
+                            batch,
+                            "initialize params",
+                            duplicate,
+                            None,
+                        );
+                    }
+                };
                 let requested = params
                     .get("protocolVersion")
                     .and_then(Value::as_str)
@@ -1260,7 +1283,18 @@ impl Server {
                 self.reply_ok(id, batch, &json!({ "resources": resources }))
             }
             "resources/read" if self.config.resources_enabled => {
-                let params = parse_params(params);
+                let params = match read_params(params) {
+                    Ok(params) => params,
+                    Err(duplicate) => {
+                        return self.reply_duplicate(
+                            id,
+                            batch,
+                            "resources/read params",
+                            duplicate,
+                            None,
+                        );
+                    }
+                };
                 let Some(uri) = params.get("uri").and_then(Value::as_str) else {
                     return self.reply_error(
                         id,
@@ -1371,6 +1405,10 @@ impl Server {
             ToolKind::Evidence => {
                 let arguments = match self.evidence_arguments(&name, arguments_text) {
                     Ok(arguments) => arguments,
+                    Err(EvidenceInputError::Duplicate(duplicate)) => {
+                        let place = format!("arguments of tool `{name}`");
+                        return self.reply_duplicate(id, batch, &place, duplicate, Some(name));
+                    }
                     Err(EvidenceInputError::Schema(violation)) => {
                         return self.reply_tool_io_error(id, batch, violation, name);
                     }
@@ -1398,8 +1436,12 @@ impl Server {
                 RequestOutcome::accepted(Some(name))
             }
             ToolKind::External | ToolKind::Inline(_) => {
-                let arguments: Value = match serde_json::from_str(arguments_text) {
+                let arguments: Value = match unique::from_str(arguments_text) {
                     Ok(Value::Object(object)) => Value::Object(object),
+                    Err(UniqueError::Duplicate(duplicate)) => {
+                        let place = format!("arguments of tool `{name}`");
+                        return self.reply_duplicate(id, batch, &place, duplicate, Some(name));
+                    }
                     Ok(_) | Err(_) => {
                         return self.reply_error(
                             id,
@@ -1433,10 +1475,12 @@ impl Server {
         }
     }
 
-    /// The arguments of an `evidence_query` call: checked against the
-    /// tool's input schema in the registry (with `std`), then read into
-    /// their typed form, which also checks what the schema cannot (an id
-    /// that fits in 64 bits, for one).
+    /// The arguments of an `evidence_query` call: parsed once, refusing a
+    /// member named twice anywhere (`query`, `context`, the check's
+    /// `params`, at any depth: the provider may read any of it), checked
+    /// against the tool's input schema in the registry (with `std`), then
+    /// read into their typed form, which also checks what the schema cannot
+    /// (an id that fits in 64 bits, for one).
     fn evidence_arguments(
         &self,
         name: &str,
@@ -1447,18 +1491,45 @@ impl Server {
                 "evidence_query arguments must be {{query, context}} as spec/evidence.md describes: {error}"
             ))
         };
+        let value = match unique::from_str(text) {
+            Ok(value) => value,
+            Err(UniqueError::Duplicate(duplicate)) => {
+                return Err(EvidenceInputError::Duplicate(duplicate));
+            }
+            Err(UniqueError::Syntax(error)) => return Err(typed(error)),
+        };
         #[cfg(feature = "std")]
-        {
-            let value: Value = serde_json::from_str(text).map_err(typed)?;
-            self.schemas
-                .validate_input(name, &value)
-                .map_err(EvidenceInputError::Schema)?;
-            <EvidenceQueryArguments as serde::Deserialize>::deserialize(&value).map_err(typed)
-        }
+        self.schemas
+            .validate_input(name, &value)
+            .map_err(EvidenceInputError::Schema)?;
         #[cfg(not(feature = "std"))]
-        {
-            let _ = name;
-            serde_json::from_str(text).map_err(typed)
+        let _ = name;
+        <EvidenceQueryArguments as serde::Deserialize>::deserialize(&value).map_err(typed)
+    }
+
+    /// Answers a request whose `place` (the tool's arguments, or a method's
+    /// params) names a member twice: `INVALID_TOOL_INPUT`, the member and
+    /// its JSON pointer (relative to `place`) in the detail and in
+    /// `data.pointer`.
+    fn reply_duplicate(
+        &mut self,
+        id: &Value,
+        batch: Option<u64>,
+        place: &str,
+        duplicate: Duplicate,
+        tool: Option<String>,
+    ) -> RequestOutcome {
+        let error = CanonicalError::InvalidToolInput;
+        let detail = format!("{place}: {duplicate}");
+        let object = error
+            .to_error_object(Some(id), Some(&detail))
+            .with_pointer(duplicate.pointer);
+        self.reply(batch, encode_error_object(Some(id), &object));
+        RequestOutcome {
+            tool,
+            error: Some(error),
+            detail: Some(detail),
+            deferred: false,
         }
     }
 
@@ -1507,8 +1578,7 @@ impl Server {
             .error
             .to_error_object(Some(id), Some(&violation.detail))
             .with_pointer(violation.pointer);
-        let body = json!({"jsonrpc": "2.0", "id": id, "error": object});
-        self.reply(batch, serde_json::to_vec(&body).unwrap_or_default());
+        self.reply(batch, encode_error_object(Some(id), &object));
         RequestOutcome {
             tool: Some(tool),
             error: Some(violation.error),
@@ -1728,7 +1798,6 @@ fn uncanonicalizable(
     error: &crate::canonical::CanonicalizeError,
 ) -> EvidenceResult {
     use crate::canonical::CanonicalizeErrorKind;
-    let profile_name = profile.name();
     let refusal = match &error.kind {
         CanonicalizeErrorKind::TooDeep(limit) => EvidenceError::new(
             ANSWER_DEPTH_LIMIT_EXCEEDED,
@@ -1744,11 +1813,7 @@ fn uncanonicalizable(
             ),
         )
         .with_details(json!({"limit_bytes": limit})),
-        _ => EvidenceError::new(
-            VALUE_NOT_CANONICALIZABLE,
-            format!("the value cannot be hashed under the {profile_name} profile: {error}"),
-        )
-        .with_details(json!({"profile": profile_name, "offset": error.offset})),
+        _ => EvidenceError::unhashable(error, profile),
     };
     let mut refused = EvidenceResult::with_error(refusal);
     refused.evidence_ref = result.evidence_ref;
@@ -1781,6 +1846,8 @@ fn evidence_query_schemas() -> crate::schema::SchemaRegistry {
 
 /// Why the arguments of an `evidence_query` call were refused.
 enum EvidenceInputError {
+    /// An object in them names a member twice (answered with `data.pointer`).
+    Duplicate(Duplicate),
     /// They fail the tool's input schema (answered with `data.pointer`).
     #[cfg_attr(not(feature = "std"), allow(dead_code))]
     Schema(crate::schema::ToolIoError),
@@ -1820,10 +1887,14 @@ fn id_value(id: &Id<'_>) -> Value {
     id.to_value()
 }
 
-fn parse_params(params: Option<&RawValue>) -> Value {
-    params
-        .and_then(|raw| serde_json::from_str(raw.get()).ok())
-        .unwrap_or(Value::Null)
+/// A method's params as a value (`null` when absent or unreadable, which
+/// the envelope check makes rare), refusing a member named twice anywhere.
+fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate> {
+    match params.map(|raw| unique::from_str(raw.get())) {
+        None | Some(Err(UniqueError::Syntax(_))) => Ok(Value::Null),
+        Some(Ok(value)) => Ok(value),
+        Some(Err(UniqueError::Duplicate(duplicate))) => Err(duplicate),
+    }
 }
 
 /// The JSON-RPC success response `{"jsonrpc":"2.0","id":…,"result":…}`.
@@ -1831,6 +1902,7 @@ pub fn encode_result<T: serde::Serialize + ?Sized>(id: &Value, result: &T) -> Ve
     #[derive(serde::Serialize)]
     struct Success<'a, T: ?Sized> {
         jsonrpc: &'static str,
+        #[serde(serialize_with = "envelope::serialize_id_value")]
         id: &'a Value,
         result: &'a T,
     }
@@ -1845,7 +1917,23 @@ pub fn encode_result<T: serde::Serialize + ?Sized>(id: &Value, result: &T) -> Ve
 /// The JSON-RPC error response for a canonical error; `id` is `null` when
 /// the request id could not be read.
 pub fn encode_error(id: Option<&Value>, error: CanonicalError, detail: Option<&str>) -> Vec<u8> {
-    let object = error.to_error_object(id, detail);
-    let id = id.cloned().unwrap_or(Value::Null);
-    serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "error": object})).unwrap_or_default()
+    encode_error_object(id, &error.to_error_object(id, detail))
+}
+
+/// The JSON-RPC error response carrying `object`; `id` is `null` when the
+/// request id could not be read. Ids are echoed as sent (`-0` included).
+fn encode_error_object(id: Option<&Value>, object: &crate::error::ErrorObject) -> Vec<u8> {
+    #[derive(serde::Serialize)]
+    struct Failure<'a> {
+        jsonrpc: &'static str,
+        #[serde(serialize_with = "envelope::serialize_id_value")]
+        id: &'a Value,
+        error: &'a crate::error::ErrorObject,
+    }
+    serde_json::to_vec(&Failure {
+        jsonrpc: "2.0",
+        id: id.unwrap_or(&Value::Null),
+        error: object,
+    })
+    .unwrap_or_default()
 }

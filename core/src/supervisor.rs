@@ -20,8 +20,9 @@
 //!   queries since, it is alive and only that check was slow: it keeps
 //!   running, and the queries in flight keep waiting for their answers;
 //! - the count of consecutive failures is reset by any answer the child
-//!   gives (evidence, a provider error, even an unverifiable result: the
-//!   child is alive and in sync);
+//!   gives (evidence, a provider error, even an unverifiable result or one
+//!   dropped unread for a limit but carrying the query's id: the child is
+//!   alive and in sync);
 //! - when the child cannot be started ([`Supervisor::spawn_failed`]), the
 //!   deferred queries fail with that reason and the next attempt is
 //!   scheduled with backoff;
@@ -518,9 +519,12 @@ impl<T> Supervisor<T> {
                             }
                         }
                         // The child answered: it is alive and in sync.
+                        // (A message carrying the query's id that had to be
+                        // dropped is an answer too, only an unreadable one.)
                         Ok(_)
                         | Err(QueryError::Provider { .. })
                         | Err(QueryError::BadResult(_))
+                        | Err(QueryError::AnswerDropped(_))
                         | Err(QueryError::Verification(_)) => {
                             self.failures = 0;
                             self.events += 1;

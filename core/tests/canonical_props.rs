@@ -9,9 +9,15 @@
 //! pairs, short escapes), random whitespace, deep nesting and extreme numbers
 //! (any finite double bit pattern, integers beyond 2^53 and 2^64, long
 //! mantissas, every exponent spelling).
+//!
+//! Where the RFC 8785 profile rightly departs from the oracle: an integer
+//! literal past ±(2^53 − 1) is refused (`UnsafeInteger`, I-JSON), so the
+//! differential checks that we refuse exactly the texts that hold one,
+//! found by an independent scanner ([`unsafe_integer_in`]).
 
 use evidence_wire::canonical::{
-    self, CanonicalizeErrorKind, Options, Profile, hex_lower, to_vec, to_vec_with,
+    self, CanonicalizeError, CanonicalizeErrorKind, Options, Profile, hex_lower, to_vec,
+    to_vec_with,
 };
 use proptest::prelude::*;
 use serde_json::Value;
@@ -235,9 +241,84 @@ fn oracle(text: &str, profile: Profile) -> Option<Vec<u8>> {
     }
 }
 
+/// The first integer literal (no fraction, no exponent) outside
+/// ±(2^53 − 1) in the JSON `text`, found by a scan of its own: numbers are
+/// the tokens outside strings that start with `-` or a digit.
+fn unsafe_integer_in(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    while at < bytes.len() {
+        match bytes[at] {
+            b'"' => {
+                at += 1;
+                while bytes[at] != b'"' {
+                    at += if bytes[at] == b'\\' { 2 } else { 1 };
+                }
+                at += 1;
+            }
+            b'-' | b'0'..=b'9' => {
+                let start = at;
+                while at < bytes.len()
+                    && matches!(bytes[at], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+                {
+                    at += 1;
+                }
+                let token = &text[start..at];
+                let digits = token.strip_prefix('-').unwrap_or(token);
+                let integer = digits.bytes().all(|byte| byte.is_ascii_digit());
+                if integer
+                    && (digits.len() > 38 || digits.parse::<u128>().unwrap() > (1u128 << 53) - 1)
+                {
+                    return Some(token.to_owned());
+                }
+            }
+            _ => at += 1,
+        }
+    }
+    None
+}
+
 fn differential(text: &str, profile: Profile) -> Result<(), TestCaseError> {
     let options = Options::with_profile(profile);
     let ours = to_vec_with(text.as_bytes(), &options);
+    let unsafe_integer = unsafe_integer_in(text).filter(|_| profile == Profile::Rfc8785);
+    if let Some(literal) = &unsafe_integer {
+        // Refused whatever the oracle says (unless the text is refused for
+        // an earlier reason: an out-of-range number before it).
+        match &ours {
+            Err(error) => match &error.kind {
+                CanonicalizeErrorKind::UnsafeInteger { literal: found, .. } => {
+                    // Literals past 40 characters are shortened.
+                    let shortened = literal.len() > 40
+                        && found.starts_with(&literal[..24])
+                        && found.ends_with(&format!("({} characters)", literal.len()));
+                    prop_assert!(found == literal || shortened, "{} named {}", text, found);
+                }
+                CanonicalizeErrorKind::NumberOutOfRange => {}
+                other => prop_assert!(false, "{}: refused as {:?}", text, other),
+            },
+            Ok(bytes) => prop_assert!(
+                false,
+                "{} holds {} but was accepted: {}",
+                text,
+                literal,
+                String::from_utf8_lossy(bytes)
+            ),
+        }
+        return Ok(());
+    }
+    if let Err(CanonicalizeError {
+        kind: CanonicalizeErrorKind::UnsafeInteger { literal, .. },
+        ..
+    }) = &ours
+    {
+        prop_assert!(
+            false,
+            "{}: refused {} that is in the safe range",
+            text,
+            literal
+        );
+    }
     match (oracle(text, profile), &ours) {
         (Some(expected), Ok(actual)) => {
             prop_assert_eq!(
@@ -251,8 +332,21 @@ fn differential(text: &str, profile: Profile) -> Result<(), TestCaseError> {
             let digest = canonical::sha256(text.as_bytes(), &options).unwrap();
             use sha2::Digest;
             prop_assert_eq!(hex_lower(&digest), hex_lower(&sha2::Sha256::digest(actual)));
-            // Idempotence.
-            prop_assert_eq!(&to_vec_with(actual, &options).unwrap(), actual);
+            // Idempotence, except that ECMAScript prints doubles below
+            // 1e21 as plain integers, which the RFC 8785 profile then
+            // refuses as input when past 2^53 − 1 (as PyPI `rfc8785` does).
+            match to_vec_with(actual, &options) {
+                Ok(again) => prop_assert_eq!(&again, actual),
+                Err(error) => {
+                    let printed = String::from_utf8_lossy(actual).into_owned();
+                    prop_assert!(
+                        unsafe_integer_in(&printed).is_some() && profile == Profile::Rfc8785,
+                        "{} not idempotent: {}",
+                        printed,
+                        error
+                    );
+                }
+            }
         }
         // Both refuse (only numbers out of range can get here: names are distinct).
         (None, Err(error)) => {
@@ -363,8 +457,11 @@ proptest! {
             let mut sink = Vec::new();
             let error = canonical::write_with(text.as_bytes(), &Options::with_profile(profile), &mut sink)
                 .unwrap_err();
-            // The inner document may hold an out-of-range number, found first.
-            if error.kind != CanonicalizeErrorKind::NumberOutOfRange {
+            // The inner document may hold an out-of-range number (or, under
+            // RFC 8785, an unsafe integer), found first.
+            let number_first = error.kind == CanonicalizeErrorKind::NumberOutOfRange
+                || (profile == Profile::Rfc8785 && unsafe_integer_in(&text).is_some());
+            if !number_first {
                 prop_assert_eq!(&error.kind, &CanonicalizeErrorKind::DuplicateKey(name.clone()));
             }
             prop_assert!(sink.is_empty(), "bytes written before the error");
@@ -375,7 +472,15 @@ proptest! {
     fn arbitrary_bytes_never_panic_and_accepted_input_is_json(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
         if let Ok(canonical) = to_vec(&bytes) {
             prop_assert!(serde_json::from_slice::<Value>(&bytes).is_ok());
-            prop_assert_eq!(to_vec(&canonical).unwrap(), canonical);
+            match to_vec(&canonical) {
+                Ok(again) => prop_assert_eq!(again, canonical),
+                // A double below 1e21 printed as an integer past 2^53 − 1.
+                Err(error) => prop_assert!(
+                    matches!(error.kind, CanonicalizeErrorKind::UnsafeInteger { .. }),
+                    "{}",
+                    error
+                ),
+            }
         }
     }
 

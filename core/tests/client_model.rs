@@ -39,6 +39,9 @@ enum Reply {
     Unreadable,
     /// A good answer carrying an id nobody asked for.
     WrongId,
+    /// An answer the client must drop (not JSON-RPC 2.0, or nested past
+    /// the envelope limit) that carries the query's id: it fails at once.
+    Dropped,
 }
 
 #[derive(Clone, Debug)]
@@ -67,6 +70,7 @@ fn reply() -> impl Strategy<Value = Reply> {
         1 => Just(Reply::RpcError),
         1 => Just(Reply::Unreadable),
         1 => Just(Reply::WrongId),
+        1 => Just(Reply::Dropped),
     ]
 }
 
@@ -188,6 +192,14 @@ fn answer_body(id: i64, reply: Reply, shape: u8) -> String {
             json!({"jsonrpc":"2.0","id":id,"result":{"content":[{"type":"image"}]}}).to_string()
         }
         Reply::WrongId => json!({"jsonrpc":"2.0","id":id + 1_000_000,"result":result}).to_string(),
+        Reply::Dropped if shape % 2 == 0 => {
+            json!({"jsonrpc":"1.0","id":id,"result":result}).to_string()
+        }
+        Reply::Dropped => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{}1{}}}"#,
+            "[".repeat(130),
+            "]".repeat(130)
+        ),
     }
 }
 
@@ -234,6 +246,9 @@ impl Run {
                         }
                         Err(QueryError::BadResult(_)) => {
                             assert!(allowed.replies.contains("unreadable"), "{id}");
+                        }
+                        Err(QueryError::AnswerDropped(_)) => {
+                            assert!(allowed.replies.contains("dropped"), "{id}: dropped nothing");
                         }
                         Err(QueryError::Timeout(ms)) => {
                             assert_eq!(*ms, TIMEOUT);
@@ -339,12 +354,21 @@ impl Run {
                     Reply::RpcError => "rpc_error",
                     Reply::Unreadable => "unreadable",
                     Reply::WrongId => "wrong_id",
+                    Reply::Dropped => "dropped",
                 };
                 if let Some(allowed) = self.allowed.get_mut(&id) {
                     allowed.replies.insert(kind);
                 }
                 let body = answer_body(id, *reply, *shape);
                 self.provider.write(&body);
+                if *reply == Reply::Dropped {
+                    // If its query no longer waits, it is a dropped message
+                    // like garbage for the queries that do.
+                    for allowed in self.allowed.values_mut() {
+                        allowed.garbage_after = true;
+                    }
+                    self.provider.junk_end = Some(self.provider.to_client.len());
+                }
             }
             Op::AnswerInitialize => {
                 if let Some(id) = self.provider.initialize.take() {

@@ -357,9 +357,11 @@ fn wrong_ids_notifications_and_broken_messages_are_never_answers() {
         json!({"jsonrpc":"2.0","id":format!("{}", id.get()),"result":{}}).to_string(),
         json!({"jsonrpc":"2.0","method":"notifications/message","params":{"data":"hi"}})
             .to_string(),
-        // `jsonrpc` is checked: a 1.0 answer with the right id is not taken.
-        json!({"jsonrpc":"1.0","id":id.get(),"result":{}}).to_string(),
-        json!({"id":id.get(),"result":{}}).to_string(),
+        // `jsonrpc` is checked: a 1.0 answer is not taken. (Had it carried
+        // the id of a query in flight, that query would fail at once:
+        // `client_fail_closed.rs`.)
+        json!({"jsonrpc":"1.0","id":id.get() + 1,"result":{}}).to_string(),
+        json!({"id":id.get() + 1,"result":{}}).to_string(),
         "{broken".to_owned(),
         json!({"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}})
             .to_string(),
@@ -662,7 +664,9 @@ fn recoverable_framing_errors_are_skipped() {
         }
     }));
     let a = client.query(&query("a"), &context(), 0);
-    let big = good_answer(a.get(), json!("x".repeat(200)));
+    // Over the limit, for an id not in flight (one in flight would fail at
+    // once: `client_fail_closed.rs`).
+    let big = good_answer(a.get() + 1000, json!("x".repeat(200)));
     let mut input = cl(&big);
     input.extend(b"Content-Length: abc\r\n\r\n");
     client.handle_input(&input);
@@ -677,8 +681,11 @@ fn recoverable_framing_errors_are_skipped() {
     assert_eq!(client.in_flight(), 1);
 }
 
-/// An answer over the frame limit is dropped; the query it answered then
-/// times out saying so, and a query asked after the drop times out plainly.
+/// An answer over the frame limit whose id cannot be found (it comes after
+/// a `result` longer than the bytes the client keeps of a skipped message)
+/// is dropped; the query it answered then times out saying so, and a query
+/// asked after the drop times out plainly. (With the id near the start the
+/// query fails at once: `client_fail_closed.rs`.)
 #[test]
 fn a_dropped_answer_is_named_by_the_timeout() {
     let mut client = Client::new(config(|config| {
@@ -689,7 +696,10 @@ fn a_dropped_answer_is_named_by_the_timeout() {
         }
     }));
     let a = client.query(&query("a"), &context(), 0);
-    client.handle_input(&cl(&good_answer(a.get(), json!("x".repeat(200)))));
+    let result = json!({"content":[{"type":"text","text":"x".repeat(2000)}]});
+    let id_last = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, a.get());
+    assert!(id_last.find("\"id\"").unwrap() > evidence_wire::client::DROPPED_PREFIX_BYTES);
+    client.handle_input(&cl(&id_last));
     let b = client.query(&query("b"), &context(), 10);
     let got = events(&mut client);
     assert!(

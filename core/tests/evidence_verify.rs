@@ -311,15 +311,71 @@ fn profiles_disagree_on_big_integers_and_verification_says_so() {
     )
     .unwrap();
     assert!(verify(result.clone(), &policy(), Profile::DecisionGate).is_ok());
-    let error = verify(result.clone(), &policy(), Profile::Rfc8785).unwrap_err();
-    assert_eq!(error.kind(), "value_mismatch");
-    let mut unsigned = result;
-    unsigned.signature = None;
+    // Under RFC 8785 the value holds an integer past 2^53 − 1, which that
+    // profile cannot hash unambiguously: refused, naming where and what to do.
+    for policy in [policy(), TrustPolicy::Audit] {
+        let error = verify(result.clone(), &policy, Profile::Rfc8785).unwrap_err();
+        assert_eq!(error.kind(), "value_not_canonicalizable");
+        let message = error.to_string();
+        for needle in ["9007199254740993", "\"/n\"", "`decision-gate` profile"] {
+            assert!(message.contains(needle), "{needle} missing: {message}");
+        }
+    }
+}
+
+/// Before: a value asserting `9007199254740993` verified under RFC 8785
+/// against the hash of `9007199254740992` (RFC 8785 reads both as the same
+/// double), so the evidence did not say which value it asserted. Now it is
+/// refused, and so is the hash's "own" value spelled as an integer.
+#[test]
+fn an_ambiguous_integer_never_verifies_under_rfc_8785() {
+    let asserted = EvidenceValue::json_text(r#"{"n":9007199254740993}"#).unwrap();
+    let mut result = EvidenceResult::with_value(asserted);
+    result.evidence_hash = Some(HashDigest::sha256(&sha256_of(br#"{"n":9007199254740992}"#)));
+    let error = verify(result, &TrustPolicy::Audit, Profile::Rfc8785).unwrap_err();
+    assert!(
+        matches!(
+            &error,
+            VerifyError::Canonicalize(inner)
+                if matches!(&inner.kind, CanonicalizeErrorKind::UnsafeInteger { pointer, .. } if pointer == "/n")
+        ),
+        "{error:?}"
+    );
+    // Written with a fraction, the double is what the value says it is.
+    let double = EvidenceValue::json_text(r#"{"n":9007199254740992.0}"#).unwrap();
+    let mut result = EvidenceResult::with_value(double);
+    result.evidence_hash = Some(HashDigest::sha256(&sha256_of(br#"{"n":9007199254740992}"#)));
+    assert!(verify(result, &TrustPolicy::Audit, Profile::Rfc8785).is_ok());
+}
+
+fn sha256_of(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+/// A provider that cannot hash its value answers an EvidenceResult error
+/// saying so (`EvidenceError::unhashable`), with the pointer in `details`.
+#[test]
+fn an_unhashable_value_becomes_an_evidence_error() {
+    let value = EvidenceValue::json_text(r#"{"ids":[1,18446744073709551615]}"#).unwrap();
+    let error = EvidenceResult::with_value(value)
+        .with_computed_hash(Profile::Rfc8785)
+        .unwrap_err();
+    let evidence_error = EvidenceError::unhashable(&error, Profile::Rfc8785);
+    assert_eq!(evidence_error.code, "value_not_canonicalizable");
+    assert!(
+        evidence_error.message.contains("rfc8785 profile"),
+        "{}",
+        evidence_error.message
+    );
+    assert!(
+        evidence_error.message.contains("decision-gate"),
+        "{}",
+        evidence_error.message
+    );
     assert_eq!(
-        verify(unsigned, &TrustPolicy::Audit, Profile::Rfc8785)
-            .unwrap_err()
-            .kind(),
-        "hash_mismatch"
+        evidence_error.details,
+        Some(serde_json::json!({"profile": "rfc8785", "offset": 10, "pointer": "/ids/1"}))
     );
 }
 

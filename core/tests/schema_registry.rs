@@ -51,12 +51,27 @@ fn good_result() -> Value {
 
 #[test]
 fn fingerprint_is_sha256_of_canonical_json() {
-    let schema: Value = serde_json::from_str(EVIDENCE_QUERY_INPUT_SCHEMA).unwrap();
+    let schema: Value = serde_json::from_str(EVIDENCE_QUERY_OUTPUT_SCHEMA).unwrap();
     // Independent oracle: another RFC 8785 implementation, another SHA-256 call.
     let canonical = serde_json_canonicalizer::to_vec(&schema).unwrap();
     let expected: [u8; 32] = Sha256::digest(&canonical).into();
     let fingerprint = Fingerprint::of(&schema);
     assert_eq!(fingerprint.0, expected);
+    // The input schema bounds ids by `"maximum": 18446744073709551615`, an
+    // integer RFC 8785 would round to a double other integers share (and
+    // refuses as I-JSON): its fingerprint is the SHA-256 of the exact
+    // compact form instead, so a schema bounded by 18446744073709551614
+    // does not share its cache entry.
+    let input: Value = serde_json::from_str(EVIDENCE_QUERY_INPUT_SCHEMA).unwrap();
+    let compact = serde_json::to_vec(&input).unwrap();
+    assert!(String::from_utf8_lossy(&compact).contains("18446744073709551615"));
+    let exact: [u8; 32] = Sha256::digest(&compact).into();
+    assert_eq!(Fingerprint::of(&input).0, exact);
+    let neighbour: Value = serde_json::from_str(
+        &EVIDENCE_QUERY_INPUT_SCHEMA.replace("18446744073709551615", "18446744073709551614"),
+    )
+    .unwrap();
+    assert_ne!(Fingerprint::of(&neighbour), Fingerprint::of(&input));
     assert_eq!(fingerprint.to_hex().len(), 64);
     assert_eq!(fingerprint.to_string(), fingerprint.to_hex());
     // Member order and whitespace do not matter; any change of content does.

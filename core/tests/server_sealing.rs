@@ -325,3 +325,18 @@ fn hex32(hex: &str) -> [u8; 32] {
     }
     out
 }
+
+#[test]
+fn an_ambiguous_integer_is_refused_only_where_rfc8785_hashes() {
+    // Under RFC 8785 (an MCP connection) two integers beyond 2^53 would
+    // share a hash: refused, naming the pointer. Decision Gate's profile
+    // keeps them exact.
+    let value = r#"{"n":[9007199254740993]}"#;
+    let mcp = answer(ServerConfig::default(), true, json_result(value));
+    assert_eq!(mcp["error"]["code"], "value_not_canonicalizable", "{mcp}");
+    assert_eq!(mcp["error"]["details"]["pointer"], "/n/0");
+    assert!(mcp["value"].is_null());
+    let dg = answer(ServerConfig::default(), false, json_result(value));
+    assert!(dg["error"].is_null(), "{dg}");
+    assert_eq!(dg["evidence_hash"]["algorithm"], "sha256");
+}

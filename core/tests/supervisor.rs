@@ -257,15 +257,16 @@ fn the_hung_rule_holds_within_one_millisecond() {
     assert_eq!(drained.kills, 1, "nothing answered after query 4 was sent");
 }
 
-/// A message the client dropped is not an answer: a child that wrote only
-/// that since the query was sent is restarted, and the query says why.
+/// A message the client dropped without a readable id is not an answer: a
+/// child that wrote only that since the query was sent is restarted, and
+/// the query says why.
 #[test]
 fn a_dropped_message_alone_does_not_keep_the_child() {
     let mut h = Harness::up(10, 1000);
     h.ask(1, 0);
     h.drain();
     h.sup
-        .handle_input(b"{\"jsonrpc\":\"1.0\",\"id\":1,\"result\":{}}\n", 1);
+        .handle_input(b"{\"jsonrpc\":\"1.0\",\"id\":1.5,\"result\":{}}\n", 1);
     let drained = h.drain();
     assert!(drained.answers.is_empty(), "{drained:?}");
     h.sup.handle_timeout(TIMEOUT);
@@ -281,6 +282,32 @@ fn a_dropped_message_alone_does_not_keep_the_child() {
         "{drained:?}"
     );
     assert_eq!(drained.kills, 1);
+}
+
+/// A dropped message that carries the query's id fails that query at
+/// once (not at its timeout), and counts as an answer: the child wrote a
+/// whole message for it, so it is alive and in sync, and is not restarted.
+#[test]
+fn a_dropped_answer_carrying_the_id_fails_at_once_and_keeps_the_child() {
+    let mut h = Harness::up(10, 1000);
+    h.ask(1, 0);
+    let id = h.drain().calls[0];
+    h.sup.handle_input(
+        format!("{{\"jsonrpc\":\"1.0\",\"id\":{id},\"result\":{{}}}}\n").as_bytes(),
+        1,
+    );
+    let drained = h.drain();
+    assert!(
+        matches!(
+            &drained.answers[..],
+            [(_, Err(Failure::Query(QueryError::AnswerDropped(reason))))] if reason.contains("2.0")
+        ),
+        "{drained:?}"
+    );
+    assert_eq!(drained.kills, 0);
+    h.sup.handle_timeout(TIMEOUT);
+    assert_eq!(h.drain().kills, 0, "nothing left to time out");
+    assert_eq!(h.sup.failures(), 0);
 }
 
 /// A provider's JSON-RPC error is an answer too: the child is alive.

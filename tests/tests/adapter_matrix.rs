@@ -513,17 +513,27 @@ fn assert_memory_bounded(before: Option<u64>, what: &str) {
     }
 }
 
+/// How the query of a flooding child fails.
+enum FloodFailure {
+    /// As a lost connection, once the whole flood was read and the child
+    /// exited (its output holds no id of ours).
+    LostAfterFlood,
+    /// At once, as a dropped answer naming the limit: the flood is one
+    /// frame that starts with the answer, id included (issue 20.7).
+    DroppedAtOnce,
+}
+
 /// A child that floods its stdout (`mode`: flood, huge-line, huge-frame)
-/// instead of answering, then exits: the query fails as a lost connection
-/// only after the whole flood was read (the timeout is long, so it cannot
-/// be the cause), the junk was skipped under the frame limit and logged a
-/// bounded number of times, memory stayed bounded, and the next query
-/// succeeds on a fresh child.
+/// instead of answering, then exits: the query fails as `expected` says
+/// (the timeout is long, so it cannot be the cause), the junk was skipped
+/// under the frame limit and logged a bounded number of times, memory
+/// stayed bounded, and the next query succeeds on a fresh child.
 fn flood_then_recovers<R: Row>(
     mode: &str,
     framing: Framing,
     done_needle: &str,
     limit_needle: Option<&str>,
+    expected: FloodFailure,
 ) {
     let state = StateFile::new();
     let path = state.0.to_string_lossy().into_owned();
@@ -537,23 +547,38 @@ fn flood_then_recovers<R: Row>(
     let started = Instant::now();
     let first = one(&row, 1);
     let took = started.elapsed();
-    match &first {
-        Err(failure) if is_lost("closed its output")(failure) => {}
-        other => panic!(
-            "{mode}: expected a lost connection after the flood, got {other:?} after {took:?}\nlog:\n{}",
+    match (&expected, &first) {
+        (FloodFailure::LostAfterFlood, Err(failure)) if is_lost("closed its output")(failure) => {
+            assert!(
+                took < Duration::from_secs(15),
+                "{mode}: the flood took {took:?} to get through"
+            );
+        }
+        (FloodFailure::DroppedAtOnce, Err(Failure::Query(QueryError::AnswerDropped(reason))))
+            if reason.contains("over the limit of 1048576") =>
+        {
+            assert!(
+                took < Duration::from_secs(3),
+                "{mode}: the query took {took:?}: it waited for the flood or its timeout"
+            );
+        }
+        (_, other) => panic!(
+            "{mode}: unexpected outcome {other:?} after {took:?}\nlog:\n{}",
             spec.log.dump()
         ),
     }
-    assert!(
-        took < Duration::from_secs(15),
-        "{mode}: the flood took {took:?} to get through"
-    );
-    assert_memory_bounded(before, mode);
     assert!(
         spec.log.wait_for(done_needle),
         "{mode}: the child did not finish its flood ({done_needle:?}):\n{}",
         spec.log.dump()
     );
+    if matches!(expected, FloodFailure::DroppedAtOnce) {
+        // The query failed before the flood was over: wait (bounded) for
+        // the rest to be skipped, the child to exit and its restart.
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while spec.log.wait_for_count(" ready", 2) < 2 && Instant::now() < deadline {}
+    }
+    assert_memory_bounded(before, mode);
     if let Some(limit_needle) = limit_needle {
         assert!(
             spec.log.wait_for(limit_needle),
@@ -572,7 +597,13 @@ fn flood_then_recovers<R: Row>(
 }
 
 fn fault_flood<R: Row>(framing: Framing) {
-    flood_then_recovers::<R>("flood", framing, "flooded", None);
+    flood_then_recovers::<R>(
+        "flood",
+        framing,
+        "flooded",
+        None,
+        FloodFailure::LostAfterFlood,
+    );
 }
 
 fn fault_huge_line<R: Row>() {
@@ -581,6 +612,7 @@ fn fault_huge_line<R: Row>() {
         Framing::NewlineDelimited,
         "without a newline on purpose",
         Some("longer than the limit"),
+        FloodFailure::LostAfterFlood,
     );
 }
 
@@ -590,6 +622,7 @@ fn fault_huge_frame<R: Row>() {
         Framing::ContentLength,
         "-byte frame on purpose; exiting",
         Some("over the limit"),
+        FloodFailure::DroppedAtOnce,
     );
 }
 
@@ -684,18 +717,72 @@ fn fault_late_answer<R: Row>() {
 }
 
 /// A child whose answer is over the client's frame limit (2 MiB against
-/// 1 MiB), in either framing: skipped without being stored, and the query's
-/// timeout names the dropped message and its limit; the next query is
-/// answered.
+/// 1 MiB), in either framing: skipped without being stored, and the query
+/// fails at once (well before its timeout) naming the limit; the child goes
+/// on and answers the next query (issue 20.7; before: the full timeout).
 fn fault_big_answer<R: Row>(framing: Framing) {
-    fails_once_then_recovers::<R>(
+    fails_fast_then_same_child_answers::<R>(
         "big-answer",
         framing,
-        |failure| {
-            matches!(failure, Failure::Query(QueryError::TimeoutAfterDrop { timeout_ms, dropped })
-                if *timeout_ms == TIMEOUT_MS && dropped.contains("limit of 1048576"))
-        },
+        "limit of 1048576",
         "-byte answer on purpose",
+    );
+}
+
+/// A child whose evidence is nested deeper than the envelope limit (200
+/// levels against 128), in either framing: dropped, and the query fails at
+/// once naming the limit; the child goes on and answers the next query
+/// (issue 20.7; before: `provider_timeout` after the full timeout).
+fn fault_deep_answer<R: Row>(framing: Framing) {
+    fails_fast_then_same_child_answers::<R>(
+        "deep-answer",
+        framing,
+        "nested deeper than 128 levels",
+        "nested 200 deep on purpose",
+    );
+}
+
+/// Asserts the first query fails as [`QueryError::AnswerDropped`] naming
+/// `limit_needle` within a fraction of its (long) timeout, and that the same
+/// child, not restarted, answers the next queries.
+fn fails_fast_then_same_child_answers<R: Row>(
+    mode: &str,
+    framing: Framing,
+    limit_needle: &str,
+    log_needle: &str,
+) {
+    let (command, state) = misbehave_once(mode);
+    let mut spec = Spec::new(command, framing);
+    spec.timeout_ms = 10_000;
+    let row = spawn::<R>(&spec);
+    let started = Instant::now();
+    let first = one(&row, 1);
+    let took = started.elapsed();
+    match &first {
+        Err(Failure::Query(QueryError::AnswerDropped(reason))) if reason.contains(limit_needle) => {
+        }
+        other => panic!(
+            "{mode}: expected a dropped answer naming {limit_needle:?}, got {other:?} after {took:?}\nlog:\n{}",
+            spec.log.dump()
+        ),
+    }
+    assert!(
+        took < Duration::from_secs(3),
+        "{mode}: the query took {took:?}: it waited for its 10 s timeout"
+    );
+    assert_eq!(state.count(), 1, "{mode}: misbehaved more than once");
+    assert!(
+        spec.log.wait_for(log_needle),
+        "{mode}: log lacks {log_needle:?}:\n{}",
+        spec.log.dump()
+    );
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    assert_echo(&one(&row, 3), 3, &spec.log);
+    let log = spec.log.dump();
+    assert_eq!(
+        log.matches(" ready").count(),
+        1,
+        "{mode}: restarted:\n{log}"
     );
 }
 
@@ -946,6 +1033,8 @@ macro_rules! matrix {
             #[test] fn fault_huge_frame() { super::fault_huge_frame::<R>() }
             #[test] fn fault_big_answer_content_length() { super::fault_big_answer::<R>(Framing::ContentLength) }
             #[test] fn fault_big_answer_ndjson() { super::fault_big_answer::<R>(Framing::NewlineDelimited) }
+            #[test] fn fault_deep_answer_content_length() { super::fault_deep_answer::<R>(Framing::ContentLength) }
+            #[test] fn fault_deep_answer_ndjson() { super::fault_deep_answer::<R>(Framing::NewlineDelimited) }
             #[test] fn fault_late_answer_is_dropped() { fault_late_answer::<R>() }
         }
     )*};

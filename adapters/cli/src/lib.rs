@@ -935,13 +935,24 @@ fn read_input(path: Option<&PathBuf>) -> Result<Vec<u8>, Failure> {
     Ok(bytes)
 }
 
+/// A canonicalization failure of `hash`, one line; an integer outside the
+/// I-JSON range also names the flag that hashes it exactly.
+fn canonical_failure(error: &canonical::CanonicalizeError) -> Failure {
+    match error.kind {
+        canonical::CanonicalizeErrorKind::UnsafeInteger { .. } => {
+            Failure::evidence(format!("{error} (--profile decision-gate)"))
+        }
+        _ => Failure::evidence(error.to_string()),
+    }
+}
+
 fn hash(args: HashArgs) -> Result<u8, Failure> {
     let input = read_input(args.file.as_ref())?;
     let options = Options::with_profile(args.profile.into());
     let mut stdout = std::io::stdout().lock();
     if args.canonical {
-        let bytes = canonical::to_vec_with(&input, &options)
-            .map_err(|error| Failure::evidence(error.to_string()))?;
+        let bytes =
+            canonical::to_vec_with(&input, &options).map_err(|error| canonical_failure(&error))?;
         stdout
             .write_all(&bytes)
             .and_then(|()| stdout.write_all(b"\n"))
@@ -958,7 +969,7 @@ fn hash(args: HashArgs) -> Result<u8, Failure> {
     };
     let digest: HashDigest = value
         .digest(options.profile)
-        .map_err(|error| Failure::evidence(error.to_string()))?;
+        .map_err(|error| canonical_failure(&error))?;
     let text =
         serde_json::to_string(&digest).map_err(|error| Failure::evidence(error.to_string()))?;
     writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))?;

@@ -666,6 +666,52 @@ fn hash_reproduces_the_wire_facts_examples() {
     assert_eq!(stderr(&output).lines().count(), 1, "{}", stderr(&output));
 }
 
+/// RFC 8785 would hash `9007199254740993` as `9007199254740992`: `hash`
+/// refuses it under the default profile (exit 1, one line naming the
+/// value's JSON pointer and the profile that keeps it exact), in both
+/// modes; `--profile decision-gate` hashes it; a fraction keeps double
+/// semantics.
+#[test]
+fn hash_refuses_integers_outside_the_i_json_range() {
+    let input = br#"{"a":[1,{"n":-9007199254740993}]}"#;
+    for flags in [&["hash"][..], &["hash", "--canonical"]] {
+        let output = run(flags, Some(input));
+        assert_eq!(code(&output), 1, "{flags:?}: {}", stderr(&output));
+        let message = stderr(&output);
+        assert_eq!(message.lines().count(), 1, "{message}");
+        for needle in [
+            "-9007199254740993",
+            "\"/a/1/n\"",
+            "decision-gate",
+            "--profile decision-gate",
+        ] {
+            assert!(
+                message.contains(needle),
+                "{flags:?}: {needle} missing: {message}"
+            );
+        }
+        assert!(output.stdout.is_empty(), "{flags:?}: printed a hash anyway");
+    }
+    let output = run(
+        &["hash", "--profile", "decision-gate", "--canonical"],
+        Some(input),
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "{\"a\":[1,{\"n\":-9007199254740993}]}\n"
+    );
+    let output = run(
+        &["hash", "--canonical"],
+        Some(b"[9007199254740993.0, 9007199254740991]"),
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        "[9007199254740992,9007199254740991]\n"
+    );
+}
+
 fn signed_hello() -> Value {
     let signature = "e4285475a284b843913b0a8d21709cd9d5e709f9a3ecc5c7a774fb31ba6f7c13587f6d247e8869fe7c693513911fc1755a9d8fb07ebf437e1ba81de36318190f";
     let bytes: Vec<u8> = (0..64)
@@ -842,6 +888,29 @@ fn serve_exits_cleanly_on_end_of_input() {
         .read_to_string(&mut answer)
         .expect("utf-8");
     assert_eq!(answer, "{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n");
+}
+
+/// JSON-RPC echoes ids as sent: `serve` over stdio answers a request with
+/// id `-0` with id `-0` (before: `0`), in results and in errors.
+#[test]
+fn serve_echoes_an_id_of_minus_zero_as_sent() {
+    let request = br#"{"jsonrpc":"2.0","id":-0,"method":"ping"}
+{"jsonrpc":"2.0","id":-0,"method":"no/such/method"}
+{"jsonrpc":"2.0","id":0,"method":"ping"}
+"#;
+    let output = run(&["serve"], Some(request));
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    let answer = String::from_utf8(output.stdout).expect("utf-8");
+    let lines: Vec<&str> = answer.lines().collect();
+    assert_eq!(lines.len(), 3, "{answer}");
+    assert_eq!(lines[0], r#"{"jsonrpc":"2.0","id":-0,"result":{}}"#);
+    assert!(
+        lines[1].starts_with(r#"{"jsonrpc":"2.0","id":-0,"error":{"code":-32601"#),
+        "{}",
+        lines[1]
+    );
+    assert!(lines[1].contains(r#""request_id":-0"#), "{}", lines[1]);
+    assert_eq!(lines[2], r#"{"jsonrpc":"2.0","id":0,"result":{}}"#);
 }
 
 /// Kills the child when dropped, so a failing test leaves no server behind.

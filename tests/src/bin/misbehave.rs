@@ -26,6 +26,7 @@
 //! | `huge-line` | writes `--bytes` (default 100 MiB) without a newline instead of its answer, then exits |
 //! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
 //! | `big-answer` | writes its answer padded to `--bytes` (default 2 MiB, over the 1 MiB limit) in the request's framing, and goes on serving |
+//! | `deep-answer` | writes its answer with the evidence value nested 200 levels deep (past the envelope's 128) in the request's framing, and goes on serving |
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
 //! across restarts, counting in FILE, and answers correctly afterwards:
@@ -66,6 +67,7 @@ enum Mode {
     HugeLine,
     HugeFrame,
     BigAnswer,
+    DeepAnswer,
 }
 
 impl Mode {
@@ -85,6 +87,7 @@ impl Mode {
             "huge-line" => Mode::HugeLine,
             "huge-frame" => Mode::HugeFrame,
             "big-answer" => Mode::BigAnswer,
+            "deep-answer" => Mode::DeepAnswer,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -230,6 +233,7 @@ impl Output {
                 | Mode::HugeLine
                 | Mode::HugeFrame
                 | Mode::BigAnswer
+                | Mode::DeepAnswer
         );
         let mut out = self.stdout.lock();
         match is_answer {
@@ -298,6 +302,21 @@ impl Output {
                         out.write_all(b"\n")?;
                     }
                     out.flush()?;
+                }
+                Mode::DeepAnswer => {
+                    // The same answer (id first, as serde_json writes it),
+                    // its evidence value an array nested 200 deep.
+                    let depth = 200;
+                    let deep = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+                    let id = message.get("id").cloned().unwrap_or(Value::Null);
+                    let body = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"json","json":{{"value":{{"kind":"json","value":{deep}}},"lane":"verified"}}}}]}}}}"#
+                    );
+                    eprintln!("misbehave: writing an answer nested {depth} deep on purpose");
+                    let mut reframed = Vec::new();
+                    frame::encode(framing, body.as_bytes(), &mut reframed)
+                        .map_err(io::Error::other)?;
+                    out.write_all(&reframed)?;
                 }
                 _ => {
                     eprintln!("misbehave: answering with a wrong id on purpose");
