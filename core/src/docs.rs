@@ -35,7 +35,7 @@ use core::ops::Range;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::server::{InlineTool, Resource, Server, ServerConfig, ToolDefinition, ToolFailure};
+use crate::server::{InlineTool, Resource, ServerConfig, ToolDefinition, ToolFailure};
 
 mod corpus;
 #[cfg(feature = "std")]
@@ -962,18 +962,13 @@ impl DocsSurface {
         self.resources
     }
 
-    /// Sets what the server configuration must know before the server is
-    /// built: whether resources are served (when they are not, both
-    /// methods answer `METHOD_NOT_FOUND` and `initialize` does not
-    /// advertise them).
-    pub fn apply(&self, config: &mut ServerConfig) {
-        config.resources_enabled = self.resources;
-    }
-
-    /// Registers the search tool (answered inside the core) and the
+    /// Sets whether resources are served (when they are not, both methods
+    /// answer `METHOD_NOT_FOUND` and `initialize` does not advertise them),
+    /// and registers the search tool (answered inside the core) and the
     /// documents as resources, each as enabled. A disabled search tool is
     /// not registered at all, so it is an unknown tool.
-    pub fn install(&self, server: &mut Server) {
+    pub fn install(&self, config: &mut ServerConfig) {
+        config.resources_enabled = self.resources;
         if self.search {
             let registry = Arc::clone(&self.registry);
             let handler: InlineTool = Arc::new(move |arguments: &Value| {
@@ -981,11 +976,11 @@ impl DocsSurface {
                     .call_search(arguments)
                     .map_err(|error| ToolFailure::InvalidInput(error.to_string()))
             });
-            server.register_inline_tool(search_tool_definition(), handler);
+            config.add_inline_tool(search_tool_definition(), handler);
         }
         if self.resources {
             for resource in self.registry.resources() {
-                server.add_resource(resource);
+                config.add_resource(resource);
             }
         }
     }

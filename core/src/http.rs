@@ -68,6 +68,7 @@ use alloc::borrow::ToOwned;
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
+use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::net::{IpAddr, SocketAddr};
 
@@ -76,7 +77,7 @@ use subtle::ConstantTimeEq;
 
 use crate::error::CanonicalError;
 use crate::evidence::EvidenceResult;
-use crate::frame::{Decoder, Framing, Limits};
+use crate::frame::Limits;
 use crate::server::{
     self, Dialect, DialectChoice, Outcome, RespondError, SUPPORTED_PROTOCOL_VERSIONS, Server,
     ServerConfig, ServerEvent, Ticket, ToolFailure,
@@ -786,18 +787,6 @@ pub struct CallPlan {
     pub body_limit: BodyLimit,
 }
 
-impl CallPlan {
-    /// The server configuration for this call: `base` with the plan's
-    /// dialect unless `base` already forces one.
-    pub fn server_config(&self, base: &ServerConfig) -> ServerConfig {
-        let mut config = base.clone();
-        if let (DialectChoice::Auto, Some(dialect)) = (config.dialect, self.dialect) {
-            config.dialect = DialectChoice::Fixed(dialect);
-        }
-        config
-    }
-}
-
 /// What to do with a request, decided from its head.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Admission {
@@ -1155,7 +1144,10 @@ pub fn answer_status(endpoint: Endpoint, outcomes: &[Outcome]) -> u16 {
 }
 
 /// One HTTP request body through a [`Server`]: the same pipeline as stdio,
-/// so answers are byte-identical to what stdio would send (minus framing).
+/// without framing: the body goes in as one message
+/// ([`Server::handle_message`]) and each answer comes out as one
+/// ([`Server::poll_message`]), so answers are byte-identical to what stdio
+/// would send inside its frames.
 ///
 /// Feed the body with [`Exchange::start`], take events with
 /// [`Exchange::poll_event`] (answer queries with [`Exchange::respond`] /
@@ -1166,29 +1158,23 @@ pub struct Exchange {
     server: Server,
     plan: CallPlan,
     outcomes: Vec<Outcome>,
-    output: Decoder,
 }
 
 impl Exchange {
-    /// Runs `body` through `server` (made from [`CallPlan::server_config`]
-    /// and set up like the stdio one). The body is handed over as one
-    /// Content-Length frame, so pretty-printed JSON with newlines is fine.
-    pub fn start(mut server: Server, plan: CallPlan, body: &[u8]) -> Self {
-        let header = format!("Content-Length: {}\r\n\r\n", body.len());
-        server.handle_input(header.as_bytes());
-        if !body.is_empty() {
-            server.handle_input(body);
+    /// Runs `body` through a connection of `config` (shared, built once),
+    /// speaking the plan's dialect when the endpoint or headers decide it
+    /// and the configuration does not force one.
+    pub fn start(config: &Arc<ServerConfig>, plan: CallPlan, body: &[u8]) -> Self {
+        let mut server = Server::new(Arc::clone(config));
+        if let (DialectChoice::Auto, Some(dialect)) = (config.dialect, plan.dialect) {
+            server.set_dialect(dialect);
         }
+        server.handle_message(body);
         server.handle_end_of_input();
-        let limits = Limits {
-            max_header_bytes: Limits::default().max_header_bytes,
-            max_body_bytes: usize::MAX,
-        };
         Exchange {
             server,
             plan,
             outcomes: Vec::new(),
-            output: Decoder::with_framing(Framing::ContentLength, limits),
         }
     }
 
@@ -1241,11 +1227,8 @@ impl Exchange {
             }
         }
         let mut bodies: Vec<Vec<u8>> = Vec::new();
-        while let Some(bytes) = self.server.poll_transmit() {
-            self.output.push(&bytes);
-            while let Some(Ok(frame)) = self.output.poll_frame() {
-                bodies.push(frame.body.to_vec());
-            }
+        while let Some(body) = self.server.poll_message() {
+            bodies.push(body);
         }
         let mut reply = match bodies.len() {
             0 => HttpReply {
@@ -1647,18 +1630,17 @@ mod tests {
             panic!("admitted");
         };
         assert_eq!(plan.dialect, Some(Dialect::Mcp));
-        let forced = ServerConfig {
+        // The plan's dialect applies unless the configuration forces one.
+        let listing = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+        let forced = Arc::new(ServerConfig {
             dialect: DialectChoice::Fixed(Dialect::DecisionGate),
             ..ServerConfig::default()
-        };
-        assert_eq!(
-            plan.server_config(&forced).dialect,
-            DialectChoice::Fixed(Dialect::DecisionGate)
-        );
-        assert_eq!(
-            plan.server_config(&ServerConfig::default()).dialect,
-            DialectChoice::Fixed(Dialect::Mcp)
-        );
+        });
+        let reply = Exchange::start(&forced, plan.clone(), listing).into_reply();
+        assert!(body_json(&reply)["result"]["tools"][0]["input_schema"].is_object());
+        let auto = Arc::new(ServerConfig::default());
+        let reply = Exchange::start(&auto, plan, listing).into_reply();
+        assert!(body_json(&reply)["result"]["tools"][0]["inputSchema"].is_object());
     }
 
     fn plan(endpoint: Endpoint, sse: bool) -> CallPlan {
@@ -1674,8 +1656,7 @@ mod tests {
 
     fn run(endpoint: Endpoint, sse: bool, body: &[u8]) -> HttpReply {
         let plan = plan(endpoint, sse);
-        let server = Server::new(plan.server_config(&ServerConfig::default()));
-        let mut exchange = Exchange::start(server, plan, body);
+        let mut exchange = Exchange::start(&Arc::new(ServerConfig::default()), plan, body);
         while let Some(event) = exchange.poll_event() {
             if let ServerEvent::EvidenceQuery { ticket, .. } = event {
                 let value = crate::evidence::EvidenceValue::json(&"hello").expect("value");

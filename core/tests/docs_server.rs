@@ -14,10 +14,8 @@ fn server_with(docs: &DocsConfig) -> Server {
     let (surface, warnings) = DocsSurface::from_config(docs).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     let mut config = ServerConfig::default();
-    surface.apply(&mut config);
-    let mut server = Server::new(config);
-    surface.install(&mut server);
-    server
+    surface.install(&mut config);
+    Server::new(config)
 }
 
 fn docs_config(enabled: bool, search: bool, resources: bool) -> DocsConfig {
@@ -295,8 +293,9 @@ fn without_default_docs_only_extra_documents_are_served() {
     docs.include_default_docs = false;
     let (surface, _) = DocsSurface::from_config(&docs).unwrap();
     assert!(surface.registry().docs().is_empty());
-    let mut server = Server::new(ServerConfig::default());
-    surface.install(&mut server);
+    let mut config = ServerConfig::default();
+    surface.install(&mut config);
+    let mut server = Server::new(config);
     let listed = answer(&mut server, &request(1, "resources/list", json!({})));
     assert_eq!(listed["result"]["resources"], json!([]));
     let result = answer(&mut server, &search_call(2, json!({"query": "framing"})));
@@ -308,16 +307,16 @@ fn without_default_docs_only_extra_documents_are_served() {
 
 #[test]
 fn one_registry_backs_many_servers() {
+    // The docs are installed once, into a shared configuration; every
+    // connection of it shares the one registry (one more reference, held by
+    // the search tool, however many connections there are).
     let (surface, _) = DocsSurface::from_config(&DocsConfig::default()).unwrap();
     let before = Arc::strong_count(surface.registry());
-    let mut servers: Vec<Server> = (0..3)
-        .map(|_| {
-            let mut server = Server::new(ServerConfig::default());
-            surface.install(&mut server);
-            server
-        })
-        .collect();
-    assert_eq!(Arc::strong_count(surface.registry()), before + 3);
+    let mut config = ServerConfig::default();
+    surface.install(&mut config);
+    let config = Arc::new(config);
+    let mut servers: Vec<Server> = (0..3).map(|_| Server::new(Arc::clone(&config))).collect();
+    assert_eq!(Arc::strong_count(surface.registry()), before + 1);
     let call = search_call(1, json!({"query": "canonical errors"}));
     let answers: Vec<String> = servers
         .iter_mut()

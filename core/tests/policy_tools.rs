@@ -32,13 +32,11 @@ fn server(policy: &ToolPolicy, registered: &[&str]) -> Server {
     let mut config = ServerConfig::default();
     policy.apply(&mut config);
     let (docs, _) = DocsSurface::from_config(&Default::default()).unwrap();
-    docs.apply(&mut config);
-    let mut server = Server::new(config);
-    docs.install(&mut server);
+    docs.install(&mut config);
     for name in registered {
-        server.register_tool(tool(name));
+        config.add_tool(tool(name));
     }
-    server
+    Server::new(config)
 }
 
 /// The answer is returned as text (JSON is UTF-8), compared byte for byte.
@@ -223,9 +221,8 @@ fn hidden_tool_is_answered_exactly_like_an_unknown_tool() {
     let mut docs = evidence_wire::config::DocsConfig::default();
     docs.enable_search = false;
     let (surface, _) = DocsSurface::from_config(&docs).unwrap();
-    surface.apply(&mut config);
+    surface.install(&mut config);
     let mut disabled = Server::new(config);
-    surface.install(&mut disabled);
     let request = call(5, SEARCH_TOOL_NAME);
     assert_eq!(
         exchange(&mut hidden, &request),

@@ -490,13 +490,14 @@ fn tool_io_records() {
 #[test]
 fn server_reports_the_pointer_of_invalid_tool_input() {
     use evidence_wire::server::{Server, ServerConfig, ToolDefinition};
-    let mut server = Server::new(ServerConfig::default());
-    server.register_tool(ToolDefinition {
+    let mut config = ServerConfig::default();
+    config.add_tool(ToolDefinition {
         name: "lists".into(),
         description: "takes lists".into(),
         input_schema: list_schema(),
         output_schema: None,
     });
+    let mut server = Server::new(config);
     server.handle_input(
         b"{\"jsonrpc\":\"2.0\",\"id\":\"c-1\",\"method\":\"tools/call\",\"params\":{\"name\":\"lists\",\"arguments\":{\"a\":[1,\"x\"]}}}\n",
     );

@@ -29,9 +29,9 @@ fn strict_tool() -> ToolDefinition {
 }
 
 fn server() -> Server {
-    let mut server = Server::new(ServerConfig::default());
-    server.register_tool(strict_tool());
-    server
+    let mut config = ServerConfig::default();
+    config.add_tool(strict_tool());
+    Server::new(config)
 }
 
 fn call_line(id: &Value) -> Vec<u8> {
@@ -187,8 +187,8 @@ fn a_cancelled_call_still_gets_its_one_record() {
 fn records_of_a_batch_follow_their_answers() {
     let mut config = ServerConfig::default();
     config.policy = evidence_wire::envelope::Policy::jsonrpc();
+    config.add_tool(strict_tool());
     let mut server = Server::new(config);
-    server.register_tool(strict_tool());
     server.handle_input(
         b"[{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"strict_answer\",\"arguments\":{}}},{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"ping\"}]\n",
     );
@@ -241,10 +241,10 @@ fn over_http_the_status_follows_the_answer_sent() {
         let Admission::Call(plan) = admit(&HttpPolicy::default(), &head) else {
             panic!("a POST to /rpc is admitted");
         };
-        let mut server = Server::new(plan.server_config(&ServerConfig::default()));
-        server.register_tool(strict_tool());
+        let mut config = ServerConfig::default();
+        config.add_tool(strict_tool());
         let body = call_line(&json!(9));
-        let mut exchange = Exchange::start(server, plan, &body);
+        let mut exchange = Exchange::start(&std::sync::Arc::new(config), plan, &body);
         let mut outcomes = Vec::new();
         while !exchange.is_finished() || outcomes.is_empty() {
             let Some(event) = exchange.poll_event() else {

@@ -176,13 +176,14 @@ fn tools_call_params_naming_name_or_arguments_twice_are_refused() {
 
 #[test]
 fn a_duplicate_in_another_tools_arguments_is_refused() {
-    let mut server = Server::new(ServerConfig::default());
-    server.register_tool(ToolDefinition {
+    let mut config = ServerConfig::default();
+    config.add_tool(ToolDefinition {
         name: "echo".to_owned(),
         description: "Echoes.".to_owned(),
         input_schema: json!({"type": "object"}),
         output_schema: None,
     });
+    let mut server = Server::new(config);
     let body = r#"{"jsonrpc":"2.0","id":"e","method":"tools/call","params":{"name":"echo","arguments":{"list":[{"v":1,"v":2}]}}}"#;
     let (answers, events) = exchange(&mut server, &nl(body));
     assert_duplicate_refused(&answers[0], "v", "/list/0/v");

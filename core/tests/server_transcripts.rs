@@ -517,15 +517,16 @@ fn evidence_query_input_the_schema_allows_is_still_read_into_its_typed_form() {
 
 #[test]
 fn a_replaced_evidence_tool_is_validated_against_its_own_schema() {
-    let mut server = new_server();
     let schema = json!({"type": "object", "required": ["query", "context"],
         "properties": {"query": {"type": "object",
             "properties": {"check_id": {"enum": ["only"]}}}}});
-    server.set_evidence_tool(ToolDefinition {
-        name: "ignored: the name stays evidence_query".into(),
-        description: "Checks of this provider: only.".into(),
-        input_schema: schema.clone(),
-        output_schema: None,
+    let mut server = server_with(|config| {
+        config.set_evidence_tool(ToolDefinition {
+            name: "ignored: the name stays evidence_query".into(),
+            description: "Checks of this provider: only.".into(),
+            input_schema: schema.clone(),
+            output_schema: None,
+        })
     });
     server.handle_input(&nl(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#));
     server.handle_input(&nl(&call(json!(2), "other")));
@@ -594,14 +595,15 @@ fn mcp_error_result_sets_is_error_and_text_is_canonical_json() {
 
 #[test]
 fn ping_and_resources() {
-    let mut server = new_server();
-    server.add_resource(evidence_wire::server::Resource {
-        uri: "docs://protocol".to_owned(),
-        name: "protocol".to_owned(),
-        title: None,
-        description: Some("the protocol".to_owned()),
-        mime_type: "text/markdown".to_owned(),
-        text: "# The protocol".into(),
+    let mut server = server_with(|config| {
+        config.add_resource(evidence_wire::server::Resource {
+            uri: "docs://protocol".to_owned(),
+            name: "protocol".to_owned(),
+            title: None,
+            description: Some("the protocol".to_owned()),
+            mime_type: "text/markdown".to_owned(),
+            text: "# The protocol".into(),
+        })
     });
     for body in [
         r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
@@ -874,12 +876,13 @@ fn unknown_and_repeated_tickets_are_typed_errors() {
 
 #[test]
 fn a_tool_ticket_answered_as_evidence_is_refused_and_stays_answerable() {
-    let mut server = new_server();
-    server.register_tool(ToolDefinition {
+    let mut server = server_with(|config| {
+        config.add_tool(ToolDefinition {
         name: "echo".to_owned(),
         description: "Echo the arguments.".to_owned(),
         input_schema: json!({"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}),
         output_schema: None,
+    })
     });
     server.handle_input(&nl(
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"x":1}}}"#,
@@ -914,12 +917,13 @@ fn a_tool_ticket_answered_as_evidence_is_refused_and_stays_answerable() {
 fn tool_answers_keep_the_dialect_of_their_call() {
     // A tool call made before the handshake is answered in the Decision
     // Gate shape even if the peer switched the connection to MCP since.
-    let mut server = new_server();
-    server.register_tool(ToolDefinition {
-        name: "echo".to_owned(),
-        description: "Echo.".to_owned(),
-        input_schema: json!({"type":"object"}),
-        output_schema: None,
+    let mut server = server_with(|config| {
+        config.add_tool(ToolDefinition {
+            name: "echo".to_owned(),
+            description: "Echo.".to_owned(),
+            input_schema: json!({"type":"object"}),
+            output_schema: None,
+        })
     });
     server.handle_input(&nl(
         r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#,
@@ -939,20 +943,24 @@ fn tool_answers_keep_the_dialect_of_their_call() {
 
 #[test]
 fn inline_tool_failures() {
-    let mut server = server_with(|config| config.max_in_flight = 1);
-    server.register_inline_tool(
-        ToolDefinition {
-            name: "inline".to_owned(),
-            description: "Answered in the core.".to_owned(),
-            input_schema: json!({"type":"object"}),
-            output_schema: None,
-        },
-        std::sync::Arc::new(|arguments: &Value| match arguments.get("mode") {
-            Some(mode) if mode == "bad" => Err(ToolFailure::InvalidInput("bad mode".to_owned())),
-            Some(mode) if mode == "fail" => Err(ToolFailure::Failed("it broke".to_owned())),
-            _ => Ok(json!({"fine": true})),
-        }),
-    );
+    let mut server = server_with(|config| {
+        config.max_in_flight = 1;
+        config.add_inline_tool(
+            ToolDefinition {
+                name: "inline".to_owned(),
+                description: "Answered in the core.".to_owned(),
+                input_schema: json!({"type":"object"}),
+                output_schema: None,
+            },
+            std::sync::Arc::new(|arguments: &Value| match arguments.get("mode") {
+                Some(mode) if mode == "bad" => {
+                    Err(ToolFailure::InvalidInput("bad mode".to_owned()))
+                }
+                Some(mode) if mode == "fail" => Err(ToolFailure::Failed("it broke".to_owned())),
+                _ => Ok(json!({"fine": true})),
+            }),
+        );
+    });
     // One evidence query fills the in-flight limit...
     server.handle_input(&nl(&call(json!(1), "c")));
     // ...but inline tools hold no ticket, so they are still served.

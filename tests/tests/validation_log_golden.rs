@@ -82,7 +82,8 @@ impl evidence_wire_tokio::Handler for Golden {
 
 /// Both transports' servers: the bundled `evidence_query` plus an inline
 /// tool whose output never matches its output schema (an internal error).
-fn prepare(server: &mut Server) {
+fn golden_config() -> ServerConfig {
+    let mut config = ServerConfig::default();
     let definition = ToolDefinition {
         name: "broken_echo".to_owned(),
         description: "Returns output outside its own schema (for tests).".to_owned(),
@@ -93,16 +94,15 @@ fn prepare(server: &mut Server) {
             "properties": {"answer": {"type": "integer"}}
         })),
     };
-    server.register_inline_tool(
+    config.add_inline_tool(
         definition,
         Arc::new(|_arguments: &Value| -> Result<Value, ToolFailure> { Ok(json!({})) }),
     );
+    config
 }
 
 fn new_server() -> Server {
-    let mut server = Server::new(ServerConfig::default());
-    prepare(&mut server);
-    server
+    Server::new(golden_config())
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -163,9 +163,7 @@ fn run_http(messages: &[&str], log: &ValidationLog) -> Vec<u16> {
             .build()
             .expect("runtime");
         runtime.block_on(async move {
-            let config = evidence_wire_tokio::HttpServerConfig::default()
-                .with_prepare(Arc::new(prepare))
-                .with_validation_log(log);
+            let config = evidence_wire_tokio::HttpServerConfig::default().with_validation_log(log);
             let address = SocketAddr::from(([127, 0, 0, 1], 0));
             let listener = evidence_wire_tokio::bind_http(address, &config)
                 .await
@@ -175,7 +173,7 @@ fn run_http(messages: &[&str], log: &ValidationLog) -> Vec<u16> {
                 .expect("report the address");
             evidence_wire_tokio::serve_http(
                 listener,
-                ServerConfig::default(),
+                golden_config(),
                 Golden,
                 config,
                 async move {

@@ -70,20 +70,16 @@ pub fn main(cmd: DocsCommand, config: Option<&Path>) -> ExitCode {
     run(cmd, surface.registry())
 }
 
-/// Builds what `[docs]`, `[server.tools]` and `[server.auth]` ask of a
-/// server: sets `server_config` (resources on or off, tool visibility and
-/// authorization) and returns the docs surface to
-/// [`DocsSurface::install`] once the server exists. Warnings about skipped
-/// extra documents go to stderr.
-pub fn prepare_server(
-    config: &Config,
-    server_config: &mut ServerConfig,
-) -> Result<DocsSurface, String> {
+/// Sets up `server_config` as `[docs]`, `[server.tools]` and
+/// `[server.auth]` ask: tool visibility and authorization, the docs search
+/// tool and the docs resources (or none). Warnings about skipped extra
+/// documents go to stderr.
+pub fn prepare_server(config: &Config, server_config: &mut ServerConfig) -> Result<(), String> {
     let policy = ToolPolicy::from_config(&config.server).map_err(|error| error.to_string())?;
     policy.apply(server_config);
     let surface = load_surface(&config.docs)?;
-    surface.apply(server_config);
-    Ok(surface)
+    surface.install(server_config);
+    Ok(())
 }
 
 fn load_surface(docs: &DocsConfig) -> Result<DocsSurface, String> {

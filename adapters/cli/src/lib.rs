@@ -459,7 +459,7 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
         server_config.hash_profile = profile.choice();
     }
     server_config.signer = serve_signer(&args, config)?;
-    let docs = docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
+    docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args.http.or(match config.server.transport {
         evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
         evidence_wire::config::ServerTransport::Stdio => None,
@@ -467,18 +467,9 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     logging::init_diagnostics();
     let log = logging::open_validation_log(&args, config);
     if let Some(address) = http {
-        return serve_http(
-            args.workers,
-            address,
-            config,
-            server_config,
-            docs,
-            provider,
-            log,
-        );
+        return serve_http(args.workers, address, config, server_config, provider, log);
     }
-    let mut server = Server::new(server_config);
-    docs.install(&mut server);
+    let server = Server::new(server_config);
     evidence_wire_blocking::serve_stdio_with_log(server, provider, args.workers, &log)
         .map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
@@ -490,7 +481,6 @@ fn serve_http(
     address: std::net::SocketAddr,
     config: &Config,
     server_config: ServerConfig,
-    docs: evidence_wire::docs::DocsSurface,
     provider: BundledProvider,
     log: evidence_wire_blocking::log::ValidationLog,
 ) -> Result<u8, Failure> {
@@ -503,10 +493,7 @@ fn serve_http(
         .with_max_body_bytes(config.server.limits.max_body_bytes)
         .with_max_concurrent_requests(config.server.limits.max_in_flight)
         .with_allowed_hosts(config.server.allowed_hosts.clone())
-        .with_validation_log(log)
-        .with_prepare(std::sync::Arc::new(move |server: &mut Server| {
-            docs.install(server)
-        }));
+        .with_validation_log(log);
     if config.server.auth.mode == ServerAuthMode::BearerToken {
         match config.server.auth.bearer_tokens.as_slice() {
             [token] => http_config = http_config.with_bearer_token(token.clone()),

@@ -71,8 +71,8 @@ fn output_schema() -> Value {
 /// `broken_echo` whose output never fits its schema; here also the
 /// external tool `strict_answer` (answered by the handler).
 fn new_server() -> Server {
-    let mut server = Server::new(ServerConfig::default());
-    server.register_inline_tool(
+    let mut config = ServerConfig::default();
+    config.add_inline_tool(
         ToolDefinition {
             name: "broken_echo".to_owned(),
             description: "Returns output outside its own schema (for tests).".to_owned(),
@@ -81,13 +81,13 @@ fn new_server() -> Server {
         },
         Arc::new(|_arguments: &Value| -> Result<Value, ToolFailure> { Ok(json!({})) }),
     );
-    server.register_tool(ToolDefinition {
+    config.add_tool(ToolDefinition {
         name: "strict_answer".to_owned(),
         description: "Answered by the handler (for tests).".to_owned(),
         input_schema: json!({"type": "object"}),
         output_schema: Some(output_schema()),
     });
-    server
+    Server::new(config)
 }
 
 fn scratch(name: &str) -> PathBuf {

@@ -56,7 +56,7 @@ use evidence_wire::http::{
     self, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId, ConnectionLimits,
     Exchange, HeaderField, HttpPolicy, HttpReply, RequestHead, Room,
 };
-use evidence_wire::server::{Server, ServerConfig};
+use evidence_wire::server::ServerConfig;
 use evidence_wire_log::{HttpCall, ValidationLog};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -73,10 +73,6 @@ use tokio::time::{Instant, Sleep};
 
 use crate::stdio::Handler;
 use crate::tasks::{Completion, Tasks};
-
-/// Sets up each per-request [`Server`] like the stdio one: registers tools,
-/// resources and the evidence tool's definition.
-pub type PrepareServer = Arc<dyn Fn(&mut Server) + Send + Sync>;
 
 /// Everything that shapes the HTTP server besides the JSON-RPC [`ServerConfig`].
 #[derive(Clone)]
@@ -115,8 +111,6 @@ pub struct HttpServerConfig {
     pub write_timeout: Duration,
     /// How long shutdown waits for requests in progress (default 10 s).
     pub shutdown_grace: Duration,
-    /// Per-request server setup (tools, resources).
-    pub prepare: Option<PrepareServer>,
     /// Where each JSON-RPC request's validation outcomes are recorded
     /// (default: disabled).
     pub validation_log: ValidationLog,
@@ -135,7 +129,6 @@ impl Default for HttpServerConfig {
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
-            prepare: None,
             validation_log: ValidationLog::disabled(),
         }
     }
@@ -176,12 +169,6 @@ impl HttpServerConfig {
     /// The same settings recording validation outcomes to `log`.
     pub fn with_validation_log(mut self, log: ValidationLog) -> Self {
         self.validation_log = log;
-        self
-    }
-
-    /// The same settings with a per-request server setup.
-    pub fn with_prepare(mut self, prepare: PrepareServer) -> Self {
-        self.prepare = Some(prepare);
         self
     }
 }
@@ -253,7 +240,7 @@ pub async fn bind_http(
 }
 
 struct Shared<H> {
-    server_config: ServerConfig,
+    server_config: Arc<ServerConfig>,
     config: HttpServerConfig,
     handler: Arc<H>,
     calls: Arc<Semaphore>,
@@ -395,11 +382,11 @@ impl<H> Drop for InRequest<H> {
 /// Serve `handler` over HTTP on `listener` until `shutdown` completes.
 ///
 /// `POST /rpc` and `POST /mcp` run the JSON-RPC pipeline (each request body
-/// through its own [`Server`] built from `server_config` and
-/// `http_config.prepare`); `GET /healthz` and `/readyz` are probes.
+/// through its own connection of `server_config`, which is built once and
+/// shared); `GET /healthz` and `/readyz` are probes.
 pub async fn serve_http<H, F>(
     listener: TcpListener,
-    server_config: ServerConfig,
+    server_config: impl Into<Arc<ServerConfig>>,
     handler: H,
     http_config: HttpServerConfig,
     shutdown: F,
@@ -412,7 +399,7 @@ where
     http::check_bind(local.ip(), http_config.policy.bearer_token.is_some())?;
     let shared = Arc::new(Shared {
         calls: Arc::new(Semaphore::new(http_config.max_concurrent_requests.max(1))),
-        server_config,
+        server_config: server_config.into(),
         handler: Arc::new(handler),
         local,
         connections: Connections::new(&http_config),
@@ -623,11 +610,7 @@ async fn answer<H: Handler>(
         Ok(Err(BodyError::Read(error))) => return http::unreadable_body_reply(&error.to_string()),
         Ok(Ok(body)) => body,
     };
-    let mut server = Server::new(plan.server_config(&shared.server_config));
-    if let Some(prepare) = &shared.config.prepare {
-        prepare(&mut server);
-    }
-    let mut exchange = Exchange::start(server, plan, &body);
+    let mut exchange = Exchange::start(&shared.server_config, plan, &body);
     drop(body);
     let mut tasks = Tasks::new(Arc::clone(&shared.handler));
     loop {

@@ -49,8 +49,6 @@ mod tasks;
 pub use error::ProviderError;
 pub use evidence_wire_log as log;
 pub use http_client::{HttpProvider, HttpProviderConfig};
-pub use http_server::{
-    HttpServeError, HttpServerConfig, LISTEN_BACKLOG, PrepareServer, bind_http, serve_http,
-};
+pub use http_server::{HttpServeError, HttpServerConfig, LISTEN_BACKLOG, bind_http, serve_http};
 pub use process::{LogSink, ProcessConfig, ProcessProvider};
 pub use stdio::{Handler, ServeError, serve, serve_stdio, serve_stdio_with_log, serve_with_log};

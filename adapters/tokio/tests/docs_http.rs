@@ -12,7 +12,6 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -47,7 +46,6 @@ fn tool(name: &str) -> ToolDefinition {
 struct Setup {
     server_config: ServerConfig,
     docs: DocsSurface,
-    registered: Vec<String>,
     token: Option<String>,
 }
 
@@ -63,41 +61,26 @@ impl Setup {
             .apply(&mut server_config);
         let (docs, warnings) = DocsSurface::from_config(&config.docs).expect("the docs load");
         assert!(warnings.is_empty(), "{warnings:?}");
-        docs.apply(&mut server_config);
+        docs.install(&mut server_config);
+        for name in registered {
+            server_config.add_tool(tool(name));
+        }
         let token = (config.server.auth.mode == ServerAuthMode::BearerToken)
             .then(|| config.server.auth.bearer_tokens.first().cloned())
             .flatten();
         Setup {
             server_config,
             docs,
-            registered: registered.iter().map(|name| (*name).to_owned()).collect(),
             token,
         }
     }
 
-    fn prepare(&self, server: &mut Server) {
-        self.docs.install(server);
-        for name in &self.registered {
-            server.register_tool(tool(name));
-        }
-    }
-
     fn stdio(&self) -> Server {
-        let mut server = Server::new(self.server_config.clone());
-        self.prepare(&mut server);
-        server
+        Server::new(self.server_config.clone())
     }
 
     async fn http(&self) -> Running {
-        let docs = self.docs.clone();
-        let registered = self.registered.clone();
-        let mut config =
-            HttpServerConfig::default().with_prepare(Arc::new(move |server: &mut Server| {
-                docs.install(server);
-                for name in &registered {
-                    server.register_tool(tool(name));
-                }
-            }));
+        let mut config = HttpServerConfig::default();
         if let Some(token) = &self.token {
             config = config.with_bearer_token(token.clone());
         }

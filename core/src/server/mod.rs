@@ -54,17 +54,30 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use serde_json::value::RawValue;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
-use crate::contract::{ContractError, ProviderContract};
-use crate::envelope::{self, Id, Incoming, Message, Policy};
+use crate::envelope::{self, Id, Incoming, Message};
 use crate::error::CanonicalError;
 use crate::evidence::{
-    self, EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceError, EvidenceQuery,
-    EvidenceQueryArguments, EvidenceResult,
+    self, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceQueryArguments, EvidenceResult,
 };
-use crate::frame::{self, Decoder, FrameError, Framing, Limits};
+use crate::frame::{self, Decoder, FrameError, Framing};
 use crate::unique::{self, Duplicate, UniqueError};
+
+mod answer;
+mod config;
+mod contract;
+mod methods;
+mod tools;
+
+pub use crate::dialect::{Dialect, DialectChoice, HashProfile};
+pub use answer::{
+    ANSWER_DEPTH_LIMIT_EXCEEDED, ANSWER_SIZE_LIMIT_EXCEEDED, VALUE_NOT_CANONICALIZABLE,
+};
+pub use config::{ServerConfig, ServerInfo};
+pub use contract::{INVALID_PARAMS, PROVIDER_MISMATCH, ServerContract, UNKNOWN_CHECK};
+use tools::ToolKind;
+pub use tools::{InlineTool, Resource, ToolDefinition, ToolFailure, ToolFilter};
 
 /// MCP protocol versions this server speaks, newest first.
 pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
@@ -73,414 +86,6 @@ pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
 /// answer for one with [`RespondError::Cancelled`] rather than
 /// [`RespondError::UnknownTicket`]).
 pub const CANCELLED_MEMORY: usize = 1024;
-
-pub use crate::dialect::{Dialect, DialectChoice, HashProfile};
-
-/// Name and version reported in `serverInfo`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServerInfo {
-    /// The implementation's name.
-    pub name: String,
-    /// Its version.
-    pub version: String,
-}
-
-impl Default for ServerInfo {
-    fn default() -> Self {
-        ServerInfo {
-            name: "evidence-wire".to_owned(),
-            version: env!("CARGO_PKG_VERSION").to_owned(),
-        }
-    }
-}
-
-/// A tool as `tools/list` shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolDefinition {
-    /// The tool's name.
-    pub name: String,
-    /// What it does (every tool has one; MCP clients show it).
-    pub description: String,
-    /// JSON Schema of its arguments (an object schema).
-    pub input_schema: Value,
-    /// JSON Schema of its structured output, if declared.
-    pub output_schema: Option<Value>,
-}
-
-impl ToolDefinition {
-    /// The `evidence_query` tool, with exactly the input and output JSON
-    /// Schemas of `spec/schemas/evidence_query.{input,output}.schema.json`
-    /// ([`crate::schema::ToolIo::evidence_query`]): `tools/list` shows them and
-    /// the server validates arguments against the input schema.
-    pub fn evidence_query() -> Self {
-        ToolDefinition::shared_evidence_query().as_ref().clone()
-    }
-
-    /// The built-in definition, made once per process with `std` (a
-    /// connection shares it rather than parse or copy the schemas).
-    fn shared_evidence_query() -> Arc<ToolDefinition> {
-        #[cfg(feature = "std")]
-        {
-            static DEFINITION: std::sync::OnceLock<Arc<ToolDefinition>> =
-                std::sync::OnceLock::new();
-            Arc::clone(DEFINITION.get_or_init(|| Arc::new(ToolDefinition::parse_evidence_query())))
-        }
-        #[cfg(not(feature = "std"))]
-        Arc::new(ToolDefinition::parse_evidence_query())
-    }
-
-    fn parse_evidence_query() -> Self {
-        match crate::schema::ToolIo::evidence_query() {
-            Ok(io) => ToolDefinition {
-                name: io.name,
-                description: io.description,
-                input_schema: io.input_schema,
-                output_schema: io.output_schema,
-            },
-            // The schemas are compiled into the crate and a test parses
-            // them, so this cannot happen; answer with a minimal object
-            // schema rather than panic.
-            Err(_) => ToolDefinition {
-                name: EVIDENCE_QUERY_TOOL.to_owned(),
-                description: "Resolve a Decision Gate evidence query.".to_owned(),
-                input_schema: json!({"type": "object"}),
-                output_schema: None,
-            },
-        }
-    }
-
-    /// The `evidence_query` tool under `contract`: the built-in definition
-    /// with the contract's checks listed in the description and the input
-    /// schema refined so that `query.check_id` (and the older `predicate`)
-    /// is an `enum` of the contract's check ids and `query.provider_id` is
-    /// `const` the contract's provider id. Every instance of the refined
-    /// schema is an instance of the built-in one, which the server keeps
-    /// validating against; the contract itself is checked after it.
-    pub fn for_contract(contract: &ProviderContract) -> Self {
-        let base = ToolDefinition::shared_evidence_query();
-        let ids: Vec<Value> = contract
-            .checks
-            .iter()
-            .map(|check| Value::from(check.check_id.as_str()))
-            .collect();
-        let mut input_schema = base.input_schema.clone();
-        if let Some(Value::Object(properties)) =
-            input_schema.pointer_mut("/$defs/EvidenceQuery/properties")
-        {
-            for key in ["check_id", "predicate"] {
-                if let Some(Value::Object(property)) = properties.get_mut(key) {
-                    property.insert("enum".to_owned(), Value::Array(ids.clone()));
-                }
-            }
-            if let Some(Value::Object(property)) = properties.get_mut("provider_id") {
-                property.insert(
-                    "const".to_owned(),
-                    Value::from(contract.provider_id.as_str()),
-                );
-            }
-        }
-        let mut description = format!(
-            "{}\n\nProvider {:?} answers these checks (query.check_id):",
-            base.description, contract.provider_id
-        );
-        for check in &contract.checks {
-            description.push_str(&format!(
-                "\n- {}: {} (params {})",
-                check.check_id,
-                check.description,
-                if check.params_required {
-                    "required"
-                } else {
-                    "optional"
-                }
-            ));
-        }
-        ToolDefinition {
-            name: EVIDENCE_QUERY_TOOL.to_owned(),
-            description,
-            input_schema,
-            output_schema: base.output_schema.clone(),
-        }
-    }
-
-    fn to_listing(&self, dialect: Dialect) -> Value {
-        let mut tool = Map::new();
-        tool.insert("name".to_owned(), Value::from(self.name.as_str()));
-        tool.insert(
-            "description".to_owned(),
-            Value::from(self.description.as_str()),
-        );
-        match dialect {
-            Dialect::DecisionGate => {
-                tool.insert("input_schema".to_owned(), self.input_schema.clone());
-            }
-            Dialect::Mcp => {
-                tool.insert("inputSchema".to_owned(), self.input_schema.clone());
-                if let Some(output) = &self.output_schema {
-                    tool.insert("outputSchema".to_owned(), output.clone());
-                }
-            }
-        }
-        Value::Object(tool)
-    }
-}
-
-/// A provider's capabilities contract bound to its server: the one
-/// definition of its checks that drives `tools/list`, the check of every
-/// `evidence_query` before it reaches the embedder, and the contract JSON
-/// Decision Gate reads from `capabilities_path` ([`ServerContract::contract_json`]).
-///
-/// Made once with [`ServerContract::new`], which validates the contract and
-/// (with `std`) compiles every check's `params_schema`; cloning shares the
-/// compiled form, so a server per HTTP request costs nothing more. Set it
-/// with [`ServerConfig::with_contract`].
-#[derive(Clone)]
-pub struct ServerContract {
-    inner: Arc<ContractInner>,
-}
-
-struct ContractInner {
-    contract: ProviderContract,
-    tool: Arc<ToolDefinition>,
-    #[cfg(feature = "std")]
-    validators: BTreeMap<String, crate::contract::ParamsValidator>,
-}
-
-impl fmt::Debug for ServerContract {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServerContract")
-            .field("provider_id", &self.inner.contract.provider_id)
-            .field("checks", &self.inner.contract.checks.len())
-            .finish_non_exhaustive()
-    }
-}
-
-/// The `error.code` of an `evidence_query` naming a check the contract does not have.
-pub const UNKNOWN_CHECK: &str = "unknown_check";
-/// The `error.code` of an `evidence_query` whose `provider_id` is not the contract's.
-pub const PROVIDER_MISMATCH: &str = "provider_mismatch";
-/// The `error.code` of an `evidence_query` whose params fail the check's `params_schema`.
-pub const INVALID_PARAMS: &str = "invalid_params";
-/// The `error.code` of an answer that would be larger than the frame limit.
-pub const ANSWER_SIZE_LIMIT_EXCEEDED: &str = "size_limit_exceeded";
-/// The `error.code` of an answer that would nest deeper than the envelope depth limit.
-pub const ANSWER_DEPTH_LIMIT_EXCEEDED: &str = "depth_limit_exceeded";
-/// The `error.code` of a value that cannot be canonicalized under the
-/// connection's hash profile (e.g. an integer beyond ±(2^53 − 1) under RFC 8785).
-pub const VALUE_NOT_CANONICALIZABLE: &str = "value_not_canonicalizable";
-
-impl ServerContract {
-    /// Validates `contract` ([`ProviderContract::validate`] against its own
-    /// `provider_id`), compiles each check's `params_schema` (with `std`) and
-    /// derives the `evidence_query` tool definition from it.
-    pub fn new(contract: ProviderContract) -> Result<Self, ContractError> {
-        contract.validate(&contract.provider_id)?;
-        #[cfg(feature = "std")]
-        let validators = {
-            let mut validators = BTreeMap::new();
-            for (index, check) in contract.checks.iter().enumerate() {
-                let validator =
-                    check
-                        .params_validator()
-                        .map_err(|error| ContractError::InvalidSchema {
-                            location: format!("checks[{index}].params_schema"),
-                            detail: error.to_string(),
-                        })?;
-                validators.insert(check.check_id.clone(), validator);
-            }
-            validators
-        };
-        let tool = Arc::new(ToolDefinition::for_contract(&contract));
-        Ok(ServerContract {
-            inner: Arc::new(ContractInner {
-                contract,
-                tool,
-                #[cfg(feature = "std")]
-                validators,
-            }),
-        })
-    }
-
-    /// The contract.
-    pub fn contract(&self) -> &ProviderContract {
-        &self.inner.contract
-    }
-
-    /// The `evidence_query` tool as `tools/list` shows it under this contract.
-    pub fn tool_definition(&self) -> ToolDefinition {
-        self.inner.tool.as_ref().clone()
-    }
-
-    /// The contract as Decision Gate reads it from `capabilities_path`:
-    /// pretty-printed JSON, fields in declaration order, no trailing newline.
-    pub fn contract_json(&self) -> String {
-        serde_json::to_string_pretty(&self.inner.contract).unwrap_or_default()
-    }
-
-    /// Checks a query against the contract before the embedder sees it:
-    /// the check exists (`unknown_check`), `provider_id` is the contract's
-    /// (`provider_mismatch`), and the params validate against the check's
-    /// `params_schema` (`invalid_params`; without `std` only presence and
-    /// object shape are checked). The error is what the server answers, as
-    /// an `EvidenceResult` error (an expected failure, fail closed), never
-    /// a JSON-RPC error.
-    pub fn check_query(&self, query: &EvidenceQuery) -> Result<(), EvidenceError> {
-        let contract = &self.inner.contract;
-        let Some(check) = contract.check(&query.check_id) else {
-            let ids: Vec<&str> = contract
-                .checks
-                .iter()
-                .map(|check| check.check_id.as_str())
-                .collect();
-            return Err(EvidenceError::new(
-                UNKNOWN_CHECK,
-                format!(
-                    "this provider has no check {:?}; its checks are {}",
-                    query.check_id,
-                    ids.join(", ")
-                ),
-            ));
-        };
-        if query.provider_id != contract.provider_id {
-            return Err(EvidenceError::new(
-                PROVIDER_MISMATCH,
-                format!(
-                    "this provider is {:?} but query.provider_id is {:?}; send the query to that provider, or make the configured provider name, the contract's provider_id and query.provider_id equal",
-                    contract.provider_id, query.provider_id
-                ),
-            ));
-        }
-        let params = query.params.as_ref().unwrap_or(&Value::Null);
-        #[cfg(feature = "std")]
-        let checked = match self.inner.validators.get(&check.check_id) {
-            Some(validator) => validator.validate(params),
-            None => check.validate_params(params),
-        };
-        #[cfg(not(feature = "std"))]
-        let checked = check.validate_params(params);
-        checked.map_err(|error| EvidenceError::new(INVALID_PARAMS, error.to_string()))
-    }
-}
-
-/// A tool answered inside the core, synchronously and deterministically
-/// (such as docs search): arguments in, structured result or failure out.
-pub type InlineTool = Arc<dyn Fn(&Value) -> Result<Value, ToolFailure> + Send + Sync>;
-
-/// Why a tool could not produce a result.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ToolFailure {
-    /// The arguments are wrong: answered `INVALID_TOOL_INPUT` with this detail.
-    InvalidInput(String),
-    /// The tool ran and failed: answered as a tool result with `isError: true`.
-    Failed(String),
-}
-
-/// One MCP resource, as `resources/list` shows it and `resources/read` serves it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Resource {
-    /// Its URI.
-    pub uri: String,
-    /// A short name.
-    pub name: String,
-    /// A title for people.
-    pub title: Option<String>,
-    /// What it holds.
-    pub description: Option<String>,
-    /// Its media type.
-    pub mime_type: String,
-    /// Its text.
-    pub text: Arc<str>,
-}
-
-/// Which tools a caller may see and call.
-///
-/// A tool that is not visible is answered exactly like an unknown tool.
-pub type ToolFilter = Arc<dyn Fn(&str) -> bool + Send + Sync>;
-
-/// Everything that shapes a server connection.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ServerConfig {
-    /// Frame limits.
-    pub limits: Limits,
-    /// Input framing; `None` detects it from the first byte.
-    pub framing: Option<Framing>,
-    /// Envelope validation policy.
-    pub policy: Policy,
-    /// How the dialect is chosen.
-    pub dialect: DialectChoice,
-    /// `serverInfo`.
-    pub server_info: ServerInfo,
-    /// `instructions` in the `initialize` result.
-    pub instructions: Option<String>,
-    /// Most queries waiting for an answer at once (default 64).
-    pub max_in_flight: usize,
-    /// Whether `resources/list` and `resources/read` are served.
-    pub resources_enabled: bool,
-    /// Visibility filter for tools (`None`: all visible).
-    pub tool_filter: Option<ToolFilter>,
-    /// Authorization for visible tools (`None`: all callable): a call of a
-    /// visible tool it refuses is answered `FORBIDDEN`. Built by
-    /// [`crate::policy::ToolPolicy::apply`] from `[server.auth] allowed_tools`.
-    pub tool_authorizer: Option<ToolFilter>,
-    /// The provider's capabilities contract (`None`: any check id and
-    /// params are handed to the embedder). When set, `tools/list` shows the
-    /// `evidence_query` tool derived from it and every query is checked
-    /// against it before an [`ServerEvent::EvidenceQuery`] is emitted.
-    pub contract: Option<ServerContract>,
-    /// Which canonicalization profile the `evidence_hash` of every answer
-    /// is computed with (default: the profile the connection's dialect
-    /// verifies with, see [`crate::dialect`]).
-    pub hash_profile: HashProfile,
-    /// Signs every successful evidence result (`None`: unsigned).
-    #[cfg(feature = "signatures")]
-    pub signer: Option<crate::evidence::EvidenceSigner>,
-}
-
-impl ServerConfig {
-    /// This configuration serving `contract` (see [`ServerContract`]).
-    pub fn with_contract(mut self, contract: ServerContract) -> Self {
-        self.contract = Some(contract);
-        self
-    }
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            limits: Limits::default(),
-            framing: None,
-            policy: Policy::default(),
-            dialect: DialectChoice::Auto,
-            server_info: ServerInfo::default(),
-            instructions: None,
-            max_in_flight: 64,
-            resources_enabled: true,
-            tool_filter: None,
-            tool_authorizer: None,
-            contract: None,
-            hash_profile: HashProfile::FollowDialect,
-            #[cfg(feature = "signatures")]
-            signer: None,
-        }
-    }
-}
-
-impl fmt::Debug for ServerConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ServerConfig")
-            .field("limits", &self.limits)
-            .field("framing", &self.framing)
-            .field("policy", &self.policy)
-            .field("dialect", &self.dialect)
-            .field("server_info", &self.server_info)
-            .field("max_in_flight", &self.max_in_flight)
-            .field("resources_enabled", &self.resources_enabled)
-            .field("contract", &self.contract)
-            .field("hash_profile", &self.hash_profile)
-            .finish_non_exhaustive()
-    }
-}
 
 /// A handle on one query in flight, given with its event and used to answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -606,25 +211,11 @@ struct Batch {
     sealed: bool,
 }
 
-enum ToolKind {
-    Evidence,
-    External,
-    Inline(InlineTool),
-}
-
-struct Tool {
-    /// Shared: the built-in definition is made once per process.
-    definition: Arc<ToolDefinition>,
-    kind: ToolKind,
-}
-
 /// The provider side of one connection. See the module docs.
 pub struct Server {
-    config: ServerConfig,
+    config: Arc<ServerConfig>,
     decoder: Decoder,
     dialect: Dialect,
-    tools: Vec<Tool>,
-    resources: Vec<Resource>,
     pending: BTreeMap<Ticket, Pending>,
     cancelled: BTreeSet<Ticket>,
     cancelled_order: VecDeque<Ticket>,
@@ -634,8 +225,6 @@ pub struct Server {
     events: VecDeque<ServerEvent>,
     transmits: VecDeque<Vec<u8>>,
     input_closed: bool,
-    #[cfg(feature = "std")]
-    schemas: crate::schema::SchemaRegistry,
 }
 
 impl fmt::Debug for Server {
@@ -649,8 +238,10 @@ impl fmt::Debug for Server {
 }
 
 impl Server {
-    /// A connection serving `evidence_query`.
-    pub fn new(config: ServerConfig) -> Self {
+    /// A connection of the server `config` describes. The configuration
+    /// is shared: make it once, and a connection costs only its own state.
+    pub fn new(config: impl Into<Arc<ServerConfig>>) -> Self {
+        let config = config.into();
         let decoder = match config.framing {
             Some(framing) => Decoder::with_framing(framing, config.limits),
             None => Decoder::new(config.limits),
@@ -659,12 +250,10 @@ impl Server {
             DialectChoice::Fixed(dialect) => dialect,
             DialectChoice::Auto => Dialect::DecisionGate,
         };
-        let mut server = Server {
+        Server {
             config,
             decoder,
             dialect,
-            tools: Vec::new(),
-            resources: Vec::new(),
             pending: BTreeMap::new(),
             cancelled: BTreeSet::new(),
             cancelled_order: VecDeque::new(),
@@ -674,21 +263,19 @@ impl Server {
             events: VecDeque::new(),
             transmits: VecDeque::new(),
             input_closed: false,
-            #[cfg(feature = "std")]
-            schemas: evidence_query_schemas(),
-        };
-        // The schema registry (std) already holds the built-in schemas; a
-        // contract's definition only narrows them (see
-        // `ToolDefinition::for_contract`), and its checks run after them.
-        let definition = match &server.config.contract {
-            Some(contract) => Arc::clone(&contract.inner.tool),
-            None => ToolDefinition::shared_evidence_query(),
-        };
-        server.tools.push(Tool {
-            definition,
-            kind: ToolKind::Evidence,
-        });
-        server
+        }
+    }
+
+    /// Speak `dialect` on this connection from now on, whatever the
+    /// configuration's [`DialectChoice`] (HTTP decides it per request,
+    /// from the endpoint and headers). Call it before the first message.
+    pub fn set_dialect(&mut self, dialect: Dialect) {
+        self.dialect = dialect;
+    }
+
+    /// The configuration this connection serves.
+    pub fn config(&self) -> &Arc<ServerConfig> {
+        &self.config
     }
 
     /// The capabilities contract this server enforces, if any.
@@ -703,64 +290,6 @@ impl Server {
             .contract
             .as_ref()
             .map(ServerContract::contract_json)
-    }
-
-    /// Replace the `evidence_query` tool's definition (e.g. a description
-    /// or an input schema naming the provider's checks).
-    pub fn set_evidence_tool(&mut self, definition: ToolDefinition) {
-        if let Some(tool) = self
-            .tools
-            .iter_mut()
-            .find(|tool| matches!(tool.kind, ToolKind::Evidence))
-        {
-            let definition = Arc::new(ToolDefinition {
-                name: EVIDENCE_QUERY_TOOL.to_owned(),
-                ..definition
-            });
-            tool.definition = Arc::clone(&definition);
-            self.register_schemas(&definition);
-        }
-    }
-
-    /// Register a tool whose calls become [`ServerEvent::ToolCall`] events.
-    pub fn register_tool(&mut self, definition: ToolDefinition) {
-        self.add_tool(definition, ToolKind::External);
-    }
-
-    /// Register a tool answered inside the core by `handler`.
-    pub fn register_inline_tool(&mut self, definition: ToolDefinition, handler: InlineTool) {
-        self.add_tool(definition, ToolKind::Inline(handler));
-    }
-
-    /// Registers (or replaces) a tool's schemas in the schema registry; a
-    /// schema that does not compile leaves the tool answering `INTERNAL_ERROR`.
-    fn register_schemas(&mut self, definition: &ToolDefinition) {
-        #[cfg(feature = "std")]
-        self.schemas.register(crate::schema::ToolIo {
-            name: definition.name.clone(),
-            description: definition.description.clone(),
-            input_schema: definition.input_schema.clone(),
-            output_schema: definition.output_schema.clone(),
-        });
-        #[cfg(not(feature = "std"))]
-        let _ = definition;
-    }
-
-    fn add_tool(&mut self, definition: ToolDefinition, kind: ToolKind) {
-        self.register_schemas(&definition);
-        self.tools
-            .retain(|tool| tool.definition.name != definition.name);
-        self.tools.push(Tool {
-            definition: Arc::new(definition),
-            kind,
-        });
-    }
-
-    /// Serve `resource` through `resources/list` and `resources/read`.
-    pub fn add_resource(&mut self, resource: Resource) {
-        self.resources
-            .retain(|existing| existing.uri != resource.uri);
-        self.resources.push(resource);
     }
 
     /// The dialect answers currently get.
@@ -828,123 +357,52 @@ impl Server {
 
     /// The next framed bytes to write to the peer.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        let body = self.transmits.pop_front()?;
+        let framing = self
+            .decoder
+            .framing()
+            .or(self.config.framing)
+            .unwrap_or(Framing::ContentLength);
+        let mut out = Vec::with_capacity(body.len().saturating_add(32));
+        if frame::encode(framing, &body, &mut out).is_err() {
+            // Only a body with a raw newline fails, and serde_json never
+            // writes one; answer an internal error rather than break the stream.
+            out.clear();
+            let fallback = encode_error(
+                None,
+                CanonicalError::InternalError,
+                Some("answer could not be framed"),
+            );
+            frame::encode(framing, &fallback, &mut out).ok()?;
+        }
+        Some(out)
+    }
+
+    /// The next message to send, unframed: one JSON-RPC body (an object,
+    /// or a batch's array). The unframed twin of [`Server::poll_transmit`],
+    /// for transports that carry one message per unit (an HTTP body).
+    pub fn poll_message(&mut self) -> Option<Vec<u8>> {
         self.transmits.pop_front()
     }
 
-    /// Answer the evidence query of `ticket`.
-    ///
-    /// The server seals the result before sending it: a result with a
-    /// value gets its `evidence_hash` computed under the profile the
-    /// connection needs ([`ServerConfig::hash_profile`]; any hash the
-    /// embedder set is replaced) and, when a [`ServerConfig::signer`] is
-    /// set, a signature. A result the embedder already signed is sent as
-    /// given. An answer its own caller would drop is replaced by an
-    /// `EvidenceResult` error saying why: a value that cannot be
-    /// canonicalized under the profile (`value_not_canonicalizable`), an
-    /// answer larger than the frame limit (`size_limit_exceeded`) or nested
-    /// deeper than the envelope depth limit (`depth_limit_exceeded`).
-    pub fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
-        let pending = self.take_pending(ticket, CallKind::Evidence)?;
-        let result = self.seal(result, pending.dialect);
-        let body =
-            self.encode_evidence_answer(&pending.id, pending.dialect, pending.batch, &result);
-        self.reply(pending.batch, body);
-        Ok(())
-    }
-
-    /// `result` as it goes on the wire: hashed under the connection's
-    /// profile and signed when a signer is configured (see [`Server::respond`]).
-    fn seal(&self, mut result: EvidenceResult, dialect: Dialect) -> EvidenceResult {
-        if result.value.is_none() || result.signature.is_some() {
-            return result;
+    /// Feed one whole message, unframed (an HTTP request body): the
+    /// unframed twin of [`Server::handle_input`]. Every answer it produces
+    /// comes out of [`Server::poll_message`]. Surrounding whitespace is
+    /// fine; an empty body is answered as unreadable JSON. Call
+    /// [`Server::handle_end_of_input`] once no more messages will come.
+    pub fn handle_message(&mut self, body: &[u8]) {
+        if self.input_closed {
+            return;
         }
-        let profile = self.config.hash_profile.for_dialect(dialect);
-        #[cfg(feature = "signatures")]
-        if let Some(signer) = &self.config.signer {
-            return match signer.seal(result.clone(), profile) {
-                Ok(sealed) => sealed,
-                Err(error) => uncanonicalizable(result, profile, &error),
-            };
+        if body.len() > self.config.limits.max_body_bytes {
+            self.refuse_frame(FrameError::BodyTooLarge {
+                declared: u64::try_from(body.len()).unwrap_or(u64::MAX),
+                limit: self.config.limits.max_body_bytes,
+                offset: 0,
+            });
+            return;
         }
-        match result.value.as_ref().map(|value| value.digest(profile)) {
-            Some(Ok(digest)) => {
-                result.evidence_hash = Some(digest);
-                result
-            }
-            Some(Err(error)) => uncanonicalizable(result, profile, &error),
-            None => result,
-        }
-    }
-
-    /// The JSON-RPC answer carrying `result` in `dialect`, or, when that
-    /// answer would break the caller's own limits (frame size, envelope
-    /// depth), the answer carrying an `EvidenceResult` error that names
-    /// the limit instead.
-    fn encode_evidence_answer(
-        &self,
-        id: &Value,
-        dialect: Dialect,
-        batch: Option<u64>,
-        result: &EvidenceResult,
-    ) -> Vec<u8> {
-        let encode = |result: &EvidenceResult| match dialect {
-            Dialect::DecisionGate => {
-                encode_result(id, &evidence::to_decision_gate_tool_result(result))
-            }
-            Dialect::Mcp => encode_result(id, &evidence::to_mcp_tool_result(result)),
-        };
-        let body = encode(result);
-        match self.answer_limit_broken(&body, batch) {
-            None => body,
-            Some(error) => {
-                let mut refused = EvidenceResult::with_error(error);
-                refused.evidence_ref = result.evidence_ref.clone();
-                refused.evidence_anchor = result.evidence_anchor.clone();
-                encode(&refused)
-            }
-        }
-    }
-
-    /// Why `body` (an answer, inside `batch` if any) would be dropped by a
-    /// caller with this server's own limits, if it would: larger than the
-    /// frame limit, or nested deeper than the envelope depth limit.
-    fn answer_limit_broken(&self, body: &[u8], batch: Option<u64>) -> Option<EvidenceError> {
-        // A batch reply is one array around the replies: one level and a
-        // few bytes more.
-        let in_batch = usize::from(batch.is_some());
-        let size_limit = self.config.limits.max_body_bytes;
-        if body.len().saturating_add(in_batch.saturating_mul(2)) > size_limit {
-            return Some(
-                EvidenceError::new(
-                    ANSWER_SIZE_LIMIT_EXCEEDED,
-                    format!(
-                        "the answer would be {} bytes, more than the {size_limit}-byte frame limit a caller accepts; narrow the query (e.g. a more specific JSONPath) or raise [server.limits] max_body_bytes on both sides",
-                        body.len()
-                    ),
-                )
-                .with_details(json!({"limit_bytes": size_limit, "answer_bytes": body.len()})),
-            );
-        }
-        // serde_json (which every caller here parses with) refuses a 128th
-        // level whatever the envelope policy allows.
-        let depth_limit = self
-            .config
-            .policy
-            .depth_limit()
-            .min(SERDE_JSON_MAX_DEPTH)
-            .saturating_sub(in_batch);
-        if envelope::nesting_exceeds(body, depth_limit).is_some() {
-            return Some(
-                EvidenceError::new(
-                    ANSWER_DEPTH_LIMIT_EXCEEDED,
-                    format!(
-                        "the answer would nest deeper than the {depth_limit}-level envelope depth limit a caller accepts (the value itself is nested too deeply); select a shallower part of it"
-                    ),
-                )
-                .with_details(json!({"limit_depth": depth_limit})),
-            );
-        }
-        None
+        self.handle_body(body);
     }
 
     /// Answer the tool call of `ticket` with a structured result or a failure.
@@ -1003,27 +461,31 @@ impl Server {
                     self.input_closed = true;
                     return;
                 }
-                Err(error) => {
-                    let canonical = match error {
-                        FrameError::BodyTooLarge { .. }
-                        | FrameError::LineTooLong { .. }
-                        | FrameError::HeaderTooLarge { .. } => CanonicalError::PayloadTooLarge,
-                        _ => CanonicalError::ParseError,
-                    };
-                    let detail = error.to_string();
-                    let body = encode_error(None, canonical, Some(&detail));
-                    self.reply(None, body);
-                    self.events.push_back(ServerEvent::Handled(Outcome {
-                        id: None,
-                        method: None,
-                        tool: None,
-                        error: Some(canonical),
-                        detail: Some(detail),
-                    }));
-                    self.events.push_back(ServerEvent::FramingError(error));
-                }
+                Err(error) => self.refuse_frame(error),
             }
         }
+    }
+
+    /// Answers a message that could not be read as a frame (too large,
+    /// bad header) while the stream is still in sync, and records it.
+    fn refuse_frame(&mut self, error: FrameError) {
+        let canonical = match error {
+            FrameError::BodyTooLarge { .. }
+            | FrameError::LineTooLong { .. }
+            | FrameError::HeaderTooLarge { .. } => CanonicalError::PayloadTooLarge,
+            _ => CanonicalError::ParseError,
+        };
+        let detail = error.to_string();
+        let body = encode_error(None, canonical, Some(&detail));
+        self.reply(None, body);
+        self.events.push_back(ServerEvent::Handled(Outcome {
+            id: None,
+            method: None,
+            tool: None,
+            error: Some(canonical),
+            detail: Some(detail),
+        }));
+        self.events.push_back(ServerEvent::FramingError(error));
     }
 
     fn handle_body(&mut self, body: &[u8]) {
@@ -1042,14 +504,14 @@ impl Server {
                     detail: Some(rejection.detail),
                 }));
             }
-            Ok(Incoming::Single(message)) => self.handle_message(message, None),
+            Ok(Incoming::Single(message)) => self.handle_envelope(message, None),
             Ok(Incoming::Batch(entries)) => {
                 let batch_id = self.next_batch;
                 self.next_batch = self.next_batch.wrapping_add(1);
                 self.batches.insert(batch_id, Batch::default());
                 for entry in entries {
                     match entry {
-                        Ok(message) => self.handle_message(message, Some(batch_id)),
+                        Ok(message) => self.handle_envelope(message, Some(batch_id)),
                         Err(rejection) => {
                             let id = rejection.id.as_ref().map(id_value);
                             if rejection.answerable {
@@ -1078,7 +540,7 @@ impl Server {
         }
     }
 
-    fn handle_message(&mut self, message: Message<'_>, batch: Option<u64>) {
+    fn handle_envelope(&mut self, message: Message<'_>, batch: Option<u64>) {
         match message {
             Message::Request(request) => {
                 let id = id_value(&request.id);
@@ -1192,134 +654,13 @@ impl Server {
             return self.reply_error(id, batch, CanonicalError::InvalidEnvelope, detail, None);
         }
         match method {
-            "initialize" => {
-                let params = match read_params(params) {
-                    Ok(params) => params,
-                    Err(duplicate) => {
-                        return self.reply_duplicate(
-                            id,
-                            batch,
-                            "initialize params",
-                            duplicate,
-                            None,
-                        );
-                    }
-                };
-                let requested = params
-                    .get("protocolVersion")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                let version = SUPPORTED_PROTOCOL_VERSIONS
-                    .iter()
-                    .find(|supported| **supported == requested)
-                    .copied()
-                    .unwrap_or(SUPPORTED_PROTOCOL_VERSIONS[0]);
-                if self.config.dialect == DialectChoice::Auto {
-                    self.dialect = Dialect::Mcp;
-                }
-                let mut capabilities = Map::new();
-                capabilities.insert("tools".to_owned(), json!({"listChanged": false}));
-                if self.config.resources_enabled {
-                    capabilities.insert("resources".to_owned(), json!({}));
-                }
-                let mut result = Map::new();
-                result.insert("protocolVersion".to_owned(), Value::from(version));
-                result.insert("capabilities".to_owned(), Value::Object(capabilities));
-                result.insert(
-                    "serverInfo".to_owned(),
-                    json!({
-                        "name": self.config.server_info.name,
-                        "version": self.config.server_info.version,
-                    }),
-                );
-                if let Some(instructions) = &self.config.instructions {
-                    result.insert(
-                        "instructions".to_owned(),
-                        Value::from(instructions.as_str()),
-                    );
-                }
-                self.events.push_back(ServerEvent::Initialized {
-                    protocol_version: version.to_owned(),
-                    client_info: params.get("clientInfo").cloned(),
-                });
-                self.reply_ok(id, batch, &Value::Object(result))
-            }
+            "initialize" => self.initialize(id, params, batch),
             "ping" => self.reply_ok(id, batch, &json!({})),
-            "tools/list" => {
-                let dialect = self.dialect;
-                let tools: Vec<Value> = self
-                    .tools
-                    .iter()
-                    .filter(|tool| self.is_visible(&tool.definition.name))
-                    .map(|tool| tool.definition.to_listing(dialect))
-                    .collect();
-                self.reply_ok(id, batch, &json!({ "tools": tools }))
-            }
+            "tools/list" => self.tools_list(id, batch),
             "tools/call" => self.handle_tool_call(id, params, batch),
-            "resources/list" if self.config.resources_enabled => {
-                let resources: Vec<Value> = self
-                    .resources
-                    .iter()
-                    .map(|resource| {
-                        let mut entry = Map::new();
-                        entry.insert("uri".to_owned(), Value::from(resource.uri.as_str()));
-                        entry.insert("name".to_owned(), Value::from(resource.name.as_str()));
-                        if let Some(title) = &resource.title {
-                            entry.insert("title".to_owned(), Value::from(title.as_str()));
-                        }
-                        if let Some(description) = &resource.description {
-                            entry.insert(
-                                "description".to_owned(),
-                                Value::from(description.as_str()),
-                            );
-                        }
-                        entry.insert(
-                            "mimeType".to_owned(),
-                            Value::from(resource.mime_type.as_str()),
-                        );
-                        Value::Object(entry)
-                    })
-                    .collect();
-                self.reply_ok(id, batch, &json!({ "resources": resources }))
-            }
+            "resources/list" if self.config.resources_enabled => self.resources_list(id, batch),
             "resources/read" if self.config.resources_enabled => {
-                let params = match read_params(params) {
-                    Ok(params) => params,
-                    Err(duplicate) => {
-                        return self.reply_duplicate(
-                            id,
-                            batch,
-                            "resources/read params",
-                            duplicate,
-                            None,
-                        );
-                    }
-                };
-                let Some(uri) = params.get("uri").and_then(Value::as_str) else {
-                    return self.reply_error(
-                        id,
-                        batch,
-                        CanonicalError::InvalidToolInput,
-                        "resources/read needs params.uri, a string".to_owned(),
-                        None,
-                    );
-                };
-                match self.resources.iter().find(|resource| resource.uri == uri) {
-                    Some(resource) => {
-                        let contents = json!({
-                            "contents": [{
-                                "uri": resource.uri,
-                                "mimeType": resource.mime_type,
-                                "text": &*resource.text,
-                            }]
-                        });
-                        self.reply_ok(id, batch, &contents)
-                    }
-                    None => {
-                        let detail = format!("no resource has the URI {uri:?}; see resources/list");
-                        self.reply_error(id, batch, CanonicalError::ResourceNotFound, detail, None)
-                    }
-                }
+                self.resources_read(id, params, batch)
             }
             _ => {
                 let detail = format!("method {method:?} is not served here");
@@ -1358,12 +699,13 @@ impl Server {
             }
         };
         let name = call.name.into_owned();
-        let index = self
-            .tools
-            .iter()
-            .position(|tool| tool.definition.name == name);
-        let index = match index {
-            Some(index) if self.is_visible(&name) => index,
+        // The configuration is shared: hold it here while `self` answers.
+        let config = Arc::clone(&self.config);
+        let found = config
+            .tools()
+            .find(|(definition, _)| definition.name == name);
+        let kind = match found {
+            Some((_, kind)) if self.is_visible(&name) => kind,
             _ => {
                 // Hidden tools are answered exactly like unknown ones.
                 let detail = format!("no tool named {name:?}; see tools/list");
@@ -1376,32 +718,23 @@ impl Server {
                 );
             }
         };
-        let authorized = (self.config.tool_authorizer.as_ref()).is_none_or(|allow| allow(&name));
+        let authorized = (config.tool_authorizer.as_ref()).is_none_or(|allow| allow(&name));
         if !authorized {
             let detail = format!("tool {name:?} is not in server.auth.allowed_tools");
             return self.reply_error(id, batch, CanonicalError::Forbidden, detail, Some(name));
         }
         let arguments_text = call.arguments.map(RawValue::get).unwrap_or("{}");
-        let Some(tool) = self.tools.get(index) else {
-            return self.reply_error(
-                id,
-                batch,
-                CanonicalError::InternalError,
-                "tool table changed".to_owned(),
-                Some(name),
-            );
-        };
         // Inline tools answer at once and hold no ticket, so only calls
         // that wait for the embedder count against the limit.
-        let waits = !matches!(tool.kind, ToolKind::Inline(_));
-        if waits && self.pending.len() >= self.config.max_in_flight {
+        let waits = !matches!(kind, ToolKind::Inline(_));
+        if waits && self.pending.len() >= config.max_in_flight {
             let detail = format!(
                 "{} queries are already in flight (the limit); retry later",
                 self.pending.len()
             );
             return self.reply_error(id, batch, CanonicalError::Overloaded, detail, Some(name));
         }
-        match &tool.kind {
+        match kind {
             ToolKind::Evidence => {
                 let arguments = match self.evidence_arguments(&name, arguments_text) {
                     Ok(arguments) => arguments,
@@ -1453,10 +786,15 @@ impl Server {
                     }
                 };
                 #[cfg(feature = "std")]
-                if let Err(violation) = self.schemas.validate_input(&name, &arguments) {
+                if let Err(violation) = self
+                    .config
+                    .registry
+                    .schemas
+                    .validate_input(&name, &arguments)
+                {
                     return self.reply_tool_io_error(id, batch, violation, name);
                 }
-                if let ToolKind::Inline(handler) = &tool.kind {
+                if let ToolKind::Inline(handler) = kind {
                     let handler = Arc::clone(handler);
                     let result = handler(&arguments);
                     return self.answer_tool(id, batch, self.dialect, name, result);
@@ -1499,7 +837,9 @@ impl Server {
             Err(UniqueError::Syntax(error)) => return Err(typed(error)),
         };
         #[cfg(feature = "std")]
-        self.schemas
+        self.config
+            .registry
+            .schemas
             .validate_input(name, &value)
             .map_err(EvidenceInputError::Schema)?;
         #[cfg(not(feature = "std"))]
@@ -1616,7 +956,12 @@ impl Server {
         match result {
             Ok(structured) => {
                 #[cfg(feature = "std")]
-                if let Err(violation) = self.schemas.validate_output(&tool, &structured) {
+                if let Err(violation) = self
+                    .config
+                    .registry
+                    .schemas
+                    .validate_output(&tool, &structured)
+                {
                     return self.reply_tool_io_error(id, batch, violation, tool);
                 }
                 let text = serde_json::to_string(&structured).unwrap_or_default();
@@ -1726,7 +1071,7 @@ impl Server {
 
     fn reply(&mut self, batch: Option<u64>, body: Vec<u8>) {
         match batch {
-            None => self.transmit(&body),
+            None => self.transmit(body),
             Some(batch_id) => {
                 if let Some(batch) = self.batches.get_mut(&batch_id) {
                     batch.replies.push(body);
@@ -1763,85 +1108,14 @@ impl Server {
             body.extend_from_slice(reply);
         }
         body.push(b']');
-        self.transmit(&body);
+        self.transmit(body);
     }
 
-    fn transmit(&mut self, body: &[u8]) {
-        let framing = self
-            .decoder
-            .framing()
-            .or(self.config.framing)
-            .unwrap_or(Framing::ContentLength);
-        let mut out = Vec::with_capacity(body.len().saturating_add(32));
-        if frame::encode(framing, body, &mut out).is_err() {
-            // Only a body with a raw newline fails, and serde_json never
-            // writes one; answer an internal error rather than break the stream.
-            out.clear();
-            let fallback = encode_error(
-                None,
-                CanonicalError::InternalError,
-                Some("answer could not be framed"),
-            );
-            if frame::encode(framing, &fallback, &mut out).is_err() {
-                return;
-            }
-        }
-        self.transmits.push_back(out);
+    /// Queues one answer body (unframed); [`Server::poll_transmit`]
+    /// frames it, [`Server::poll_message`] hands it over as it is.
+    fn transmit(&mut self, body: Vec<u8>) {
+        self.transmits.push_back(body);
     }
-}
-
-/// The error result sent instead of `result` when its value cannot be
-/// canonicalized (and so hashed) under `profile`; reference and anchor are kept.
-fn uncanonicalizable(
-    result: EvidenceResult,
-    profile: crate::canonical::Profile,
-    error: &crate::canonical::CanonicalizeError,
-) -> EvidenceResult {
-    use crate::canonical::CanonicalizeErrorKind;
-    let refusal = match &error.kind {
-        CanonicalizeErrorKind::TooDeep(limit) => EvidenceError::new(
-            ANSWER_DEPTH_LIMIT_EXCEEDED,
-            format!(
-                "the value nests deeper than the {limit} levels canonical JSON accepts, so it cannot be hashed; select a shallower part of it"
-            ),
-        )
-        .with_details(json!({"limit_depth": limit})),
-        CanonicalizeErrorKind::TooLarge(limit) => EvidenceError::new(
-            ANSWER_SIZE_LIMIT_EXCEEDED,
-            format!(
-                "the value is larger than the {limit} bytes canonical JSON accepts, so it cannot be hashed"
-            ),
-        )
-        .with_details(json!({"limit_bytes": limit})),
-        _ => EvidenceError::unhashable(error, profile),
-    };
-    let mut refused = EvidenceResult::with_error(refusal);
-    refused.evidence_ref = result.evidence_ref;
-    refused.evidence_anchor = result.evidence_anchor;
-    refused
-}
-
-/// A schema registry holding the built-in `evidence_query` tool, compiled
-/// once per process and cloned (cheaply, sharing the compiled schemas) for
-/// each connection: compiling the two schemas costs milliseconds, and the
-/// HTTP adapter makes a [`Server`] per request.
-#[cfg(feature = "std")]
-fn evidence_query_schemas() -> crate::schema::SchemaRegistry {
-    static REGISTRY: std::sync::OnceLock<crate::schema::SchemaRegistry> =
-        std::sync::OnceLock::new();
-    REGISTRY
-        .get_or_init(|| {
-            let definition = ToolDefinition::shared_evidence_query();
-            let mut registry = crate::schema::SchemaRegistry::new();
-            registry.register(crate::schema::ToolIo {
-                name: definition.name.clone(),
-                description: definition.description.clone(),
-                input_schema: definition.input_schema.clone(),
-                output_schema: definition.output_schema.clone(),
-            });
-            registry
-        })
-        .clone()
 }
 
 /// Why the arguments of an `evidence_query` call were refused.
@@ -1856,7 +1130,7 @@ enum EvidenceInputError {
 }
 
 /// What handling one request came to, for its `Handled` record.
-struct RequestOutcome {
+pub(crate) struct RequestOutcome {
     tool: Option<String>,
     error: Option<CanonicalError>,
     detail: Option<String>,
@@ -1866,7 +1140,7 @@ struct RequestOutcome {
 }
 
 impl RequestOutcome {
-    fn accepted(tool: Option<String>) -> Self {
+    pub(crate) fn accepted(tool: Option<String>) -> Self {
         RequestOutcome {
             tool,
             error: None,
@@ -1875,10 +1149,6 @@ impl RequestOutcome {
         }
     }
 }
-
-/// The deepest nesting serde_json parses (its recursion limit refuses the
-/// 128th level): no answer may nest deeper, whatever the envelope policy.
-const SERDE_JSON_MAX_DEPTH: usize = 127;
 
 /// The method of every tool call.
 const TOOLS_CALL: &str = "tools/call";
@@ -1889,7 +1159,7 @@ fn id_value(id: &Id<'_>) -> Value {
 
 /// A method's params as a value (`null` when absent or unreadable, which
 /// the envelope check makes rare), refusing a member named twice anywhere.
-fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate> {
+pub(crate) fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate> {
     match params.map(|raw| unique::from_str(raw.get())) {
         None | Some(Err(UniqueError::Syntax(_))) => Ok(Value::Null),
         Some(Ok(value)) => Ok(value),
