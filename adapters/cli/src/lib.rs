@@ -13,7 +13,6 @@
 
 mod docs_cmd;
 mod logging;
-mod provider;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -35,7 +34,7 @@ use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
-use crate::provider::{BundledProvider, BundledSettings};
+use evidence_wire_bundled::{BundledProvider, BundledSettings};
 
 #[derive(Parser)]
 #[command(

@@ -1,4 +1,5 @@
-//! The bundled provider: checks equivalent to Decision Gate's built-ins.
+//! The bundled evidence provider of evidence-wire: checks equivalent to
+//! Decision Gate's built-ins, served by `evidence-wire serve`.
 //!
 //! `time_now`, `time_after`, `time_before` read the query's `trigger_time`
 //! (never the wall clock); `env_get` reads an allow-listed environment
@@ -23,23 +24,33 @@
 //! leave the root (`..`, absolute paths, symlinks pointing outside) are
 //! refused with `path_outside_root`; HTTP bodies are read up to
 //! `max_body_bytes` and requests bounded by `timeout_ms`.
+//!
+//! Features: `http` (default) compiles the two HTTP checks (ureq with
+//! rustls); without it they stay in the contract and answer
+//! `http_unavailable`. `blocking` and `tokio` (default) implement the
+//! adapters' `Handler` traits for [`BundledProvider`].
+
+#![forbid(unsafe_code)]
 
 use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
+#[cfg(feature = "http")]
 use std::time::Duration;
 
+#[cfg(feature = "http")]
 use evidence_wire::canonical::Profile;
 use evidence_wire::config::BundledConfig;
 use evidence_wire::contract::{
     CheckContract, CheckExample, Comparator, ContractTransport, Determinism, ProviderContract,
 };
+#[cfg(feature = "http")]
+use evidence_wire::evidence::HashDigest;
 use evidence_wire::evidence::{
     EvidenceAnchor, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceRef, EvidenceResult,
-    EvidenceValue, HashDigest, TriggerTime,
+    EvidenceValue, TriggerTime,
 };
 use evidence_wire::server::{ServerConfig, ServerContract};
-use evidence_wire_blocking::Handler;
 use serde_json::{Value, json};
 
 /// Settings of the bundled provider.
@@ -378,6 +389,7 @@ impl BundledProvider {
 
     /// `http_status` (`body == false`) and `http_body_hash` (`body == true`):
     /// one GET of `params.url`, no redirects followed.
+    #[cfg(feature = "http")]
     fn http_get(&self, params: &Value, body: bool) -> Result<EvidenceResult, EvidenceError> {
         let url = string_param(params, "url")?;
         let http = &self.settings.http;
@@ -486,6 +498,19 @@ impl BundledProvider {
         Ok(result)
     }
 
+    /// Without the `http` feature the HTTP checks are declared but answer
+    /// `http_unavailable`.
+    #[cfg(not(feature = "http"))]
+    fn http_get(&self, params: &Value, _body: bool) -> Result<EvidenceResult, EvidenceError> {
+        let url = string_param(params, "url")?;
+        Err(EvidenceError::new(
+            "http_unavailable",
+            format!(
+                "cannot GET {url}: this build of the bundled provider has no HTTP checks (cargo feature `http`)"
+            ),
+        ))
+    }
+
     fn file_ref(&self, display: &str) -> EvidenceRef {
         EvidenceRef {
             uri: format!("dg+file://{}/{}", self.settings.root_id, display),
@@ -515,7 +540,8 @@ fn contract_of(provider_id: &str) -> ProviderContract {
     }
 }
 
-impl Handler for BundledProvider {
+#[cfg(feature = "blocking")]
+impl evidence_wire_blocking::Handler for BundledProvider {
     fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
         self.answer(&query, &context)
     }
@@ -540,6 +566,7 @@ impl Handler for BundledProvider {
 
 /// Over HTTP (tokio) each query runs on the blocking pool: the checks read
 /// files and make blocking HTTP requests.
+#[cfg(feature = "tokio")]
 impl evidence_wire_tokio::Handler for BundledProvider {
     fn evidence_query(
         &self,
