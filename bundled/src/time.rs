@@ -129,7 +129,7 @@ fn check_rfc3339_syntax(text: &str) -> Result<(), &'static str> {
     }
     match bytes.get(index..) {
         Some(b"Z" | b"z") => Ok(()),
-        Some([sign, h1, h2, b':', m1, m2]) if matches!(sign, b'+' | b'-') => {
+        Some([b'+' | b'-', h1, h2, b':', m1, m2]) => {
             let number = |high: &u8, low: &u8| {
                 (high.is_ascii_digit() && low.is_ascii_digit())
                     .then(|| (high - b'0') * 10 + (low - b'0'))

@@ -4,7 +4,9 @@
 //! lost on `jsonpath_not_found`, RFC 3339 offsets out of range, and HTTP
 //! destinations outside the allow-list's host, port or address rules.
 
+#[cfg(feature = "http")]
 use std::io::{BufRead, BufReader, Write};
+#[cfg(feature = "http")]
 use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -342,6 +344,7 @@ fn time_offsets_must_lie_within_23_59() {
 
 /// A loopback HTTP server answering `200 OK` / `hello` to `requests`
 /// connections; its port.
+#[cfg(feature = "http")]
 fn http_server(requests: usize) -> u16 {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();

@@ -99,9 +99,7 @@ fn providers() -> &'static Providers {
 /// Runs one fuzz input; panics when an invariant breaks. Returns the
 /// answer's error code (`None` for a value).
 pub fn run(data: &[u8]) -> Option<String> {
-    let Some((&selector, rest)) = data.split_first() else {
-        return None;
-    };
+    let (&selector, rest) = data.split_first()?;
     let text = String::from_utf8_lossy(rest).into_owned();
     let providers = providers();
     let mut provider = &providers.normal;
