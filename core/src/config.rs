@@ -40,7 +40,7 @@ pub const MAX_KEY_FILE_BYTES: u64 = 4096;
 pub const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
 
 /// Provider names reserved for Decision Gate's built-in providers.
-pub const RESERVED_PROVIDER_NAMES: [&str; 4] = ["time", "env", "json", "http"];
+pub const RESERVED_PROVIDER_NAMES: [&str; 4] = crate::contract::RESERVED_PROVIDER_IDS;
 
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -678,12 +678,26 @@ impl Default for BundledEnvConfig {
 pub struct BundledJsonConfig {
     /// Largest file read, 1..=64 MiB (default 1 MiB).
     pub max_file_bytes: u64,
+    /// Largest `json_path` value, as compact JSON, 1 KiB..=16 MiB (default
+    /// 256 KiB: three times it, the most an MCP-dialect answer carries, stays
+    /// under the default 1 MiB frame limit).
+    pub max_result_bytes: u64,
+    /// Most nodes a JSONPath may select, 1..=1000000 (default 10000).
+    pub max_result_nodes: u64,
 }
+
+/// Default of `[bundled.json] max_result_bytes` (256 KiB).
+pub const DEFAULT_MAX_RESULT_BYTES: u64 = 256 * 1024;
+
+/// Default of `[bundled.json] max_result_nodes`.
+pub const DEFAULT_MAX_RESULT_NODES: u64 = 10_000;
 
 impl Default for BundledJsonConfig {
     fn default() -> Self {
         BundledJsonConfig {
             max_file_bytes: 1024 * 1024,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
+            max_result_nodes: DEFAULT_MAX_RESULT_NODES,
         }
     }
 }
@@ -693,10 +707,20 @@ impl Default for BundledJsonConfig {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct BundledHttpConfig {
-    /// Hosts the http checks may fetch; empty = none.
+    /// Hosts the http checks may fetch; empty = none. `host` allows the
+    /// scheme's default port only, `host:port` that port only (see
+    /// [`HostPattern`]).
     pub allow_hosts: Vec<String>,
     /// Allow `http://` URLs.
     pub allow_insecure_http: bool,
+    /// Allow destinations whose address is loopback, private, link-local,
+    /// unique-local, unspecified or otherwise special-purpose (default
+    /// false: refused after resolution).
+    pub allow_private_addresses: bool,
+    /// Use the proxy named by `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY` (and
+    /// their lower-case forms) in the environment (default false: connect
+    /// directly, whatever the environment says).
+    pub use_env_proxy: bool,
     /// Whole-request budget, 100..=60000 ms (default 5000).
     pub timeout_ms: u64,
     /// Largest response body read, 1..=64 MiB (default 1 MiB).
@@ -708,10 +732,105 @@ impl Default for BundledHttpConfig {
         BundledHttpConfig {
             allow_hosts: Vec::new(),
             allow_insecure_http: false,
+            allow_private_addresses: false,
+            use_env_proxy: false,
             timeout_ms: 5000,
             max_body_bytes: 1024 * 1024,
         }
     }
+}
+
+/// One `[bundled.http] allow_hosts` entry: a host and, optionally, a port.
+///
+/// `example.com` allows `example.com` on the default port of the URL's
+/// scheme only (443 for `https`, 80 for `http`); `example.com:8443` allows
+/// that port only. Host names compare case-insensitively; an IPv6 address
+/// is written in brackets (`[::1]`, `[::1]:8443`) and compares as an
+/// address.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HostPattern {
+    /// The host, lower-cased; an IPv6 address keeps its brackets.
+    pub host: String,
+    /// The port, or `None` for the scheme's default port.
+    pub port: Option<u16>,
+}
+
+impl HostPattern {
+    /// Parses an entry, or says what is wrong with it.
+    pub fn parse(entry: &str) -> Result<HostPattern, String> {
+        let usage = "write a host name or address with an optional port, e.g. \"example.com\", \"example.com:8443\" or \"[::1]:8443\" (no scheme, path or user)";
+        if entry.is_empty()
+            || entry.contains("://")
+            || entry.contains(['/', '?', '#', '@'])
+            || entry.contains(char::is_whitespace)
+        {
+            return Err(format!("{entry:?} is not a bare host name; {usage}"));
+        }
+        let (host, port) = if let Some(rest) = entry.strip_prefix('[') {
+            let Some((inside, after)) = rest.split_once(']') else {
+                return Err(format!("{entry:?} opens `[` without `]`; {usage}"));
+            };
+            if inside.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(format!(
+                    "{entry:?}: `{inside}` is not an IPv6 address; {usage}"
+                ));
+            }
+            let port = match after {
+                "" => None,
+                other => match other.strip_prefix(':') {
+                    Some(port) => Some(port),
+                    None => return Err(format!("{entry:?} has text after `]`; {usage}")),
+                },
+            };
+            (format!("[{}]", inside.to_ascii_lowercase()), port)
+        } else {
+            match entry.split_once(':') {
+                None => (entry.to_ascii_lowercase(), None),
+                Some((_, port)) if port.contains(':') => {
+                    return Err(format!(
+                        "{entry:?} has more than one `:`; write an IPv6 address in brackets, e.g. \"[::1]:8443\""
+                    ));
+                }
+                Some((host, port)) => (host.to_ascii_lowercase(), Some(port)),
+            }
+        };
+        if !host.starts_with('[') && host.contains(['[', ']']) {
+            return Err(format!("{entry:?} has a stray `[` or `]`; {usage}"));
+        }
+        if host.is_empty() {
+            return Err(format!("{entry:?} has no host; {usage}"));
+        }
+        let port = match port {
+            None => None,
+            Some(text) => match text.parse::<u16>() {
+                Ok(port) if port > 0 && text.bytes().all(|byte| byte.is_ascii_digit()) => {
+                    Some(port)
+                }
+                _ => {
+                    return Err(format!(
+                        "{entry:?}: the port `{text}` is not a number in 1..=65535; {usage}"
+                    ));
+                }
+            },
+        };
+        Ok(HostPattern { host, port })
+    }
+
+    /// Whether this entry allows `host` (as a URL carries it: lower or
+    /// upper case, an IPv6 address in brackets) on `port` (the URL's
+    /// explicit port, or its scheme's default) given the scheme's
+    /// `default_port`.
+    pub fn allows(&self, host: &str, port: u16, default_port: u16) -> bool {
+        let same_host = match (bracketed_ipv6(&self.host), bracketed_ipv6(host)) {
+            (Some(ours), Some(theirs)) => ours == theirs,
+            _ => self.host.eq_ignore_ascii_case(host),
+        };
+        same_host && self.port.unwrap_or(default_port) == port
+    }
+}
+
+fn bracketed_ipv6(host: &str) -> Option<std::net::Ipv6Addr> {
+    host.strip_prefix('[')?.strip_suffix(']')?.parse().ok()
 }
 
 const MIB: u64 = 1024 * 1024;
@@ -1560,19 +1679,24 @@ impl BundledConfig {
             64 * MIB,
             MIB,
         )?;
+        check_range(
+            "bundled.json.max_result_bytes",
+            self.json.max_result_bytes,
+            1024,
+            16 * MIB,
+            DEFAULT_MAX_RESULT_BYTES,
+        )?;
+        check_range(
+            "bundled.json.max_result_nodes",
+            self.json.max_result_nodes,
+            1,
+            1_000_000,
+            DEFAULT_MAX_RESULT_NODES,
+        )?;
         for (index, host) in self.http.allow_hosts.iter().enumerate() {
-            let bare = !host.is_empty()
-                && !host.contains("://")
-                && !host.contains(['/', '?', '#', '@'])
-                && !host.contains(char::is_whitespace);
-            if !bare {
-                return Err(invalid(
-                    format!("bundled.http.allow_hosts[{index}]"),
-                    format!(
-                        "{host:?} is not a bare host name; write e.g. \"example.com\" or \"example.com:8443\" (no scheme or path)"
-                    ),
-                ));
-            }
+            HostPattern::parse(host).map_err(|message| {
+                invalid(format!("bundled.http.allow_hosts[{index}]"), message)
+            })?;
         }
         check_name_list("bundled.http.allow_hosts", &self.http.allow_hosts, "host")?;
         if let Some(key_id) = self

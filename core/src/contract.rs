@@ -25,6 +25,12 @@
 //! checks each example against its schemas. Without `std` a schema is only
 //! checked to be a JSON object or boolean.
 //!
+//! Decision Gate applies rules of its own on top of these (reserved names,
+//! a size limit on the hashed contract, and, under its default strict
+//! validation, a declared result type and comparators that suit it):
+//! [`ProviderContract::check_decision_gate_rules`] lists every violation,
+//! with its place and the rule's name (module `rules`).
+//!
 //! Limits: a contract is configuration, read from a local file whose size
 //! the loader bounds ([`MAX_CONTRACT_BYTES`]); nothing here reads files.
 
@@ -36,6 +42,14 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+mod rules;
+
+pub use rules::{
+    MAX_SCHEMA_NESTING, RESERVED_PROVIDER_IDS, RULE_ALLOWED_COMPARATORS_OVERRIDE,
+    RULE_COMPARATOR_FOR_TYPE, RULE_CONTRACT_SIZE, RULE_RESERVED_PROVIDER_ID,
+    RULE_RESULT_SCHEMA_TYPE, RuleViolation,
+};
 
 /// The largest capabilities contract file a loader should read (1 MiB).
 pub const MAX_CONTRACT_BYTES: u64 = 1024 * 1024;

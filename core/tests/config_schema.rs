@@ -239,6 +239,8 @@ fn targeted_rules_hold_both_ways() {
         json!({"server": {"bind": "10.1.2.3:08080", "auth": {"mode": "bearer_token", "bearer_tokens": ["x"]}}}),
         json!({"server": {"tools": {"mode": "passthrough", "allowlist": []}}}),
         json!({"bundled": {"env": {"allow": ["HOME", "PATH"]}, "http": {"allow_hosts": ["example.com:8443"]}}}),
+        json!({"bundled": {"http": {"allow_hosts": ["[::1]", "[2001:db8::1]:8443", "10.0.0.1:80"], "allow_private_addresses": true, "use_env_proxy": true}}}),
+        json!({"bundled": {"json": {"max_result_bytes": 1024, "max_result_nodes": 1}}}),
     ];
     for instance in &accepted {
         if let Some(error) = first_error(&validator, instance) {
@@ -264,6 +266,11 @@ fn targeted_rules_hold_both_ways() {
         json!({"bundled": {"provider_id": "env"}}),
         json!({"bundled": {"env": {"allow": [""]}}}),
         json!({"bundled": {"http": {"allow_hosts": ["user@example.com"]}}}),
+        json!({"bundled": {"http": {"allow_hosts": ["::1"]}}}),
+        json!({"bundled": {"http": {"allow_hosts": ["example.com:http"]}}}),
+        json!({"bundled": {"http": {"use_env_proxy": "yes"}}}),
+        json!({"bundled": {"json": {"max_result_bytes": 1023}}}),
+        json!({"bundled": {"json": {"max_result_nodes": 0}}}),
         json!({"logging": {"dir": 7}}),
     ];
     for instance in &refused {

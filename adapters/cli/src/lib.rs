@@ -13,7 +13,6 @@
 
 mod docs_cmd;
 mod logging;
-mod provider;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -35,7 +34,7 @@ use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
-use crate::provider::{BundledProvider, BundledSettings};
+use evidence_wire_bundled::{BundledProvider, BundledSettings};
 
 #[derive(Parser)]
 #[command(
@@ -75,8 +74,11 @@ enum Command {
         after_help = "Example:\n  evidence-wire verify result.json --key 'my-key=ea4a6c63...d22c'"
     )]
     Verify(VerifyArgs),
-    /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path).
-    #[command(after_help = "Example:\n  evidence-wire contract > evidence-wire.contract.json")]
+    /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path),
+    /// or check a contract against Decision Gate's rules.
+    #[command(
+        after_help = "Examples:\n  evidence-wire contract > evidence-wire.contract.json\n  evidence-wire contract --check my-provider.contract.json"
+    )]
     Contract(ContractArgs),
     /// Make an ed25519 signing key: PREFIX (secret seed, mode 0600) and PREFIX.pub (public key).
     #[command(
@@ -296,6 +298,12 @@ struct ContractArgs {
     /// The provider id to put in the contract (default: [bundled] provider_id, or evidence-wire).
     #[arg(long)]
     provider_id: Option<String>,
+    /// Check a contract instead of printing it: FILE (a capabilities_path
+    /// JSON file), or the bundled provider's own without one. Lists every
+    /// problem Decision Gate would refuse, with its place and rule; exit 1
+    /// when there is one.
+    #[arg(long, value_name = "FILE", num_args = 0..=1)]
+    check: Option<Option<PathBuf>>,
 }
 
 /// A failure with its exit code.
@@ -362,6 +370,37 @@ fn load_config(path: Option<&Path>) -> Result<Config, Failure> {
 
 fn config_check(file: &Path) -> Result<u8, Failure> {
     let config = Config::load(file).map_err(|error| Failure::usage(error.to_string()))?;
+    // The contracts loaded; now Decision Gate's own rules for each.
+    let mut problems = Vec::new();
+    for (index, provider) in config.providers.iter().enumerate() {
+        let Some(contract) = &provider.contract else {
+            continue;
+        };
+        let prefix = format!(
+            "providers[{index}] ({}): capabilities_path contract",
+            provider.name
+        );
+        problems.extend(
+            contract
+                .check_decision_gate_rules()
+                .iter()
+                .map(|violation| format!("{prefix}: {violation}")),
+        );
+        if let Some(path) = &provider.capabilities_path {
+            problems.extend(dg_path_rule(path).map(|detail| format!("{prefix}: {detail}")));
+        }
+    }
+    if !problems.is_empty() {
+        for problem in &problems {
+            println!("{}: {problem}", file.display());
+        }
+        return Err(Failure::evidence(format!(
+            "{}: loads, but Decision Gate would refuse {} thing{} in the contracts it names (listed above)",
+            file.display(),
+            problems.len(),
+            if problems.len() == 1 { "" } else { "s" }
+        )));
+    }
     println!(
         "{}: ok ({} provider{}, server transport {}, docs {})",
         file.display(),
@@ -393,6 +432,8 @@ fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
             settings.env_allow.push(key.clone());
         }
     }
+    // As many json_path documents in memory as workers answering.
+    settings.json.max_concurrent = args.workers.clamp(1, 64);
     settings
 }
 
@@ -1137,6 +1178,94 @@ fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
         settings.provider_id = provider_id;
     }
     let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
-    println!("{}", provider.server_contract().contract_json());
-    Ok(0)
+    match args.check {
+        None => {
+            println!("{}", provider.server_contract().contract_json());
+            Ok(0)
+        }
+        Some(None) => contract_check("the bundled provider's contract", &provider.contract()),
+        Some(Some(path)) => {
+            let name = path.display().to_string();
+            let text = read_contract_file(&path)?;
+            match ProviderContract::from_json_str(&text) {
+                Ok(contract) => contract_check(&name, &contract),
+                Err(error) => {
+                    println!("{name}: contract: parse: {error}");
+                    Err(Failure::evidence(format!(
+                        "{name}: not a capabilities contract (see above)"
+                    )))
+                }
+            }
+        }
+    }
+}
+
+/// Reads a contract file, capped at [`evidence_wire::contract::MAX_CONTRACT_BYTES`].
+fn read_contract_file(path: &Path) -> Result<String, Failure> {
+    let limit = evidence_wire::contract::MAX_CONTRACT_BYTES;
+    let file = std::fs::File::open(path)
+        .map_err(|error| Failure::usage(format!("cannot open {}: {error}", path.display())))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|error| Failure::usage(format!("cannot read {}: {error}", path.display())))?;
+    if bytes.len() as u64 > limit {
+        return Err(Failure::usage(format!(
+            "{} is larger than {limit} bytes, the most Decision Gate reads for a contract",
+            path.display()
+        )));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| Failure::usage(format!("{} is not UTF-8 text", path.display())))
+}
+
+/// `contract --check`: what `validate` refuses, then Decision Gate's own
+/// rules; one line per problem on stdout (`NAME: LOCATION: RULE: DETAIL`).
+fn contract_check(name: &str, contract: &ProviderContract) -> Result<u8, Failure> {
+    let mut problems = Vec::new();
+    if let Err(error) = contract.validate(&contract.provider_id) {
+        problems.push(format!("contract: contract_valid: {error}"));
+    }
+    problems.extend(
+        contract
+            .check_decision_gate_rules()
+            .iter()
+            .map(ToString::to_string),
+    );
+    if problems.is_empty() {
+        println!(
+            "{name}: ok ({} check{} meet Decision Gate's contract rules, strict validation included)",
+            contract.checks.len(),
+            if contract.checks.len() == 1 { "" } else { "s" }
+        );
+        return Ok(0);
+    }
+    for problem in &problems {
+        println!("{name}: {problem}");
+    }
+    Err(Failure::evidence(format!(
+        "{name}: {} problem{} Decision Gate would refuse (listed above)",
+        problems.len(),
+        if problems.len() == 1 { "" } else { "s" }
+    )))
+}
+
+/// Decision Gate's limits on a `capabilities_path` string: at most 4096
+/// bytes in all and 255 per component.
+fn dg_path_rule(path: &Path) -> Option<String> {
+    let text = path.display().to_string();
+    if text.len() > 4096 {
+        return Some(format!(
+            "capabilities_path: path_length: {} bytes, more than the 4096 Decision Gate accepts",
+            text.len()
+        ));
+    }
+    path.components()
+        .map(|component| component.as_os_str().to_string_lossy().into_owned())
+        .find(|component| component.len() > 255)
+        .map(|component| {
+            format!(
+                "capabilities_path: path_length: the component {component:?} is longer than the 255 bytes Decision Gate accepts"
+            )
+        })
 }

@@ -414,11 +414,13 @@ fn http_server(
     port
 }
 
+/// `[bundled.http]` allowing `host` (with its port: a bare host allows only
+/// the default port), loopback destinations included.
 fn http_config(dir: &TempDir, insecure: bool, host: &str) -> PathBuf {
     dir.write(
         "http.toml",
         &format!(
-            "[bundled.http]\nallow_hosts = [{host:?}]\nallow_insecure_http = {insecure}\ntimeout_ms = 2000\nmax_body_bytes = 64\n"
+            "[bundled.http]\nallow_hosts = [{host:?}]\nallow_insecure_http = {insecure}\nallow_private_addresses = true\ntimeout_ms = 2000\nmax_body_bytes = 64\n"
         ),
     )
 }
@@ -426,8 +428,8 @@ fn http_config(dir: &TempDir, insecure: bool, host: &str) -> PathBuf {
 #[test]
 fn http_status_and_body_hash_on_loopback() {
     let dir = TempDir::new();
-    let config = http_config(&dir, true, "127.0.0.1");
     let port = http_server("200 OK", "", "hello", 2);
+    let config = http_config(&dir, true, &format!("127.0.0.1:{port}"));
     let url = format!("http://127.0.0.1:{port}/health");
 
     let status = query(
@@ -454,13 +456,13 @@ fn http_status_and_body_hash_on_loopback() {
 #[test]
 fn http_checks_do_not_follow_redirects() {
     let dir = TempDir::new();
-    let config = http_config(&dir, true, "127.0.0.1");
     let port = http_server(
         "302 Found",
         "Location: http://127.0.0.1:9/elsewhere\r\n",
         "",
         2,
     );
+    let config = http_config(&dir, true, &format!("127.0.0.1:{port}"));
     let url = format!("http://127.0.0.1:{port}/");
     let status = query(
         None,
@@ -501,13 +503,13 @@ fn http_checks_refuse_plain_http_other_hosts_and_big_bodies() {
     assert_error(&output, "http_host_not_allowed");
 
     let big = TempDir::new();
-    let config = http_config(&big, true, "127.0.0.1");
     let port = http_server(
         "200 OK",
         "",
         "this body is longer than the sixty-four byte limit set in the configuration",
         1,
     );
+    let config = http_config(&big, true, &format!("127.0.0.1:{port}"));
     let output = query(
         None,
         Some(&config),
@@ -1001,7 +1003,9 @@ fn http_timeout_when_the_server_accepts_and_never_answers() {
     let dir = TempDir::new();
     let config = dir.write(
         "timeout.toml",
-        "[bundled.http]\nallow_hosts = [\"127.0.0.1\"]\nallow_insecure_http = true\ntimeout_ms = 300\n",
+        &format!(
+            "[bundled.http]\nallow_hosts = [\"127.0.0.1:{port}\"]\nallow_insecure_http = true\nallow_private_addresses = true\ntimeout_ms = 300\n"
+        ),
     );
     let started = std::time::Instant::now();
     let output = query(
