@@ -190,9 +190,12 @@ fn serve_http(dir: &TempDir, args: &[&str]) -> (KillOnDrop, String) {
 /// answer (status, JSON body).
 fn post(stream: &mut TcpStream, body: &Value) -> (u16, Value) {
     let body = body.to_string();
+    // The server answers only for the address it listens on (DNS-rebinding
+    // protection): name it, port included.
+    let host = stream.peer_addr().expect("peer address");
     write!(
         stream,
-        "POST /rpc HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        "POST /rpc HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
         body.len()
     )
     .expect("send");
