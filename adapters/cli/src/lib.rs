@@ -127,7 +127,7 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
     /// Do not write the envelope validation log (default: [logging] enabled, on).
-    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log"])]
+    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log", "log_max_bytes"])]
     no_log: bool,
     /// Directory of the validation log (default: [logging] dir, or
     /// runs/mcp_server/envelope_validation under the working directory).
@@ -136,6 +136,11 @@ struct ServeArgs {
     /// Fixed clock and sequential ids in the validation log (byte-identical runs).
     #[arg(long)]
     deterministic_log: bool,
+    /// Total size cap of the validation log's run files in bytes; the current
+    /// file is rotated at a quarter of it and the oldest files deleted
+    /// (default: [logging] max_bytes, or 268435456 = 256 MiB; at least 16384).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..=1_099_511_627_776))]
+    log_max_bytes: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]

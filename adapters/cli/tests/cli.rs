@@ -1303,3 +1303,80 @@ fn configured_https_provider_uses_tls_ca_certs() {
         stderr(&check)
     );
 }
+
+/// Bytes and count of the validation log's run files in `dir` (`.latest`
+/// aside).
+fn run_files(dir: &Path) -> (u64, Vec<PathBuf>) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("log dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    files.sort();
+    let total = files
+        .iter()
+        .map(|path| std::fs::metadata(path).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    (total, files)
+}
+
+#[test]
+fn serve_log_max_bytes_caps_a_flood_of_empty_objects() {
+    // Issue 20 item 6: 1.05 MB of `{}` lines made a 154 MB log. 5000 lines
+    // (15 KB) make about 1.7 MB of records; the directory stays under the
+    // cap plus one record, rotated, with .latest on the newest file.
+    const CAP: u64 = 16_384;
+    let dir = TempDir::new();
+    let logs = dir.0.join("logs");
+    let flood = "{}\n".repeat(5000);
+    let output = run_in(
+        &[
+            "serve",
+            "--deterministic-log",
+            "--log-dir",
+            &logs.display().to_string(),
+            "--log-max-bytes",
+            &CAP.to_string(),
+        ],
+        Some(flood.as_bytes()),
+        Some(&dir.0),
+        &[],
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        output.stdout.iter().filter(|byte| **byte == b'\n').count(),
+        5000,
+        "every message was answered"
+    );
+    let (total, files) = run_files(&logs);
+    assert!(
+        total <= CAP + 4096,
+        "{total} bytes of log for a {CAP}-byte cap: {files:?}"
+    );
+    assert!(files.len() >= 2, "no rotation: {files:?}");
+    assert!(
+        !files.iter().any(|path| path.ends_with("run-000001.jsonl")),
+        "the oldest file was not deleted: {files:?}"
+    );
+    let newest = files.last().expect("a run file");
+    let latest = std::fs::canonicalize(logs.join(".latest")).expect(".latest resolves");
+    assert_eq!(latest, std::fs::canonicalize(newest).expect("newest"));
+    // The newest record is the last message's.
+    let text = std::fs::read_to_string(newest).expect("newest file");
+    let last: Value = serde_json::from_str(text.lines().last().expect("a record")).expect("JSON");
+    assert_eq!(
+        last["correlationId"],
+        "00000000-0000-4000-8000-000000001388"
+    );
+
+    // A cap under the minimum is a usage error naming the range.
+    let output = run_in(
+        &["serve", "--log-max-bytes", "1000"],
+        Some(b""),
+        Some(&dir.0),
+        &[],
+    );
+    assert_eq!(code(&output), 2);
+    assert!(stderr(&output).contains("16384"), "{}", stderr(&output));
+}
