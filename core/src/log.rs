@@ -705,7 +705,11 @@ mod tests {
         assert!(cut.ends_with("… (10485760 bytes)"), "{}", &cut[1000..]);
         assert!(cut.starts_with("xxxx"));
         // Never more than max bytes, whatever the mix.
-        for text in ["é\"\n\u{0}😀".repeat(500), "\\".repeat(3000), "a".repeat(257)] {
+        for text in [
+            "é\"\n\u{0}😀".repeat(500),
+            "\\".repeat(3000),
+            "a".repeat(257),
+        ] {
             for max in [32, 64, 255, 256, 1024] {
                 let cut = excerpt(&text, max);
                 let body = serde_json::to_string(&cut).expect("JSON");
