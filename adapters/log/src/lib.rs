@@ -1,7 +1,9 @@
 //! # evidence-wire-log
 //!
 //! The JSON Lines sink of envelope validation logs, shared by every runtime
-//! adapter (blocking, tokio, smol) and the CLI.
+//! adapter (blocking, tokio, smol) and the CLI; and [`relay`], the bounded,
+//! never-blocking relay of a provider child's stderr that the adapters'
+//! process clients share.
 //!
 //! The core turns each validation outcome into a
 //! [`ValidationRecord`]; this crate
@@ -56,6 +58,8 @@
         clippy::indexing_slicing
     )
 )]
+
+pub mod relay;
 
 use std::collections::VecDeque;
 use std::fmt;

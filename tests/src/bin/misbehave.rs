@@ -26,6 +26,7 @@
 //! | `huge-line` | writes `--bytes` (default 100 MiB) without a newline instead of its answer, then exits |
 //! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
 //! | `big-answer` | writes its answer padded to `--bytes` (default 2 MiB, over the 1 MiB limit) in the request's framing, and goes on serving |
+//! | `stderr-flood` | writes `--bytes` (default 16 MiB) of 128-byte lines to stderr, blocking as a write to a full pipe does, then answers correctly |
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
 //! across restarts, counting in FILE, and answers correctly afterwards:
@@ -66,6 +67,7 @@ enum Mode {
     HugeLine,
     HugeFrame,
     BigAnswer,
+    StderrFlood,
 }
 
 impl Mode {
@@ -85,6 +87,7 @@ impl Mode {
             "huge-line" => Mode::HugeLine,
             "huge-frame" => Mode::HugeFrame,
             "big-answer" => Mode::BigAnswer,
+            "stderr-flood" => Mode::StderrFlood,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -127,11 +130,38 @@ impl Budget {
 struct Misbehaving {
     budget: Arc<Budget>,
     delay: Duration,
+    /// Size of the stderr flood.
+    bytes: Option<u64>,
+}
+
+/// Writes `total` bytes of numbered 128-byte lines to stderr (blocking
+/// while the reader of the pipe does not keep up).
+fn flood_stderr(total: u64) -> io::Result<()> {
+    let mut stderr = io::stderr().lock();
+    let mut line = 0u64;
+    write_generated(&mut stderr, total, |piece| {
+        for chunk in piece.chunks_mut(128) {
+            let text = format!("misbehave: stderr flood line {line:012} ");
+            line += 1;
+            for (index, byte) in chunk.iter_mut().enumerate() {
+                *byte = text.as_bytes().get(index).copied().unwrap_or(b'e');
+            }
+            if let Some(last) = chunk.last_mut() {
+                *last = b'\n';
+            }
+        }
+    })?;
+    stderr.flush()
 }
 
 impl Handler for Misbehaving {
     fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
         let mode = self.budget.mode;
+        if mode == Mode::StderrFlood && self.budget.take() {
+            let total = self.bytes.unwrap_or(16 << 20);
+            flood_stderr(total).expect("misbehave: cannot write stderr");
+            eprintln!("misbehave: flooded stderr with {total} bytes on purpose; answering");
+        }
         if matches!(mode, Mode::CrashRequest | Mode::Hang | Mode::Slow) && self.budget.take() {
             match mode {
                 Mode::CrashRequest => {
@@ -378,7 +408,11 @@ fn main() {
         stdout: io::stdout(),
         bytes,
     };
-    let handler = Misbehaving { budget, delay };
+    let handler = Misbehaving {
+        budget,
+        delay,
+        bytes,
+    };
     let server = Server::new(ServerConfig::default());
     if let Err(error) = evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output) {
         eprintln!("misbehave: {error}");
