@@ -20,7 +20,9 @@
 //!   length plus [`LINE_COST`], so a flood of empty lines is limited too.
 //!   A line longer than [`RelayLimits::max_line_bytes`] is cut and ended
 //!   with `… (N bytes)`.
-//! - Dropped lines are summarised before the next line that passes, every
+//! - When lines start being dropped, a notice says so at once (the
+//!   process may end before any summary); dropped lines are summarised
+//!   before the next line that passes, every
 //!   [`FLUSH_INTERVAL`] while a flood goes on, and at the end of a child's
 //!   stderr ([`StderrRelay::end_of_stream`]):
 //!   `… K bytes (L lines) of provider stderr dropped (…)`; the last line
@@ -31,7 +33,8 @@
 //!   through the same queue, so they never block either.
 //!
 //! So what reaches the sink is bounded by `burst_bytes` plus
-//! `bytes_per_second` per second, plus one summary per passed line and one
+//! `bytes_per_second` per second, plus one notice and one summary per
+//! passed line and one
 //! summary and one line per [`FLUSH_INTERVAL`]; what waits in memory by
 //! `queue` lines of at most `max_line_bytes` (notes: 4 KiB).
 
@@ -149,6 +152,8 @@ struct State {
     /// its length): relayed by the next flush unless a newer line passes.
     tail: Vec<u8>,
     tail_len: Option<u64>,
+    /// Lines are being dropped (the notice saying so was queued).
+    dropping: bool,
 }
 
 impl State {
@@ -258,6 +263,7 @@ impl StderrRelay {
                 unreported_bytes: 0,
                 tail: Vec::new(),
                 tail_len: None,
+                dropping: false,
             }),
             queue: Some(sender),
         });
@@ -279,6 +285,7 @@ impl StderrRelay {
                         unreported_bytes: 0,
                         tail: Vec::new(),
                         tail_len: None,
+                        dropping: false,
                     }),
                     queue: None,
                 }),
@@ -301,9 +308,19 @@ impl StderrRelay {
         let now = self.now_ms();
         let mut state = self.shared.state();
         if !state.bucket.take(cost, now) {
+            if !state.dropping {
+                // Say so at once: the process may end before a summary.
+                state.dropping = true;
+                let notice = format!(
+                    "… provider stderr over its rate limit ({} bytes at once, then {} bytes/s): dropping lines, a summary follows",
+                    limits.burst_bytes, limits.bytes_per_second
+                );
+                let _ = self.shared.enqueue(&mut state, notice);
+            }
             state.hold(raw, limits.max_line_bytes);
             return;
         }
+        state.dropping = false;
         // A newer line passes: the held one is dropped for good.
         state.forget_tail();
         if state.unreported_lines > 0 {
@@ -455,9 +472,11 @@ mod tests {
         }
         relay.end_of_stream();
         let counts = relay.counts();
-        // 164 bytes a line: 24 lines fit in 4096, then the summary and the
-        // held last line.
-        assert!((26..=28).contains(&counts.relayed_lines), "{counts:?}");
+        // 164 bytes a line: 24 lines fit in 4096, then the notice that
+        // lines are dropped, the summary and the held last line.
+        assert!((27..=29).contains(&counts.relayed_lines), "{counts:?}");
+        let notice = wait_for(&lines, 25)[24].clone();
+        assert!(notice.contains("over its rate limit"), "{notice}");
         assert!(counts.dropped_lines >= 99_970, "{counts:?}");
         assert!(counts.relayed_bytes < 8192, "{counts:?}");
         let seen = wait_for(
