@@ -62,7 +62,7 @@ enum Command {
     Serve(ServeArgs),
     /// Query a provider and print the verified EvidenceResult.
     #[command(
-        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe\n  evidence-wire query --url https://localhost:8443/rpc --ca-cert ca.pem --check time_now\n  evidence-wire --config evidence-wire.toml query --provider git --check head"
+        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe\n  evidence-wire query --provider-id mine --check probe -- ./my-provider --verbose\n  evidence-wire query --url https://localhost:8443/rpc --ca-cert ca.pem --check time_now\n  evidence-wire --config evidence-wire.toml query --provider git --check head"
     )]
     Query(QueryArgs),
     /// Hash a JSON value (canonical JSON, SHA-256) or raw bytes.
@@ -72,7 +72,7 @@ enum Command {
     Hash(HashArgs),
     /// Verify an EvidenceResult file: its hash and, with --key, its signature.
     #[command(
-        after_help = "Example:\n  evidence-wire verify result.json --key 'my-key=ea4a6c63...d22c'"
+        after_help = "Example:\n  evidence-wire verify result.json --key 'k1=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c'"
     )]
     Verify(VerifyArgs),
     /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path).
@@ -178,9 +178,14 @@ struct QueryArgs {
     /// A provider from the configuration's [[providers]], by name.
     #[arg(long, value_name = "NAME", conflicts_with = "command")]
     provider: Option<String>,
-    /// Provider program and arguments, spawned without a shell (default: this binary's bundled provider).
-    #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true, conflicts_with = "url")]
-    command: Vec<String>,
+    /// Provider program, spawned without a shell (default: this binary's
+    /// bundled provider); its arguments go after `--`.
+    #[arg(long, value_name = "PROGRAM", conflicts_with = "url")]
+    command: Option<String>,
+    /// After `--`: the provider's arguments (with --command), or its whole
+    /// command line, program first (without): `-- ./my-provider --flag`.
+    #[arg(last = true, value_name = "ARGV", conflicts_with_all = ["url", "provider"])]
+    argv: Vec<String>,
     /// URL of an HTTP provider (POST, JSON-RPC).
     #[arg(long, conflicts_with = "provider")]
     url: Option<String>,
@@ -295,8 +300,35 @@ pub fn run() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("evidence-wire: {}", failure.message);
+            report(&failure.message);
             ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// The longest [`report`] waits for stderr to take its line.
+const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Writes `evidence-wire: <message>` on stderr, giving up after
+/// [`REPORT_WAIT`] when stderr blocks (a pipe nobody reads, possibly filled
+/// by a provider's relayed stderr): the exit code and stdout still tell the
+/// outcome, and the command never hangs on its own error message.
+fn report(message: &str) {
+    let line = format!("evidence-wire: {message}\n");
+    let (done, finished) = std::sync::mpsc::channel();
+    let fallback = line.clone();
+    let writer = std::thread::Builder::new()
+        .name("evidence-wire-report".into())
+        .spawn(move || {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            let _ = done.send(());
+        });
+    match writer {
+        Ok(_) => {
+            let _ = finished.recv_timeout(REPORT_WAIT);
+        }
+        Err(_) => {
+            let _ = std::io::stderr().write_all(fallback.as_bytes());
         }
     }
 }
@@ -571,9 +603,10 @@ fn target(
             allow_raw: true,
         });
     }
-    if !args.command.is_empty() {
+    let command_line: Vec<String> = args.command.iter().chain(&args.argv).cloned().collect();
+    if !command_line.is_empty() {
         return Ok(Target {
-            endpoint: Endpoint::Command(args.command.clone()),
+            endpoint: Endpoint::Command(command_line),
             framing: framing_of(args.framing),
             provider_id: args
                 .provider_id
@@ -768,7 +801,7 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
                 && matches!(verified.result().value, Some(EvidenceValue::Bytes(_))) =>
         {
             let (result, message) = refuse_raw(verified.into_result(), &target.provider_id);
-            eprintln!("evidence-wire: {message}");
+            report(&message);
             (result, 1)
         }
         Ok(verified) => {
@@ -776,7 +809,7 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
             (verified.into_result(), code)
         }
         Err((message, result)) => {
-            eprintln!("evidence-wire: {message}");
+            report(&message);
             (result, 1)
         }
     };

@@ -571,9 +571,68 @@ fn query_an_ad_hoc_command_in_both_framings() {
         if handshake {
             args.push("--handshake");
         }
-        args.extend(["--command", BIN, "serve"]);
+        args.extend(["--command", BIN, "--", "serve"]);
         let output = run(&args, None);
         assert_evidence(&output, &json!(1_710_000_000_000_i64));
+    }
+}
+
+#[test]
+fn query_command_is_one_program_with_its_arguments_after_double_dash() {
+    // Issue 21 item 6: `--command` used to swallow every later argument,
+    // so the documented order (`--command PROGRAM` then other options)
+    // exited 2.
+    let expected = json!(1_710_000_000_000_i64);
+    let output = run(
+        &[
+            "query",
+            "--command",
+            BIN,
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+            "--",
+            "serve",
+        ],
+        None,
+    );
+    assert_evidence(&output, &expected);
+    // Without --command, everything after `--` is the command line.
+    let output = run(
+        &[
+            "query",
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+            "--framing",
+            "ndjson",
+            "--handshake",
+            "--",
+            BIN,
+            "serve",
+            "--provider-id",
+            "evidence-wire",
+        ],
+        None,
+    );
+    assert_evidence(&output, &expected);
+    // A provider command line and a URL or a configured provider conflict.
+    for conflicting in [
+        &["--url", "https://localhost:1/rpc"][..],
+        &["--provider", "git"][..],
+    ] {
+        let mut args = vec!["query", "--check", "time_now"];
+        args.extend_from_slice(conflicting);
+        args.extend(["--", BIN, "serve"]);
+        let output = run(&args, None);
+        assert_eq!(code(&output), 2, "{conflicting:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("cannot be used with"),
+            "{}",
+            stderr(&output)
+        );
     }
 }
 
