@@ -22,9 +22,11 @@
 //! status and key output are asserted; a clap usage error is never
 //! accepted.
 //!
-//! Also here (issue 20 item 8): `query` answers within its timeout while the
-//! provider floods its stderr and nobody reads `query`'s own stderr, and
-//! relays only a bounded excerpt of it.
+//! Also here: `query` answers within its timeout while the provider floods
+//! its stderr and nobody reads `query`'s own stderr, and relays only a
+//! bounded excerpt of it (issue 20 item 8); `query --handshake` against a
+//! provider that answers `initialize` with a JSON-RPC error says so
+//! (issue 21 item 6).
 
 #![cfg(unix)]
 
@@ -902,4 +904,45 @@ fn query_answers_while_a_provider_floods_stderr_nobody_reads() {
         ran.stderr
     );
     assert!(ran.stderr.contains("stderr flood line 000000000000"));
+}
+
+/// `query --handshake` against a provider that answers `initialize` with a
+/// JSON-RPC error: exit 1, and the message names that error (it used to say
+/// the provider "answered initialize without a protocolVersion").
+#[test]
+fn query_reports_a_refused_handshake_as_the_error_it_was() {
+    let dir = TempDir::new();
+    let args: Vec<String> = [
+        "query",
+        "--handshake",
+        "--framing",
+        "ndjson",
+        "--provider-id",
+        "refuser",
+        "--check",
+        "probe",
+        "--timeout-ms",
+        "5000",
+        "--",
+        MISBEHAVE,
+        "refuse-initialize",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    let ran = finish(spawn_in(&dir.0, &args), b"", Duration::from_secs(15));
+    assert_eq!(ran.code, Some(1), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains(
+            "refused initialize with JSON-RPC error -32601: Method not found: initialize"
+        ),
+        "{}",
+        ran.stderr
+    );
+    assert!(
+        !ran.stderr.contains("without a protocolVersion"),
+        "{}",
+        ran.stderr
+    );
+    let result: Value = serde_json::from_slice(&ran.stdout).expect("the result on stdout");
+    assert_eq!(result["error"]["code"], "provider_unavailable");
 }

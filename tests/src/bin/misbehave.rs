@@ -26,6 +26,7 @@
 //! | `huge-line` | writes `--bytes` (default 100 MiB) without a newline instead of its answer, then exits |
 //! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
 //! | `big-answer` | writes its answer padded to `--bytes` (default 2 MiB, over the 1 MiB limit) in the request's framing, and goes on serving |
+//! | `refuse-initialize` | answers `initialize` with a JSON-RPC error (-32601) instead of its result |
 //! | `stderr-flood` | writes `--bytes` (default 16 MiB) of 128-byte lines to stderr, blocking as a write to a full pipe does, then answers correctly |
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
@@ -68,6 +69,7 @@ enum Mode {
     HugeFrame,
     BigAnswer,
     StderrFlood,
+    RefuseInitialize,
 }
 
 impl Mode {
@@ -88,6 +90,7 @@ impl Mode {
             "huge-frame" => Mode::HugeFrame,
             "big-answer" => Mode::BigAnswer,
             "stderr-flood" => Mode::StderrFlood,
+            "refuse-initialize" => Mode::RefuseInitialize,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -250,6 +253,24 @@ impl Output {
             .ok()
             .filter(|message| message.pointer("/result/content").is_some());
         let mode = self.budget.mode;
+        if mode == Mode::RefuseInitialize {
+            let initialized = serde_json::from_slice::<Value>(body)
+                .ok()
+                .filter(|message| message.pointer("/result/protocolVersion").is_some());
+            if let Some(message) = initialized {
+                if self.budget.take() {
+                    eprintln!("misbehave: refusing initialize on purpose");
+                    let refusal = json!({"jsonrpc": "2.0", "id": message["id"],
+                        "error": {"code": -32601, "message": "Method not found: initialize"}});
+                    let body = serde_json::to_vec(&refusal).map_err(io::Error::other)?;
+                    let mut reframed = Vec::new();
+                    frame::encode(framing, &body, &mut reframed).map_err(io::Error::other)?;
+                    let mut out = self.stdout.lock();
+                    out.write_all(&reframed)?;
+                    return out.flush();
+                }
+            }
+        }
         let spoil = matches!(
             mode,
             Mode::CrashHalf
