@@ -722,7 +722,7 @@ mod tests {
     fn no_record_is_longer_than_the_bound() {
         let mut recorder = Recorder::new(false);
         // The costliest text: control characters take 6 bytes escaped.
-        let nasty = "\u{1}\"\\é😀".repeat(1 << 16);
+        let nasty = "\u{1}\u{1}\u{1}\"\\é😀".repeat(1 << 16);
         let outcome = Outcome {
             id: Some(Value::String(nasty.clone())),
             method: Some(nasty.clone()),
