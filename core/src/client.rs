@@ -728,7 +728,14 @@ impl Client {
                     return;
                 };
                 if self.handshake == Handshake::Waiting(id) {
-                    self.finish_handshake(response.outcome.ok().map(|raw| raw.get()));
+                    let answer = response.outcome.map(|raw| raw.get()).map_err(|error| {
+                        format!(
+                            "JSON-RPC error {}: {}",
+                            error.code,
+                            crate::log::excerpt(&error.message, crate::log::MAX_NAME_BYTES)
+                        )
+                    });
+                    self.finish_handshake(answer);
                     return;
                 }
                 if self.pending.remove(&id).is_none() {
@@ -764,24 +771,25 @@ impl Client {
         }
     }
 
-    fn finish_handshake(&mut self, result: Option<&str>) {
+    /// `answer`: the `initialize` result, or the JSON-RPC error it was
+    /// answered with (described).
+    fn finish_handshake(&mut self, answer: Result<&str, String>) {
         self.handshake_deadline = None;
-        let version = result
-            .and_then(|text| serde_json::from_str::<Value>(text).ok())
-            .and_then(|value| {
-                value
-                    .get("protocolVersion")
-                    .and_then(Value::as_str)
-                    .map(str::to_owned)
-            });
+        let version = answer.as_ref().ok().and_then(|text| {
+            serde_json::from_str::<Value>(text)
+                .ok()?
+                .get("protocolVersion")?
+                .as_str()
+                .map(str::to_owned)
+        });
         let Some(version) = version else {
-            self.fail_all(&QueryError::ConnectionLost(
-                "the provider refused initialize".to_owned(),
-            ));
+            let reason = match answer {
+                Err(error) => format!("the provider refused initialize with {error}"),
+                Ok(_) => "the provider answered initialize without a protocolVersion".to_owned(),
+            };
+            self.fail_all(&QueryError::ConnectionLost(reason.clone()));
             self.needs_restart = true;
-            self.events.push_back(ClientEvent::Fatal(
-                "the provider answered initialize without a protocolVersion".to_owned(),
-            ));
+            self.events.push_back(ClientEvent::Fatal(reason));
             return;
         };
         self.handshake = Handshake::Done;

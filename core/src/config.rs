@@ -585,6 +585,9 @@ pub struct LoggingConfig {
     pub dir: PathBuf,
     /// Deterministic ids and timestamps in logs (for tests and diffs).
     pub deterministic: bool,
+    /// Total size cap of the log directory's run files, in bytes: a file
+    /// is rotated at a quarter of it and the oldest files are deleted.
+    pub max_bytes: u64,
 }
 
 impl Default for LoggingConfig {
@@ -593,7 +596,23 @@ impl Default for LoggingConfig {
             enabled: true,
             dir: PathBuf::from("runs/mcp_server/envelope_validation"),
             deterministic: false,
+            max_bytes: crate::log::DEFAULT_LOG_MAX_BYTES,
         }
+    }
+}
+
+/// Largest `[logging] max_bytes` (1 TiB).
+pub const MAX_LOG_MAX_BYTES: u64 = 1024 * 1024 * MIB;
+
+impl LoggingConfig {
+    fn validate(&self) -> Result<(), ConfigError> {
+        check_range(
+            "logging.max_bytes",
+            self.max_bytes,
+            crate::log::MIN_LOG_MAX_BYTES,
+            MAX_LOG_MAX_BYTES,
+            crate::log::DEFAULT_LOG_MAX_BYTES,
+        )
     }
 }
 
@@ -1015,6 +1034,7 @@ impl Config {
         }
         self.server.validate()?;
         self.docs.validate()?;
+        self.logging.validate()?;
         self.bundled.validate()?;
         Ok(())
     }

@@ -25,14 +25,16 @@
 //! of a stdio record is what `POST /rpc` answers for the same message alone
 //! ([`stdio_status`]).
 //!
-//! Limits: text that comes from the peer (method, tool, string request id,
-//! detail) is cut to [`MAX_NAME_BYTES`] / [`MAX_DETAIL_BYTES`] at a character
-//! boundary and marked with `…`, so one record stays small whatever the
-//! peer sent.
+//! Limits: text that comes from the peer (method, tool, route, request id,
+//! detail) is kept as an excerpt ([`excerpt`]): at most [`MAX_NAME_BYTES`] /
+//! [`MAX_DETAIL_BYTES`] once escaped as JSON, cut at a character boundary
+//! and ended with `… (N bytes)` naming the original length. So no record
+//! is longer than [`MAX_RECORD_BYTES`] as a JSON line, whatever the peer
+//! sent; the sink relies on that bound for its size cap.
 
 use alloc::borrow::ToOwned;
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
@@ -48,11 +50,25 @@ pub const SCHEMA_VERSION: &str = "1";
 /// The timestamp of every record in deterministic mode (the Unix epoch).
 pub const DETERMINISTIC_TIMESTAMP: &str = "1970-01-01T00:00:00.000Z";
 
-/// Longest method, tool, route or string request id kept in a record, in bytes.
+/// Longest method, tool, route or request id kept in a record, in bytes
+/// of its JSON string body (after escaping).
 pub const MAX_NAME_BYTES: usize = 256;
 
-/// Longest error detail kept in a record, in bytes.
+/// Longest error detail kept in a record, in bytes of its JSON string body
+/// (after escaping).
 pub const MAX_DETAIL_BYTES: usize = 1024;
+
+/// Longest JSON line ([`ValidationRecord::to_json_line`], newline included)
+/// any record can make: four names of [`MAX_NAME_BYTES`], a detail of
+/// [`MAX_DETAIL_BYTES`] and the fixed members fit with room to spare.
+pub const MAX_RECORD_BYTES: usize = 4096;
+
+/// Smallest total size cap of a log directory (`[logging] max_bytes`):
+/// four records of [`MAX_RECORD_BYTES`], one per file share.
+pub const MIN_LOG_MAX_BYTES: u64 = 16 * 1024;
+
+/// Default total size cap of a log directory (`[logging] max_bytes`): 256 MiB.
+pub const DEFAULT_LOG_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The transport a message came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -167,7 +183,7 @@ impl ErrorPayload {
             code: error.name().to_owned(),
             jsonrpc_code: error.jsonrpc_code(),
             message: error.message().to_owned(),
-            detail: detail.map(|detail| truncate(detail, MAX_DETAIL_BYTES)),
+            detail: detail.map(|detail| excerpt(detail, MAX_DETAIL_BYTES)),
         }
     }
 }
@@ -281,8 +297,17 @@ impl Recorder {
             )
         };
         let request_id = match &outcome.id {
-            Some(Value::String(id)) => Value::String(truncate(id, MAX_NAME_BYTES)),
-            Some(id @ Value::Number(_)) => id.clone(),
+            Some(Value::String(id)) => Value::String(excerpt(id, MAX_NAME_BYTES)),
+            Some(Value::Number(number)) => {
+                // Bounded unless serde_json's arbitrary precision is on:
+                // keep an excerpt of its digits as a string then.
+                let digits = number.to_string();
+                if digits.len() <= MAX_NUMBER_ID_BYTES {
+                    Value::Number(number.clone())
+                } else {
+                    Value::String(excerpt(&digits, MAX_NAME_BYTES))
+                }
+            }
             // Ids are strings, numbers or null; anything else is not an id.
             Some(_) | None => Value::Null,
         };
@@ -291,15 +316,15 @@ impl Recorder {
             correlation_id,
             request_id,
             transport: facts.transport,
-            route: truncate(facts.route, MAX_NAME_BYTES),
+            route: excerpt(facts.route, MAX_NAME_BYTES),
             method: outcome
                 .method
                 .as_deref()
-                .map(|method| truncate(method, MAX_NAME_BYTES)),
+                .map(|method| excerpt(method, MAX_NAME_BYTES)),
             tool: outcome
                 .tool
                 .as_deref()
-                .map(|tool| truncate(tool, MAX_NAME_BYTES)),
+                .map(|tool| excerpt(tool, MAX_NAME_BYTES)),
             status: facts.status,
             duration_micros,
             error: outcome
@@ -313,20 +338,50 @@ impl Recorder {
     }
 }
 
-/// `text`, cut to at most `max` bytes at a character boundary and ended
-/// with `…` when it was longer.
-fn truncate(text: &str, max: usize) -> String {
-    if text.len() <= max {
+/// Longest numeric request id kept as a number (a 64-bit integer or a
+/// double needs at most 24 characters).
+const MAX_NUMBER_ID_BYTES: usize = 32;
+
+/// How many bytes `c` takes inside a JSON string as serde_json writes it:
+/// `"` and `\` and the short escapes take 2, other control characters 6
+/// (`\u00XX`), everything else its UTF-8 length.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
+        c if u32::from(c) < 0x20 => 6,
+        c => c.len_utf8(),
+    }
+}
+
+/// `text` as a bounded excerpt: unchanged when it takes at most `max`
+/// bytes as the body of a JSON string (after escaping); otherwise its
+/// longest prefix, cut at a character boundary, that fits in `max` together
+/// with the marker `… (N bytes)`, where N is the original length in bytes.
+/// The result never takes more than `max` bytes escaped (for `max` of at
+/// least 32; a smaller `max` yields the marker alone).
+pub fn excerpt(text: &str, max: usize) -> String {
+    let mut escaped = 0usize;
+    for c in text.chars() {
+        escaped = escaped.saturating_add(escaped_len(c));
+    }
+    if escaped <= max {
         return text.to_owned();
     }
-    let ellipsis = '…';
-    let mut end = max.saturating_sub(ellipsis.len_utf8());
-    while end > 0 && !text.is_char_boundary(end) {
-        end -= 1;
+    let marker = format!("… ({} bytes)", text.len());
+    let budget = max.saturating_sub(marker.len());
+    let mut used = 0usize;
+    let mut end = 0usize;
+    for (index, c) in text.char_indices() {
+        let cost = escaped_len(c);
+        if used.saturating_add(cost) > budget {
+            break;
+        }
+        used = used.saturating_add(cost);
+        end = index.saturating_add(c.len_utf8());
     }
-    let mut cut = String::with_capacity(end.saturating_add(ellipsis.len_utf8()));
+    let mut cut = String::with_capacity(end.saturating_add(marker.len()));
     cut.push_str(text.get(..end).unwrap_or_default());
-    cut.push(ellipsis);
+    cut.push_str(&marker);
     cut
 }
 
@@ -616,9 +671,11 @@ mod tests {
         );
         let method = record.method.expect("method");
         assert!(method.len() <= MAX_NAME_BYTES, "{}", method.len());
-        assert!(method.ends_with('…'));
+        assert!(method.ends_with("… (8192 bytes)"), "{method}");
+        assert!(long.starts_with(method.trim_end_matches("… (8192 bytes)")));
         let detail = record.error.and_then(|error| error.detail).expect("detail");
         assert!(detail.len() <= MAX_DETAIL_BYTES);
+        assert!(detail.ends_with("… (8192 bytes)"), "{detail}");
         assert!(record.request_id.as_str().expect("id").len() <= MAX_NAME_BYTES);
         // A non-scalar id is not an id.
         let mut odd = outcome.clone();
@@ -629,6 +686,75 @@ mod tests {
             ClockReading::default(),
         );
         assert!(record.request_id.is_null());
+    }
+
+    #[test]
+    fn excerpts_count_escapes_and_name_the_original_length() {
+        assert_eq!(excerpt("short", 16), "short");
+        // Exactly at the limit once escaped: kept whole.
+        assert_eq!(excerpt("\"abc\"", 10), "\"abc\"");
+        // 100 control characters take 600 bytes escaped, not 100.
+        let controls = "\u{1}".repeat(100);
+        let cut = excerpt(&controls, 256);
+        assert!(cut.ends_with("… (100 bytes)"), "{cut:?}");
+        let escaped = serde_json::to_string(&cut).expect("JSON");
+        assert!(escaped.len() <= 256 + 2, "{}", escaped.len());
+        // A huge peer detail becomes a 1 KiB excerpt.
+        let huge = "x".repeat(10 << 20);
+        let cut = excerpt(&huge, MAX_DETAIL_BYTES);
+        assert!(cut.len() <= MAX_DETAIL_BYTES);
+        assert!(cut.ends_with("… (10485760 bytes)"), "{}", &cut[1000..]);
+        assert!(cut.starts_with("xxxx"));
+        // Never more than max bytes, whatever the mix.
+        for text in [
+            "é\"\n\u{0}😀".repeat(500),
+            "\\".repeat(3000),
+            "a".repeat(257),
+        ] {
+            for max in [32, 64, 255, 256, 1024] {
+                let cut = excerpt(&text, max);
+                let body = serde_json::to_string(&cut).expect("JSON");
+                assert!(body.len() - 2 <= max, "{max}: {} bytes", body.len() - 2);
+            }
+        }
+    }
+
+    #[test]
+    fn no_record_is_longer_than_the_bound() {
+        let mut recorder = Recorder::new(false);
+        // The costliest text: control characters take 6 bytes escaped.
+        let nasty = "\u{1}\u{1}\u{1}\"\\é😀".repeat(1 << 16);
+        let outcome = Outcome {
+            id: Some(Value::String(nasty.clone())),
+            method: Some(nasty.clone()),
+            tool: Some(nasty.clone()),
+            error: Some(CanonicalError::ResourceNotFound),
+            detail: Some(nasty.clone()),
+        };
+        let clock = ClockReading {
+            unix_millis: u64::MAX,
+            entropy: u128::MAX,
+        };
+        let facts = RecordFacts {
+            transport: Transport::Stdio,
+            route: &nasty,
+            status: 599,
+            duration_micros: u64::MAX,
+        };
+        let line = recorder.record(&outcome, &facts, clock).to_json_line();
+        assert!(
+            line.len() <= MAX_RECORD_BYTES,
+            "{} bytes > {MAX_RECORD_BYTES}",
+            line.len()
+        );
+        // A huge numeric id cannot occur without arbitrary precision; the
+        // largest ones stay numbers.
+        let mut big = outcome.clone();
+        big.id = Some(json!(-1.7976931348623157e308));
+        let record = recorder.record(&big, &facts, clock);
+        assert!(record.request_id.is_number());
+        assert!(record.to_json_line().len() <= MAX_RECORD_BYTES);
+        assert!(MIN_LOG_MAX_BYTES >= 4 * MAX_RECORD_BYTES as u64);
     }
 
     #[test]

@@ -22,6 +22,9 @@
 //! query succeeds on a fresh child, and (for the floods, on Linux) that
 //! this process's peak memory grew by far less than the flood: the adapter
 //! buffers no more than the client's frame limit plus its read queue.
+//! Two more (issue 20) flood the child's stderr, once with a log sink that
+//! blocks like a stderr nobody reads: queries and timeouts keep their
+//! time, and what reaches the sink is a bounded excerpt.
 
 #![forbid(unsafe_code)]
 
@@ -69,17 +72,83 @@ impl Spec {
 }
 
 /// The lines an adapter logged (the child's stderr and its own notes).
-#[derive(Clone, Default)]
-struct Log(Arc<Mutex<Vec<String>>>);
+/// With [`Log::blocking`], every call of the sink also waits until the log
+/// is dropped, or at most until 15 s after it was made (so a test against
+/// an adapter that waits for its sink fails in bounded time instead of
+/// hanging): a stderr that nobody reads.
+#[derive(Default)]
+struct Log(Arc<Mutex<Vec<String>>>, Option<Arc<Gate>>);
+
+/// Closed until released (or its deadline): what a write to a full pipe
+/// waits for.
+struct Gate {
+    open: Mutex<bool>,
+    opened: std::sync::Condvar,
+    deadline: Instant,
+}
+
+impl Default for Gate {
+    fn default() -> Self {
+        Gate {
+            open: Mutex::new(false),
+            opened: std::sync::Condvar::new(),
+            deadline: Instant::now() + Duration::from_secs(15),
+        }
+    }
+}
+
+impl Gate {
+    fn wait(&self) {
+        let deadline = self.deadline;
+        let mut open = self.open.lock().unwrap_or_else(|error| error.into_inner());
+        while !*open && Instant::now() < deadline {
+            open = self
+                .opened
+                .wait_timeout(open, Duration::from_millis(100))
+                .map(|(open, _)| open)
+                .unwrap_or_else(|error| error.into_inner().0);
+        }
+    }
+
+    fn release(&self) {
+        *self.open.lock().unwrap_or_else(|error| error.into_inner()) = true;
+        self.opened.notify_all();
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        if let Some(gate) = &self.1 {
+            gate.release();
+        }
+    }
+}
 
 impl Log {
+    /// A log whose sink records the line, then blocks.
+    fn blocking() -> Self {
+        Log(Arc::default(), Some(Arc::default()))
+    }
+
     fn sink(&self) -> Arc<dyn Fn(&str) + Send + Sync> {
         let lines = Arc::clone(&self.0);
+        let gate = self.1.clone();
         Arc::new(move |line: &str| {
             if let Ok(mut lines) = lines.lock() {
                 lines.push(line.to_owned());
             }
+            if let Some(gate) = &gate {
+                gate.wait();
+            }
         })
+    }
+
+    /// How many lines and bytes reached the sink.
+    fn size(&self) -> (usize, usize) {
+        self.0
+            .lock()
+            .map(|lines| (lines.len(), lines.iter().map(String::len).sum()))
+            .unwrap_or_default()
     }
 
     /// Waits (bounded) for a line containing `needle`: stderr is read by
@@ -786,6 +855,87 @@ fn fails_fast_then_same_child_answers<R: Row>(
     );
 }
 
+/// How many bytes the child floods its stderr with, per query.
+const STDERR_FLOOD: &str = "8388608";
+
+/// A child that writes 8 MiB to its stderr before each answer, and a sink
+/// that blocks on its first line, as a stderr nobody reads does (issue 20
+/// item 8): the child's stderr is drained and dropped, so the queries are
+/// answered within their timeout and the supervisor's notes do not wait
+/// for the sink either; the sink saw one line.
+fn fault_stderr_flood_blocked_sink<R: Row>() {
+    let mut spec = Spec::new(
+        misbehave("stderr-flood", &["--bytes", STDERR_FLOOD]),
+        Framing::ContentLength,
+    );
+    spec.timeout_ms = 5_000;
+    spec.log = Log::blocking();
+    let row = spawn::<R>(&spec);
+    let started = Instant::now();
+    let outcomes = row.query_all(&[probe(1), probe(2)]);
+    let took = started.elapsed();
+    assert_echo(&outcomes[0], 1, &spec.log);
+    assert_echo(&outcomes[1], 2, &spec.log);
+    assert!(
+        took < Duration::from_millis(spec.timeout_ms),
+        "stderr flood: the queries took {took:?}"
+    );
+    // A query that times out is answered on time too: the supervisor's
+    // note about it does not wait for the blocked sink.
+    let (hang, _state) = misbehave_once("hang");
+    let mut hung = Spec::new(hang, Framing::ContentLength);
+    hung.log = Log::blocking();
+    let row = spawn::<R>(&hung);
+    let started = Instant::now();
+    let outcome = one(&row, 3);
+    let took = started.elapsed();
+    assert!(
+        matches!(&outcome, Err(failure) if is_timeout(failure)),
+        "{outcome:?}"
+    );
+    assert!(
+        took < Duration::from_millis(TIMEOUT_MS + 1_000),
+        "the timeout took {took:?} with a blocked sink"
+    );
+    let (lines, _) = spec.log.size();
+    assert!(lines <= 1, "the blocked sink was called {lines} times");
+}
+
+/// The same flood with a sink that keeps up: what reaches it is a bounded
+/// excerpt (the first 16 KiB, then 2 KiB/s) ending in a summary of what
+/// was dropped, not the 16 MiB the child wrote.
+fn fault_stderr_flood_is_excerpted<R: Row>() {
+    let mut spec = Spec::new(
+        misbehave("stderr-flood", &["--bytes", STDERR_FLOOD]),
+        Framing::NewlineDelimited,
+    );
+    spec.timeout_ms = 5_000;
+    let row = spawn::<R>(&spec);
+    let started = Instant::now();
+    assert_echo(&one(&row, 1), 1, &spec.log);
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    let took = started.elapsed();
+    assert!(
+        spec.log
+            .wait_for("flooded stderr with 8388608 bytes on purpose"),
+        "{}",
+        spec.log.dump()
+    );
+    assert!(
+        spec.log.wait_for("of provider stderr dropped"),
+        "no summary of the dropped lines:\n{}",
+        spec.log.dump()
+    );
+    let (lines, bytes) = spec.log.size();
+    // 16 KiB at once, 2 KiB a second after, lines of at most 1 KiB, plus
+    // the notes and summaries; far below the 16 MiB written.
+    let bound = 16 * 1024 + 2048 * (took.as_secs() as usize + 2) + 8 * 1024;
+    assert!(
+        bytes <= bound,
+        "{bytes} bytes in {lines} lines reached the sink (bound {bound}) in {took:?}"
+    );
+}
+
 fn is_timeout(failure: &Failure) -> bool {
     matches!(failure, Failure::Query(QueryError::Timeout(ms)) if *ms == TIMEOUT_MS)
 }
@@ -1036,6 +1186,10 @@ macro_rules! matrix {
             #[test] fn fault_deep_answer_content_length() { super::fault_deep_answer::<R>(Framing::ContentLength) }
             #[test] fn fault_deep_answer_ndjson() { super::fault_deep_answer::<R>(Framing::NewlineDelimited) }
             #[test] fn fault_late_answer_is_dropped() { fault_late_answer::<R>() }
+            #[test] fn fault_stderr_flood_with_a_blocked_sink() {
+                fault_stderr_flood_blocked_sink::<R>()
+            }
+            #[test] fn fault_stderr_flood_is_excerpted() { super::fault_stderr_flood_is_excerpted::<R>() }
         }
     )*};
 }

@@ -185,7 +185,8 @@ fn cli_query(check: &str, params: Option<&str>) -> Output {
     if let Some(params) = params {
         command.args(["--params", params]);
     }
-    command.arg("--command").args(dg_provider_command());
+    // The provider's command line, program first, after `--`.
+    command.arg("--").args(dg_provider_command());
     run(&mut command, b"", Duration::from_secs(60))
 }
 

@@ -199,7 +199,7 @@ fn cli_queries_a_vscode_jsonrpc_server() {
             "--framing",
             "content-length",
         ])
-        .args(["--timeout-ms", "30000", "--command", &node])
+        .args(["--timeout-ms", "30000", "--command", &node, "--"])
         .arg(peer_script("vscode_server.mjs"));
     let output = run(&mut command, b"", Duration::from_secs(90));
     assert_eq!(output.code(), Some(0), "{output:?}");

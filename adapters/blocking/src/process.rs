@@ -4,9 +4,13 @@
 //! supervisor ([`evidence_wire::supervisor::Supervisor`], which owns the
 //! [`Client`](evidence_wire::client::Client) state machine). The child's
 //! stdout is read by a reader thread, its stderr by a log thread (each line
-//! goes to the [`LogSink`]), and its stdin is written by a writer thread, so
-//! a child that stops reading can never block the supervisor: the request
-//! times out and the child is restarted. This file is plumbing only: it
+//! goes through the [`StderrRelay`] to the [`LogSink`]), and its stdin is
+//! written by a writer thread, so a child that stops reading can never
+//! block the supervisor: the request times out and the child is restarted.
+//! Neither can the sink: the relay drains the child's stderr whatever
+//! happens, calls the sink from a thread of its own, and drops (and counts)
+//! what it cannot pass on, so a stderr nobody reads never stalls a query or
+//! its timeout. This file is plumbing only: it
 //! spawns and kills the child, moves bytes, sleeps until the core's next
 //! deadline and maps outcomes to [`ProviderError`]; the restart policy lives
 //! in the core.
@@ -21,7 +25,9 @@
 //! [`ProviderError::Spawn`]. No request is silently lost or answered twice:
 //! every call of [`ProcessProvider::query`] gets exactly one outcome.
 //!
-//! Limits: stderr lines are cut at 64 KiB; the child's output is read in
+//! Limits: stderr is read in lines of at most 64 KiB and relayed under
+//! [`ProcessConfig::stderr_limits`] (default: 16 KiB at once, then 2 KiB/s,
+//! lines cut at 1 KiB, the rest dropped and summarised); the child's output is read in
 //! 64 KiB chunks of which at most [`OUTPUT_QUEUE`] wait for the supervisor
 //! (a child writing faster than it is decoded is slowed down, never
 //! buffered without end); frame limits come from [`ClientConfig::limits`];
@@ -39,9 +45,12 @@ use std::time::{Duration, Instant};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use evidence_wire::supervisor::{Action, Failure, RestartPolicy, Supervisor as CoreSupervisor};
+use evidence_wire_log::relay::{RelayLimits, StderrRelay};
 
 /// Bytes read from the child's stdout at once.
 const READ_CHUNK: usize = 64 * 1024;
+/// Longest piece of a stderr line read at once (longer lines are split).
+const MAX_STDERR_LINE: usize = 64 * 1024;
 /// Output chunks read from the child but not yet decoded, at most.
 pub const OUTPUT_QUEUE: usize = 16;
 
@@ -61,8 +70,11 @@ pub struct ProcessConfig {
     /// Largest restart delay.
     pub restart_backoff_max: Duration,
     /// Where stderr lines of the child go (default: this process's stderr,
-    /// prefixed with the program name).
+    /// prefixed with the program name). Called from the relay's own
+    /// thread; it may block without blocking anything else.
     pub log: LogSink,
+    /// How much of the child's stderr is relayed to `log`.
+    pub stderr_limits: RelayLimits,
 }
 
 impl ProcessConfig {
@@ -75,7 +87,14 @@ impl ProcessConfig {
             restart_backoff_initial: Duration::from_millis(50),
             restart_backoff_max: Duration::from_secs(5),
             log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
+            stderr_limits: RelayLimits::default(),
         }
+    }
+
+    /// The same settings with `limits` on the relayed stderr.
+    pub fn with_stderr_limits(mut self, limits: RelayLimits) -> Self {
+        self.stderr_limits = limits;
+        self
     }
 
     /// The same settings with `client`.
@@ -105,6 +124,7 @@ impl std::fmt::Debug for ProcessConfig {
             .field("client", &self.client)
             .field("restart_backoff_initial", &self.restart_backoff_initial)
             .field("restart_backoff_max", &self.restart_backoff_max)
+            .field("stderr_limits", &self.stderr_limits)
             .finish_non_exhaustive()
     }
 }
@@ -219,6 +239,8 @@ struct Supervisor {
     config: ProcessConfig,
     core: CoreSupervisor<Reply>,
     commands: Sender<Command_>,
+    /// The child's stderr and the supervisor's notes go through it.
+    relay: StderrRelay,
     running: Option<Running>,
     generation: u64,
     epoch: Instant,
@@ -230,6 +252,7 @@ impl Supervisor {
     fn new(config: ProcessConfig, commands: Sender<Command_>) -> Self {
         Supervisor {
             core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
+            relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
             config,
             commands,
             running: None,
@@ -281,24 +304,10 @@ impl Supervisor {
                 .spawn(move || read_loop(stdout, generation, &commands, &credit_tx));
         }
         if let Some(stderr) = stderr {
-            let log = Arc::clone(&self.config.log);
+            let relay = self.relay.clone();
             let _ = thread::Builder::new()
                 .name("evidence-wire-provider-stderr".into())
-                .spawn(move || {
-                    let mut reader = BufReader::new(stderr.take(u64::MAX));
-                    let mut line = Vec::new();
-                    loop {
-                        line.clear();
-                        // Lines are capped so a child cannot exhaust memory.
-                        match (&mut reader).take(64 * 1024).read_until(b'\n', &mut line) {
-                            Ok(0) | Err(_) => return,
-                            Ok(_) => {
-                                let text = String::from_utf8_lossy(&line);
-                                log(text.trim_end());
-                            }
-                        }
-                    }
-                });
+                .spawn(move || stderr_loop(stderr, &relay));
         }
         let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
         if let Some(stdin) = stdin {
@@ -390,7 +399,7 @@ impl Supervisor {
                 Action::Answer { payload, outcome } => {
                     let _ = payload.send(outcome.map_err(|failure| self.provider_error(failure)));
                 }
-                Action::Log(line) => (self.config.log)(&line),
+                Action::Log(line) => self.relay.note(&line),
                 _ => {}
             }
         }
@@ -469,6 +478,22 @@ fn read_loop(
             }
         }
     }
+}
+
+/// Drains the child's stderr into the relay, one line (or 64 KiB piece)
+/// at a time, until its end; the relay never blocks, so neither does this.
+fn stderr_loop(stderr: std::process::ChildStderr, relay: &StderrRelay) {
+    let mut reader = BufReader::new(stderr);
+    let mut line = Vec::new();
+    let limit = u64::try_from(MAX_STDERR_LINE).unwrap_or(u64::MAX);
+    loop {
+        line.clear();
+        match (&mut reader).take(limit).read_until(b'\n', &mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => relay.line(&line),
+        }
+    }
+    relay.end_of_stream();
 }
 
 fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {

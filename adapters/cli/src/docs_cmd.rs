@@ -25,7 +25,7 @@ use serde_json::json;
 pub enum DocsCommand {
     /// Search the docs: ranked sections, the documents they came from, follow-up queries.
     #[command(
-        after_help = "Examples:\n  evidence-wire docs search 'content-length limits'\n  evidence-wire docs search 'which dialect' --max 5\n  evidence-wire docs search ''    (an overview, one section per role)"
+        after_help = "Examples:\n  evidence-wire docs search 'content-length limits'\n  evidence-wire docs search 'which dialect' --max 5\n  evidence-wire docs search ''\n      an empty query: an overview, one section per role"
     )]
     Search {
         /// Words to look for; empty for an overview.
@@ -36,7 +36,7 @@ pub enum DocsCommand {
     },
     /// List every document (uri, name, title, description, mimeType).
     #[command(
-        after_help = "Examples:\n  evidence-wire docs list\n  evidence-wire --config evidence-wire.toml docs list    (with [docs] extra_paths)"
+        after_help = "Examples:\n  evidence-wire docs list\n  evidence-wire --config evidence-wire.toml docs list\n      with a configuration's [docs] extra_paths: their documents too"
     )]
     List,
     /// Print one document by URI, as resources/read serves it.

@@ -61,7 +61,7 @@ enum Command {
     Serve(ServeArgs),
     /// Query a provider and print the verified EvidenceResult.
     #[command(
-        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe\n  evidence-wire query --url https://localhost:8443/rpc --ca-cert ca.pem --check time_now\n  evidence-wire --config evidence-wire.toml query --provider git --check head"
+        after_help = "Examples:\n  evidence-wire query --check time_now\n  evidence-wire query --check file_size --params '{\"path\":\"Cargo.toml\"}'\n  evidence-wire query --command ./my-provider --provider-id mine --check probe\n  evidence-wire query --provider-id mine --check probe -- ./my-provider --verbose\n  evidence-wire query --url https://localhost:8443/rpc --ca-cert ca.pem --check time_now\n  evidence-wire --config evidence-wire.toml query --provider git --check head"
     )]
     Query(QueryArgs),
     /// Hash a JSON value (canonical JSON, SHA-256) or raw bytes.
@@ -71,7 +71,7 @@ enum Command {
     Hash(HashArgs),
     /// Verify an EvidenceResult file: its hash and, with --key, its signature.
     #[command(
-        after_help = "Example:\n  evidence-wire verify result.json --key 'my-key=ea4a6c63...d22c'"
+        after_help = "Example:\n  evidence-wire verify result.json --key 'k1=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c'"
     )]
     Verify(VerifyArgs),
     /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path),
@@ -134,7 +134,7 @@ struct ServeArgs {
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
     /// Do not write the envelope validation log (default: [logging] enabled, on).
-    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log"])]
+    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log", "log_max_bytes"])]
     no_log: bool,
     /// Directory of the validation log (default: [logging] dir, or
     /// runs/mcp_server/envelope_validation under the working directory).
@@ -157,6 +157,11 @@ struct ServeArgs {
     /// connections, rfc8785 after the MCP handshake).
     #[arg(long, value_enum)]
     hash_profile: Option<HashProfileArg>,
+    /// Total size cap of the validation log's run files in bytes; the current
+    /// file is rotated at a quarter of it and the oldest files deleted
+    /// (default: [logging] max_bytes, or 268435456 = 256 MiB; at least 16384).
+    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..=1_099_511_627_776))]
+    log_max_bytes: Option<u64>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -222,9 +227,14 @@ struct QueryArgs {
     /// A provider from the configuration's [[providers]], by name.
     #[arg(long, value_name = "NAME", conflicts_with = "command")]
     provider: Option<String>,
-    /// Provider program and arguments, spawned without a shell (default: this binary's bundled provider).
-    #[arg(long, num_args = 1.., value_name = "ARGV", allow_hyphen_values = true, conflicts_with = "url")]
-    command: Vec<String>,
+    /// Provider program, spawned without a shell (default: this binary's
+    /// bundled provider); its arguments go after `--`.
+    #[arg(long, value_name = "PROGRAM", conflicts_with = "url")]
+    command: Option<String>,
+    /// After `--`: the provider's arguments (with --command), or its whole
+    /// command line, program first (without): `-- ./my-provider --flag`.
+    #[arg(last = true, value_name = "ARGV", conflicts_with_all = ["url", "provider"])]
+    argv: Vec<String>,
     /// URL of an HTTP provider (POST, JSON-RPC).
     #[arg(long, conflicts_with = "provider")]
     url: Option<String>,
@@ -354,8 +364,35 @@ pub fn run() -> ExitCode {
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {
-            eprintln!("evidence-wire: {}", failure.message);
+            report(&failure.message);
             ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// The longest [`report`] waits for stderr to take its line.
+const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Writes `evidence-wire: <message>` on stderr, giving up after
+/// [`REPORT_WAIT`] when stderr blocks (a pipe nobody reads, possibly filled
+/// by a provider's relayed stderr): the exit code and stdout still tell the
+/// outcome, and the command never hangs on its own error message.
+fn report(message: &str) {
+    let line = format!("evidence-wire: {message}\n");
+    let (done, finished) = std::sync::mpsc::channel();
+    let fallback = line.clone();
+    let writer = std::thread::Builder::new()
+        .name("evidence-wire-report".into())
+        .spawn(move || {
+            let _ = std::io::stderr().write_all(line.as_bytes());
+            let _ = done.send(());
+        });
+    match writer {
+        Ok(_) => {
+            let _ = finished.recv_timeout(REPORT_WAIT);
+        }
+        Err(_) => {
+            let _ = std::io::stderr().write_all(fallback.as_bytes());
         }
     }
 }
@@ -692,9 +729,10 @@ fn target(
             hash_profile: evidence_wire::dialect::HashProfile::FollowDialect,
         });
     }
-    if !args.command.is_empty() {
+    let command_line: Vec<String> = args.command.iter().chain(&args.argv).cloned().collect();
+    if !command_line.is_empty() {
         return Ok(Target {
-            endpoint: Endpoint::Command(args.command.clone()),
+            endpoint: Endpoint::Command(command_line),
             framing: framing_of(args.framing),
             provider_id: args
                 .provider_id
@@ -893,7 +931,7 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
                 && matches!(verified.result().value, Some(EvidenceValue::Bytes(_))) =>
         {
             let (result, message) = refuse_raw(verified.into_result(), &target.provider_id);
-            eprintln!("evidence-wire: {message}");
+            report(&message);
             (result, 1)
         }
         Ok(verified) => {
@@ -911,7 +949,7 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
             (verified.into_result(), code)
         }
         Err((message, result)) => {
-            eprintln!("evidence-wire: {message}");
+            report(&message);
             (result, 1)
         }
     };

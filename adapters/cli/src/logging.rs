@@ -6,8 +6,10 @@
 //! directory (`[logging] dir` in a configuration file is resolved against
 //! the file's directory). `[logging] enabled = false` or `--no-log` turns it
 //! off, `--log-dir DIR` moves it, `[logging] deterministic = true` or
-//! `--deterministic-log` fixes its clock and ids. A log that cannot be
-//! written is reported once on stderr and the server goes on.
+//! `--deterministic-log` fixes its clock and ids, `[logging] max_bytes` or
+//! `--log-max-bytes` caps the directory's run files (256 MiB by default;
+//! rotated, oldest deleted). A log that cannot be written is reported once
+//! on stderr and the server goes on.
 //!
 //! Diagnostics: `EVIDENCE_WIRE_LOG` sets the stderr level (`error`, `warn`
 //! (default), `info`, `debug`, `trace`, `off`). At `info` every rejected
@@ -57,9 +59,11 @@ pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
     }
     let settings = match (&args.log_dir, LogSettings::from_config(&config.logging)) {
         // --log-dir turns logging on even when the configuration turned it off.
-        (Some(dir), settings) => LogSettings::new(dir).deterministic(
-            settings.is_some_and(|settings| settings.deterministic) || args.deterministic_log,
-        ),
+        (Some(dir), settings) => LogSettings::new(dir)
+            .deterministic(
+                settings.is_some_and(|settings| settings.deterministic) || args.deterministic_log,
+            )
+            .max_bytes(config.logging.max_bytes),
         (None, Some(settings)) => {
             let deterministic = settings.deterministic || args.deterministic_log;
             settings.deterministic(deterministic)
@@ -68,6 +72,10 @@ pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
             tracing::info!("validation log off ([logging] enabled = false)");
             return ValidationLog::disabled();
         }
+    };
+    let settings = match args.log_max_bytes {
+        Some(max_bytes) => settings.max_bytes(max_bytes),
+        None => settings,
     };
     let report: Arc<dyn Fn(&str) + Send + Sync> =
         Arc::new(|message: &str| tracing::warn!("validation log: {message}"));

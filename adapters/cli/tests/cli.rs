@@ -573,9 +573,68 @@ fn query_an_ad_hoc_command_in_both_framings() {
         if handshake {
             args.push("--handshake");
         }
-        args.extend(["--command", BIN, "serve"]);
+        args.extend(["--command", BIN, "--", "serve"]);
         let output = run(&args, None);
         assert_evidence(&output, &json!(1_710_000_000_000_i64));
+    }
+}
+
+#[test]
+fn query_command_is_one_program_with_its_arguments_after_double_dash() {
+    // Issue 21 item 6: `--command` used to swallow every later argument,
+    // so the documented order (`--command PROGRAM` then other options)
+    // exited 2.
+    let expected = json!(1_710_000_000_000_i64);
+    let output = run(
+        &[
+            "query",
+            "--command",
+            BIN,
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+            "--",
+            "serve",
+        ],
+        None,
+    );
+    assert_evidence(&output, &expected);
+    // Without --command, everything after `--` is the command line.
+    let output = run(
+        &[
+            "query",
+            "--check",
+            "time_now",
+            "--context",
+            CONTEXT,
+            "--framing",
+            "ndjson",
+            "--handshake",
+            "--",
+            BIN,
+            "serve",
+            "--provider-id",
+            "evidence-wire",
+        ],
+        None,
+    );
+    assert_evidence(&output, &expected);
+    // A provider command line and a URL or a configured provider conflict.
+    for conflicting in [
+        &["--url", "https://localhost:1/rpc"][..],
+        &["--provider", "git"][..],
+    ] {
+        let mut args = vec!["query", "--check", "time_now"];
+        args.extend_from_slice(conflicting);
+        args.extend(["--", BIN, "serve"]);
+        let output = run(&args, None);
+        assert_eq!(code(&output), 2, "{conflicting:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains("cannot be used with"),
+            "{}",
+            stderr(&output)
+        );
     }
 }
 
@@ -1375,4 +1434,81 @@ fn configured_https_provider_uses_tls_ca_certs() {
         "{}",
         stderr(&check)
     );
+}
+
+/// Bytes and count of the validation log's run files in `dir` (`.latest`
+/// aside).
+fn run_files(dir: &Path) -> (u64, Vec<PathBuf>) {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .expect("log dir")
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| path.extension().is_some_and(|ext| ext == "jsonl"))
+        .collect();
+    files.sort();
+    let total = files
+        .iter()
+        .map(|path| std::fs::metadata(path).map(|m| m.len()).unwrap_or(0))
+        .sum();
+    (total, files)
+}
+
+#[test]
+fn serve_log_max_bytes_caps_a_flood_of_empty_objects() {
+    // Issue 20 item 6: 1.05 MB of `{}` lines made a 154 MB log. 5000 lines
+    // (15 KB) make about 1.7 MB of records; the directory stays under the
+    // cap plus one record, rotated, with .latest on the newest file.
+    const CAP: u64 = 16_384;
+    let dir = TempDir::new();
+    let logs = dir.0.join("logs");
+    let flood = "{}\n".repeat(5000);
+    let output = run_in(
+        &[
+            "serve",
+            "--deterministic-log",
+            "--log-dir",
+            &logs.display().to_string(),
+            "--log-max-bytes",
+            &CAP.to_string(),
+        ],
+        Some(flood.as_bytes()),
+        Some(&dir.0),
+        &[],
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert_eq!(
+        output.stdout.iter().filter(|byte| **byte == b'\n').count(),
+        5000,
+        "every message was answered"
+    );
+    let (total, files) = run_files(&logs);
+    assert!(
+        total <= CAP + 4096,
+        "{total} bytes of log for a {CAP}-byte cap: {files:?}"
+    );
+    assert!(files.len() >= 2, "no rotation: {files:?}");
+    assert!(
+        !files.iter().any(|path| path.ends_with("run-000001.jsonl")),
+        "the oldest file was not deleted: {files:?}"
+    );
+    let newest = files.last().expect("a run file");
+    let latest = std::fs::canonicalize(logs.join(".latest")).expect(".latest resolves");
+    assert_eq!(latest, std::fs::canonicalize(newest).expect("newest"));
+    // The newest record is the last message's.
+    let text = std::fs::read_to_string(newest).expect("newest file");
+    let last: Value = serde_json::from_str(text.lines().last().expect("a record")).expect("JSON");
+    assert_eq!(
+        last["correlationId"],
+        "00000000-0000-4000-8000-000000001388"
+    );
+
+    // A cap under the minimum is a usage error naming the range.
+    let output = run_in(
+        &["serve", "--log-max-bytes", "1000"],
+        Some(b""),
+        Some(&dir.0),
+        &[],
+    );
+    assert_eq!(code(&output), 2);
+    assert!(stderr(&output).contains("16384"), "{}", stderr(&output));
 }

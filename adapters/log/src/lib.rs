@@ -1,7 +1,9 @@
 //! # evidence-wire-log
 //!
 //! The JSON Lines sink of envelope validation logs, shared by every runtime
-//! adapter (blocking, tokio, smol) and the CLI.
+//! adapter (blocking, tokio, smol) and the CLI; and [`relay`], the bounded,
+//! never-blocking relay of a provider child's stderr that the adapters'
+//! process clients share.
 //!
 //! The core turns each validation outcome into a
 //! [`ValidationRecord`]; this crate
@@ -28,11 +30,22 @@
 //! record already written and concurrent writers never interleave lines.
 //!
 //! Runs are named `<UTC time>-<pid>.jsonl` (`20250131T090500.250Z-4242.jsonl`);
-//! in deterministic mode `run-000001.jsonl`, `run-000002.jsonl`, … (the
-//! first free number), and the records themselves carry a fixed clock and
-//! sequential ids (see [`evidence_wire::log`]), so the same traffic writes
-//! the same bytes. Limits: at most [`MAX_RUNS_PER_NAME`] runs share a name
-//! prefix; a run's file is not rotated (one server run, one file).
+//! in deterministic mode `run-000001.jsonl`, `run-000002.jsonl`, … (one
+//! past the highest number present, so names sort by age), and the records
+//! themselves carry a fixed clock and sequential ids (see
+//! [`evidence_wire::log`]), so the same traffic writes the same bytes.
+//!
+//! Size: the run files of a directory (the files named as above, which this
+//! sink writes; other files are neither counted nor touched) hold at most
+//! [`LogSettings::max_bytes`] together (default
+//! [`DEFAULT_LOG_MAX_BYTES`], 256 MiB), plus at most one record. When the
+//! current file would pass a quarter of the cap, the next record starts a
+//! new file (named like a new run) and `.latest` is pointed at it; before
+//! each write the oldest run files are deleted until the record fits. No
+//! record is longer than [`evidence_wire::log::MAX_RECORD_BYTES`] (peer text
+//! is excerpted by the core). The sizes are counted by this log, so the cap
+//! holds for one server writing to a directory at a time. Limits: at most
+//! [`MAX_RUNS_PER_NAME`] runs share a name prefix.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -46,6 +59,9 @@
     )
 )]
 
+pub mod relay;
+
+use std::collections::VecDeque;
 use std::fmt;
 use std::fs::{self, File, OpenOptions};
 use std::hash::{BuildHasher, RandomState};
@@ -59,6 +75,7 @@ use evidence_wire::config::LoggingConfig;
 use evidence_wire::frame::Framing;
 use evidence_wire::http::{CONTENT_TYPE_SSE, HttpReply};
 use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport, ValidationRecord};
+pub use evidence_wire::log::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 use evidence_wire::server::{Outcome, ServerEvent};
 
 /// The default log directory, relative to the working directory.
@@ -77,6 +94,10 @@ pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 /// Called with every record written (the CLI turns them into diagnostics).
 pub type Listener = Arc<dyn Fn(&ValidationRecord) + Send + Sync>;
 
+/// How many files share a log directory's size cap: the current file is
+/// rotated when it would pass `max_bytes / FILE_SHARES`.
+pub const FILE_SHARES: u64 = 4;
+
 /// Where and how a validation log is written.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
@@ -85,6 +106,9 @@ pub struct LogSettings {
     pub dir: PathBuf,
     /// Fixed clock, zero durations, sequential ids and run numbers.
     pub deterministic: bool,
+    /// Total size cap of the directory's run files, in bytes (plus at most
+    /// one record); see the crate documentation.
+    pub max_bytes: u64,
 }
 
 impl Default for LogSettings {
@@ -92,6 +116,7 @@ impl Default for LogSettings {
         LogSettings {
             dir: PathBuf::from(DEFAULT_DIR),
             deterministic: false,
+            max_bytes: DEFAULT_LOG_MAX_BYTES,
         }
     }
 }
@@ -101,7 +126,7 @@ impl LogSettings {
     pub fn new(dir: impl Into<PathBuf>) -> Self {
         LogSettings {
             dir: dir.into(),
-            deterministic: false,
+            ..LogSettings::default()
         }
     }
 
@@ -111,12 +136,26 @@ impl LogSettings {
         self
     }
 
+    /// The same settings with a total size cap of `max_bytes` (the
+    /// configuration accepts [`MIN_LOG_MAX_BYTES`] and more; smaller caps
+    /// work too, down to one record per file).
+    pub fn max_bytes(mut self, max_bytes: u64) -> Self {
+        self.max_bytes = max_bytes;
+        self
+    }
+
     /// The settings of a `[logging]` table, or `None` when it turns logging off.
     pub fn from_config(config: &LoggingConfig) -> Option<Self> {
         config.enabled.then(|| LogSettings {
             dir: config.dir.clone(),
             deterministic: config.deterministic,
+            max_bytes: config.max_bytes,
         })
+    }
+
+    /// The size at which the current file is rotated (at least 1).
+    fn file_share(&self) -> u64 {
+        (self.max_bytes / FILE_SHARES).max(1)
     }
 }
 
@@ -167,8 +206,15 @@ impl std::error::Error for LogError {
 
 struct Inner {
     recorder: Recorder,
+    settings: LogSettings,
     file: Option<File>,
     path: Option<PathBuf>,
+    /// Bytes in the current file.
+    current_bytes: u64,
+    /// Earlier run files of the directory, oldest first, with their sizes.
+    older: VecDeque<(PathBuf, u64)>,
+    /// The sum of `older`'s sizes.
+    older_bytes: u64,
     reported: bool,
     reporter: Reporter,
     listener: Option<Listener>,
@@ -176,10 +222,140 @@ struct Inner {
 }
 
 impl Inner {
+    fn new(settings: &LogSettings, reporter: Reporter) -> Self {
+        Inner {
+            recorder: Recorder::new(settings.deterministic),
+            settings: settings.clone(),
+            file: None,
+            path: None,
+            current_bytes: 0,
+            older: VecDeque::new(),
+            older_bytes: 0,
+            reported: false,
+            reporter,
+            listener: None,
+            written: 0,
+        }
+    }
+
     fn report(&mut self, message: &str) {
         if !self.reported {
             self.reported = true;
             (self.reporter)(message);
+        }
+    }
+
+    /// Take the run files already in the directory into account (oldest
+    /// first) and delete the oldest until they fit under the cap.
+    fn adopt(&mut self, run: Run) {
+        let (file, path) = (run.file, run.path);
+        for (earlier, bytes) in earlier_runs(&self.settings.dir, &path) {
+            self.older_bytes = self.older_bytes.saturating_add(bytes);
+            self.older.push_back((earlier, bytes));
+        }
+        self.file = Some(file);
+        self.path = Some(path);
+        self.current_bytes = 0;
+        if let Err(error) = self.make_room(0) {
+            self.report(&error);
+        }
+    }
+
+    /// Delete the oldest earlier run files until `incoming` more bytes fit
+    /// under the cap. Fails (and deletes nothing more) when one cannot be
+    /// deleted, or when the current file alone leaves no room.
+    fn make_room(&mut self, incoming: u64) -> Result<(), String> {
+        let max = self.settings.max_bytes;
+        let total = |inner: &Inner| {
+            inner
+                .older_bytes
+                .saturating_add(inner.current_bytes)
+                .saturating_add(incoming)
+        };
+        while total(self) > max {
+            let Some((oldest, bytes)) = self.older.pop_front() else {
+                // A first record always fits: the cap is exceeded by at
+                // most that one record.
+                return if self.current_bytes == 0 {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "the validation log is at its size cap ({max} bytes) and has no older file to delete; records are dropped (raise [logging] max_bytes or --log-max-bytes)"
+                    ))
+                };
+            };
+            match fs::remove_file(&oldest) {
+                Ok(()) => {}
+                Err(error) if error.kind() == io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    self.older.push_front((oldest.clone(), bytes));
+                    return Err(format!(
+                        "cannot delete {} to keep the validation log under {max} bytes: {error}; records are dropped until it can be deleted",
+                        oldest.display()
+                    ));
+                }
+            }
+            self.older_bytes = self.older_bytes.saturating_sub(bytes);
+        }
+        Ok(())
+    }
+
+    /// Start a new run file for a record of `incoming` bytes when the
+    /// current one would pass its share of the cap.
+    fn rotate_if_full(&mut self, incoming: u64) {
+        if self.current_bytes == 0
+            || self.current_bytes.saturating_add(incoming) <= self.settings.file_share()
+        {
+            return;
+        }
+        match start_run(&self.settings) {
+            Ok(run) => {
+                if let Some(previous) = self.path.replace(run.path) {
+                    self.older_bytes = self.older_bytes.saturating_add(self.current_bytes);
+                    self.older.push_back((previous, self.current_bytes));
+                }
+                self.file = Some(run.file);
+                self.current_bytes = 0;
+                if let Some(error) = run.latest_error {
+                    self.report(&error.to_string());
+                }
+            }
+            // Keep writing the current file: the cap still holds, as older
+            // files are deleted first and records dropped when none is left.
+            Err(error) => self.report(&error.to_string()),
+        }
+    }
+
+    /// Write one record line: rotate, make room, then one `write`.
+    fn append(&mut self, line: &[u8]) {
+        if self.file.is_none() {
+            return;
+        }
+        let incoming = u64::try_from(line.len()).unwrap_or(u64::MAX);
+        self.rotate_if_full(incoming);
+        if let Err(error) = self.make_room(incoming) {
+            self.report(&error);
+            return;
+        }
+        let Some(file) = &mut self.file else {
+            return;
+        };
+        match file.write_all(line) {
+            Ok(()) => {
+                self.current_bytes = self.current_bytes.saturating_add(incoming);
+                self.written = self.written.saturating_add(1);
+            }
+            Err(error) => {
+                // Part of the line may have landed: count what the file holds.
+                if let Ok(metadata) = file.metadata() {
+                    self.current_bytes = metadata.len();
+                }
+                let path = self.path.clone().unwrap_or_default();
+                self.report(&format!(
+                    "cannot write to {}: {error}; later records may be lost (the server goes on)",
+                    path.display()
+                ));
+            }
         }
     }
 }
@@ -218,21 +394,16 @@ impl ValidationLog {
 
     /// [`ValidationLog::open`] reporting failures to `reporter` instead.
     pub fn open_with_reporter(settings: &LogSettings, reporter: Reporter) -> Self {
-        let (file, path, error) = match start_run(settings) {
-            Ok((file, path, latest_error)) => (Some(file), Some(path), latest_error),
-            Err(error) => (None, None, Some(error)),
-        };
-        let mut inner = Inner {
-            recorder: Recorder::new(settings.deterministic),
-            file,
-            path,
-            reported: false,
-            reporter,
-            listener: None,
-            written: 0,
-        };
-        if let Some(error) = error {
-            inner.report(&error.to_string());
+        let mut inner = Inner::new(settings, reporter);
+        match start_run(settings) {
+            Ok(mut run) => {
+                let latest_error = run.latest_error.take();
+                inner.adopt(run);
+                if let Some(error) = latest_error {
+                    inner.report(&error.to_string());
+                }
+            }
+            Err(error) => inner.report(&error.to_string()),
         }
         ValidationLog {
             inner: Some(Arc::new(Mutex::new(inner))),
@@ -242,20 +413,14 @@ impl ValidationLog {
     /// Start a run under `settings`, or say why the run's file could not be
     /// created (a `.latest` failure is an error here too).
     pub fn try_open(settings: &LogSettings) -> Result<Self, LogError> {
-        let (file, path, latest_error) = start_run(settings)?;
-        if let Some(error) = latest_error {
+        let mut run = start_run(settings)?;
+        if let Some(error) = run.latest_error.take() {
             return Err(error);
         }
+        let mut inner = Inner::new(settings, default_reporter());
+        inner.adopt(run);
         Ok(ValidationLog {
-            inner: Some(Arc::new(Mutex::new(Inner {
-                recorder: Recorder::new(settings.deterministic),
-                file: Some(file),
-                path: Some(path),
-                reported: false,
-                reporter: default_reporter(),
-                listener: None,
-                written: 0,
-            }))),
+            inner: Some(Arc::new(Mutex::new(inner))),
         })
     }
 
@@ -272,7 +437,8 @@ impl ValidationLog {
         self.inner.is_some()
     }
 
-    /// The current run's file, when one is open.
+    /// The current run file (the newest, which `.latest` names), when one
+    /// is open.
     pub fn path(&self) -> Option<PathBuf> {
         self.inner
             .as_ref()
@@ -302,18 +468,7 @@ impl ValidationLog {
             read_clock()
         };
         let record = inner.recorder.record(outcome, facts, clock);
-        if let Some(file) = &mut inner.file {
-            match file.write_all(&record.to_json_line()) {
-                Ok(()) => inner.written = inner.written.saturating_add(1),
-                Err(error) => {
-                    let path = inner.path.clone().unwrap_or_default();
-                    inner.report(&format!(
-                        "cannot write to {}: {error}; later records may be lost (the server goes on)",
-                        path.display()
-                    ));
-                }
-            }
-        }
+        inner.append(&record.to_json_line());
         if let Some(listener) = &inner.listener {
             listener(&record);
         }
@@ -468,9 +623,17 @@ fn read_clock() -> ClockReading {
     }
 }
 
+/// A freshly created run file.
+struct Run {
+    file: File,
+    path: PathBuf,
+    /// Why `.latest` could not be pointed at it, if it could not.
+    latest_error: Option<LogError>,
+}
+
 /// Create the directory, open a fresh run file and point `.latest` at it.
 /// A `.latest` failure is returned beside the open file.
-fn start_run(settings: &LogSettings) -> Result<(File, PathBuf, Option<LogError>), LogError> {
+fn start_run(settings: &LogSettings) -> Result<Run, LogError> {
     let dir = &settings.dir;
     fs::create_dir_all(dir).map_err(|source| LogError::Create {
         path: dir.clone(),
@@ -485,12 +648,24 @@ fn start_run(settings: &LogSettings) -> Result<(File, PathBuf, Option<LogError>)
             std::process::id()
         )
     };
+    // Deterministic runs count on from the highest number present, so a
+    // number freed by deleting an old file is not reused out of order.
+    let first_number = if settings.deterministic {
+        highest_run_number(dir).saturating_add(1)
+    } else {
+        0
+    };
     let mut attempt = 0u32;
     let (file, name) = loop {
-        let name = match (settings.deterministic, attempt) {
-            (true, _) => format!("{base}-{:06}.jsonl", attempt.saturating_add(1)),
-            (false, 0) => format!("{base}.jsonl"),
-            (false, _) => format!("{base}-{attempt}.jsonl"),
+        let name = if settings.deterministic {
+            format!(
+                "{base}-{:06}.jsonl",
+                first_number.saturating_add(u64::from(attempt))
+            )
+        } else if attempt == 0 {
+            format!("{base}.jsonl")
+        } else {
+            format!("{base}-{attempt}.jsonl")
         };
         let path = dir.join(&name);
         match OpenOptions::new().append(true).create_new(true).open(&path) {
@@ -503,8 +678,96 @@ fn start_run(settings: &LogSettings) -> Result<(File, PathBuf, Option<LogError>)
             Err(source) => return Err(LogError::Create { path, source }),
         }
     };
-    let latest = point_latest(dir, &name).err();
-    Ok((file, dir.join(name), latest))
+    let latest_error = point_latest(dir, &name).err();
+    Ok(Run {
+        file,
+        path: dir.join(name),
+        latest_error,
+    })
+}
+
+/// The number of `run-NNNNNN.jsonl`, if `name` is one.
+fn run_number(name: &str) -> Option<u64> {
+    let digits = name.strip_prefix("run-")?.strip_suffix(".jsonl")?;
+    if digits.len() < 6 || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// True when `name` is a timestamped run file:
+/// `YYYYMMDDTHHMMSS.mmmZ-<pid>[-<n>].jsonl`.
+fn is_timestamped_run(name: &str) -> bool {
+    let Some(stem) = name.strip_suffix(".jsonl") else {
+        return false;
+    };
+    let bytes = stem.as_bytes();
+    let shape = b"ddddddddTdddddd.dddZ-";
+    if bytes.len() <= shape.len() {
+        return false;
+    }
+    let (head, tail) = bytes.split_at(shape.len());
+    let head_ok = head
+        .iter()
+        .zip(shape)
+        .all(|(byte, expected)| match expected {
+            b'd' => byte.is_ascii_digit(),
+            other => byte == other,
+        });
+    let mut parts = tail.split(|byte| *byte == b'-');
+    let pid_ok = parts
+        .next()
+        .is_some_and(|pid| !pid.is_empty() && pid.iter().all(u8::is_ascii_digit));
+    let suffix_ok = match parts.next() {
+        None => true,
+        Some(suffix) => !suffix.is_empty() && suffix.iter().all(u8::is_ascii_digit),
+    };
+    head_ok && pid_ok && suffix_ok && parts.next().is_none()
+}
+
+/// True when this sink writes files named `name` (see the crate docs).
+fn is_run_file(name: &str) -> bool {
+    run_number(name).is_some() || is_timestamped_run(name)
+}
+
+/// The highest `run-NNNNNN.jsonl` number in `dir` (0 when none).
+fn highest_run_number(dir: &Path) -> u64 {
+    fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|entry| entry.file_name().to_str().and_then(run_number))
+                .max()
+                .unwrap_or(0)
+        })
+        .unwrap_or(0)
+}
+
+/// The run files of `dir` other than `current`, oldest first (by
+/// modification time, then name), with their sizes.
+fn earlier_runs(dir: &Path, current: &Path) -> Vec<(PathBuf, u64)> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut runs: Vec<(SystemTime, PathBuf, u64)> = entries
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_name().to_str().is_some_and(is_run_file))
+        .filter_map(|entry| {
+            let metadata = fs::symlink_metadata(entry.path()).ok()?;
+            metadata.is_file().then(|| {
+                (
+                    metadata.modified().unwrap_or(UNIX_EPOCH),
+                    entry.path(),
+                    metadata.len(),
+                )
+            })
+        })
+        .filter(|(_, path, _)| path != current)
+        .collect();
+    runs.sort();
+    runs.into_iter()
+        .map(|(_, path, bytes)| (path, bytes))
+        .collect()
 }
 
 /// Replace `<dir>/.latest` atomically with a link to `name` (relative, so
@@ -687,6 +950,166 @@ mod tests {
         let _ = fs::remove_file(&dir);
     }
 
+    /// Bytes of the run files in `dir` (what the cap covers; `.latest` and
+    /// other files aside) and how many there are.
+    fn run_files_size(dir: &Path) -> (u64, usize) {
+        let mut total = 0;
+        let mut count = 0;
+        for entry in fs::read_dir(dir).expect("dir").filter_map(Result::ok) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if is_run_file(&name) {
+                if let Ok(metadata) = fs::symlink_metadata(entry.path()) {
+                    total += metadata.len();
+                    count += 1;
+                }
+            }
+        }
+        (total, count)
+    }
+
+    fn newest_run(dir: &Path) -> PathBuf {
+        let (_, newest) = fs::read_dir(dir)
+            .expect("dir")
+            .filter_map(Result::ok)
+            .filter(|entry| is_run_file(&entry.file_name().to_string_lossy()))
+            .map(|entry| {
+                (
+                    run_number(&entry.file_name().to_string_lossy()),
+                    entry.path(),
+                )
+            })
+            .max()
+            .expect("a run file");
+        newest
+    }
+
+    #[test]
+    fn a_flood_stays_under_the_size_cap_and_latest_follows_rotation() {
+        const CAP: u64 = 16 * 1024;
+        let dir = scratch("cap");
+        fs::create_dir_all(&dir).expect("dir");
+        // A previous run's big file and an unrelated file: the first is
+        // counted and deleted, the second left alone.
+        fs::write(dir.join("run-000001.jsonl"), vec![b'x'; 12 * 1024]).expect("old run");
+        fs::write(dir.join("notes.txt"), b"not ours").expect("other file");
+        let settings = LogSettings::new(&dir).deterministic(true).max_bytes(CAP);
+        let worst = Arc::new(Mutex::new((0u64, 0usize)));
+        let sampler = Arc::clone(&worst);
+        let sampled_dir = dir.clone();
+        // Sample the directory after every record, while the writer holds
+        // the log: every change to the directory happens under that lock.
+        let listener: Listener = Arc::new(move |_: &ValidationRecord| {
+            let (total, files) = run_files_size(&sampled_dir);
+            let mut worst = sampler.lock().expect("worst");
+            worst.0 = worst.0.max(total);
+            worst.1 = worst.1.max(files);
+        });
+        let log = ValidationLog::try_open(&settings)
+            .expect("writable")
+            .with_listener(listener);
+        assert_eq!(log.path(), Some(dir.join("run-000002.jsonl")));
+        let mut stdio = log.stdio();
+        let mut outcome = outcome(Some(CanonicalError::InvalidEnvelope));
+        // Records of varied sizes, some with the longest detail.
+        for n in 0..2000 {
+            outcome.detail = Some("d".repeat(n % 1500));
+            stdio.observe(&ServerEvent::Handled(outcome.clone()), None);
+        }
+        assert_eq!(log.written(), 2000, "every record was written");
+        let (worst_total, most_files) = *worst.lock().expect("worst");
+        let bound = CAP + log::MAX_RECORD_BYTES as u64;
+        assert!(
+            worst_total <= bound,
+            "the directory reached {worst_total} bytes (cap {CAP} + one record)"
+        );
+        assert!(most_files <= 6, "{most_files} run files at once");
+        let (total, files) = run_files_size(&dir);
+        assert!(
+            total <= bound && files >= 2,
+            "{total} bytes in {files} files"
+        );
+        // The flood rotated through many files; the oldest were deleted,
+        // the previous run's first, and the unrelated file is still there.
+        assert!(!dir.join("run-000001.jsonl").exists());
+        assert!(!dir.join("run-000002.jsonl").exists());
+        assert!(dir.join("notes.txt").exists());
+        let current = log.path().expect("current file");
+        assert_eq!(current, newest_run(&dir));
+        let latest = fs::canonicalize(dir.join(LATEST)).expect(".latest resolves");
+        assert_eq!(latest, fs::canonicalize(&current).expect("current"));
+        // The newest records are kept, whole lines only.
+        let kept = lines(&current);
+        assert!(!kept.is_empty());
+        assert_eq!(
+            kept.last().expect("last")["correlationId"],
+            log::sequential_uuid(2000)
+        );
+        // A new run in the same directory keeps counting past the cap's files.
+        let again = ValidationLog::try_open(&settings).expect("second run");
+        let second = again.path().expect("second run file");
+        assert_eq!(second, newest_run(&dir));
+        assert!(run_files_size(&dir).0 <= bound);
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_huge_peer_detail_is_excerpted_in_the_file() {
+        let dir = scratch("excerpt");
+        let log = ValidationLog::open(&LogSettings::new(&dir).deterministic(true));
+        let mut huge = outcome(Some(CanonicalError::InvalidToolInput));
+        huge.detail = Some("\"\u{0}".repeat(5 << 20));
+        huge.method = Some("m".repeat(1 << 20));
+        huge.id = Some(Value::String("i".repeat(1 << 20)));
+        log.stdio().observe(&ServerEvent::Handled(huge), None);
+        let path = log.path().expect("run file");
+        let bytes = fs::read(&path).expect("log");
+        assert!(
+            bytes.len() <= log::MAX_RECORD_BYTES,
+            "one record took {} bytes",
+            bytes.len()
+        );
+        let record = &lines(&path)[0];
+        let detail = record["error"]["detail"].as_str().expect("detail");
+        assert!(detail.ends_with("… (10485760 bytes)"), "{detail}");
+        assert!(detail.starts_with("\"\u{0}"));
+        assert!(
+            record["method"]
+                .as_str()
+                .is_some_and(|method| method.ends_with("… (1048576 bytes)"))
+        );
+        assert!(
+            record["requestId"]
+                .as_str()
+                .is_some_and(|id| id.len() <= log::MAX_NAME_BYTES)
+        );
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn only_run_file_names_are_ours() {
+        for name in [
+            "run-000001.jsonl",
+            "run-1234567.jsonl",
+            "20250131T090500.250Z-4242.jsonl",
+            "20250131T090500.250Z-4242-3.jsonl",
+        ] {
+            assert!(is_run_file(name), "{name}");
+        }
+        for name in [
+            ".latest",
+            "run-1.jsonl",
+            "run-000001.json",
+            "notes.jsonl",
+            "20250131T090500.250Z.jsonl",
+            "20250131T090500.250Z-.jsonl",
+            "20250131T090500.250Z-42-x.jsonl",
+            "20250131T090500.250Z-42-1-2.jsonl",
+            "2025013XT090500.250Z-42.jsonl",
+        ] {
+            assert!(!is_run_file(name), "{name}");
+        }
+    }
+
     #[test]
     fn disabled_logs_write_nothing() {
         let log = ValidationLog::disabled();
@@ -701,5 +1124,6 @@ mod tests {
         let enabled = LogSettings::from_config(&LoggingConfig::default()).expect("on by default");
         assert_eq!(enabled.dir, PathBuf::from(DEFAULT_DIR));
         assert!(!enabled.deterministic);
+        assert_eq!(enabled.max_bytes, 256 * 1024 * 1024);
     }
 }

@@ -5,9 +5,12 @@
 //! ([`evidence_wire::supervisor::Supervisor`], which owns the
 //! [`Client`](evidence_wire::client::Client) state machine), and runs a
 //! small local executor (`async-executor` on `async-io`): three pumps per
-//! child move its stdout into the supervisor, its stderr lines into the
-//! [`LogSink`], and queued requests into its stdin, so a child that stops
-//! reading can never block the supervisor. [`ProcessProvider::query`] is an
+//! child move its stdout into the supervisor, its stderr lines into a
+//! [`StderrRelay`] (a bounded, rate-limited excerpt reaches the [`LogSink`]
+//! from the relay's own thread; the rest is dropped), and queued requests
+//! into its stdin, so a child that stops reading can never block the
+//! supervisor, and neither can a flooding child or a sink that blocks (a
+//! stderr nobody reads); the supervisor's notes take the same way. [`ProcessProvider::query`] is an
 //! ordinary future that only waits on a channel: it runs on smol, async-std,
 //! tokio or any other executor. This file is plumbing only: the restart
 //! policy lives in the core.
@@ -25,7 +28,9 @@
 //! `notifications/cancelled`; a query still waiting for a child is never
 //! sent).
 //!
-//! Limits: stderr lines are cut at 64 KiB; output is read in 64 KiB chunks
+//! Limits: stderr is read in lines of at most 64 KiB and relayed under
+//! [`ProcessConfig::stderr_limits`] (default: 16 KiB at once, then 2 KiB/s,
+//! lines cut at 1 KiB, the rest dropped and summarised); output is read in 64 KiB chunks
 //! through a bounded queue (a chatty child is slowed down, not buffered
 //! without end); frame limits come from [`ClientConfig::limits`]; at most
 //! [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
@@ -51,9 +56,11 @@ use evidence_wire::evidence::{
 use evidence_wire::supervisor::{
     Action, Failure, RestartPolicy, Supervisor as CoreSupervisor, Ticket,
 };
+use evidence_wire_log::relay::{RelayLimits, StderrRelay};
 use futures_lite::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-/// Longest stderr line passed to the log in one piece.
+/// Longest stderr line read in one piece; longer lines are split (and
+/// each piece excerpted by the relay).
 const MAX_LOG_LINE: usize = 64 * 1024;
 /// Bytes read from the child's stdout at once.
 const READ_CHUNK: usize = 64 * 1024;
@@ -76,8 +83,11 @@ pub struct ProcessConfig {
     /// Largest restart delay.
     pub restart_backoff_max: Duration,
     /// Where stderr lines of the child go (default: this process's stderr,
-    /// prefixed with the program name).
+    /// prefixed with the program name). Called from the relay's own
+    /// thread; it may block without blocking anything else.
     pub log: LogSink,
+    /// How much of the child's stderr is relayed to `log`.
+    pub stderr_limits: RelayLimits,
 }
 
 impl ProcessConfig {
@@ -90,7 +100,14 @@ impl ProcessConfig {
             restart_backoff_initial: Duration::from_millis(50),
             restart_backoff_max: Duration::from_secs(5),
             log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
+            stderr_limits: RelayLimits::default(),
         }
+    }
+
+    /// The same settings with `limits` on the relayed stderr.
+    pub fn with_stderr_limits(mut self, limits: RelayLimits) -> Self {
+        self.stderr_limits = limits;
+        self
     }
 
     /// The same settings with `client`.
@@ -120,6 +137,7 @@ impl std::fmt::Debug for ProcessConfig {
             .field("client", &self.client)
             .field("restart_backoff_initial", &self.restart_backoff_initial)
             .field("restart_backoff_max", &self.restart_backoff_max)
+            .field("stderr_limits", &self.stderr_limits)
             .finish_non_exhaustive()
     }
 }
@@ -300,6 +318,8 @@ enum Step {
 struct Supervisor {
     config: ProcessConfig,
     core: CoreSupervisor<Waiting>,
+    /// The child's stderr and the supervisor's notes go through it.
+    relay: StderrRelay,
     executor: Rc<LocalExecutor<'static>>,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
@@ -317,6 +337,7 @@ impl Supervisor {
         let (events_tx, events) = async_channel::bounded(OUTPUT_QUEUE);
         Supervisor {
             core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
+            relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
             config,
             executor,
             events_tx,
@@ -373,8 +394,8 @@ impl Supervisor {
         if let Some(stderr) = child.stderr.take() {
             // Detached: it outlives a stop of the child, so the last lines a
             // dying child wrote still reach the log; it ends at end of file.
-            let log = Arc::clone(&self.config.log);
-            self.executor.spawn(stderr_pump(stderr, log)).detach();
+            let relay = self.relay.clone();
+            self.executor.spawn(stderr_pump(stderr, relay)).detach();
         }
         let (stdin_tx, stdin_rx) = async_channel::unbounded();
         if let Some(stdin) = child.stdin.take() {
@@ -493,7 +514,7 @@ impl Supervisor {
                     let outcome = outcome.map_err(|failure| self.provider_error(failure));
                     let _ = payload.reply.try_send(outcome);
                 }
-                Action::Log(line) => (self.config.log)(&line),
+                Action::Log(line) => self.relay.note(&line),
                 _ => {}
             }
         }
@@ -559,7 +580,10 @@ async fn stdout_pump(mut stdout: ChildStdout, generation: u64, events: Sender<Ev
     }
 }
 
-async fn stderr_pump(stderr: ChildStderr, log: LogSink) {
+/// Drains the child's stderr into the relay, one line (or piece of at most
+/// [`MAX_LOG_LINE`]) at a time, until its end; the relay never blocks, so
+/// neither does this pump (nor the executor it runs on).
+async fn stderr_pump(stderr: ChildStderr, relay: StderrRelay) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
     loop {
@@ -572,16 +596,18 @@ async fn stderr_pump(stderr: ChildStderr, log: LogSink) {
             None => (available.len(), false),
         };
         let room = MAX_LOG_LINE.saturating_sub(line.len());
-        line.extend_from_slice(available.get(..take.min(room)).unwrap_or_default());
-        reader.consume(take);
-        if ends_line || line.len() >= MAX_LOG_LINE {
-            log(String::from_utf8_lossy(&line).trim_end());
+        let piece = take.min(room);
+        line.extend_from_slice(available.get(..piece).unwrap_or_default());
+        reader.consume(piece);
+        if (ends_line && piece == take) || line.len() >= MAX_LOG_LINE {
+            relay.line(&line);
             line.clear();
         }
     }
     if !line.is_empty() {
-        log(String::from_utf8_lossy(&line).trim_end());
+        relay.line(&line);
     }
+    relay.end_of_stream();
 }
 
 async fn stdin_pump(mut stdin: ChildStdin, chunks: Receiver<Vec<u8>>) {

@@ -9,7 +9,11 @@
 //! query's timeout, the next restart). A child that stops reading its stdin
 //! therefore never blocks anything: its requests time out and it is
 //! restarted. The child's stderr is read by its own task, one line (at most
-//! [`MAX_LOG_LINE`] bytes) at a time, into the [`LogSink`]. This file is
+//! [`MAX_LOG_LINE`] bytes) at a time, into a [`StderrRelay`] that passes a
+//! bounded, rate-limited excerpt to the [`LogSink`] from a thread of its
+//! own and drops the rest, so neither a flooding child nor a sink that
+//! blocks (a stderr nobody reads) can stall a query, its timeout or a
+//! runtime worker; the supervisor's notes take the same way. This file is
 //! plumbing only: the restart policy lives in the core.
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
@@ -27,7 +31,9 @@
 //! Limits: the child's output is read in 64 KiB chunks straight into the
 //! client's frame decoder (so at most one chunk plus
 //! [`ClientConfig::limits`] is buffered, whatever the child writes);
-//! stderr lines are cut at [`MAX_LOG_LINE`]; at most
+//! stderr is read in lines of at most [`MAX_LOG_LINE`] and relayed under
+//! [`ProcessConfig::stderr_limits`] (default: 16 KiB at once, then 2 KiB/s,
+//! lines cut at 1 KiB, the rest dropped and summarised); at most
 //! [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
 //!
 //! [`QueryError::ConnectionLost`]: evidence_wire::client::QueryError::ConnectionLost
@@ -43,6 +49,7 @@ use std::time::Duration;
 use evidence_wire::client::ClientConfig;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use evidence_wire::supervisor::{Action, Failure, RestartPolicy, Supervisor as CoreSupervisor};
+use evidence_wire_log::relay::{RelayLimits, StderrRelay};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
@@ -53,8 +60,8 @@ use crate::error::ProviderError;
 /// Where the child's stderr lines and the supervisor's notes go.
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Longest stderr line passed to the log in one piece; longer lines are
-/// split.
+/// Longest stderr line read in one piece; longer lines are split (and
+/// each piece excerpted by the relay).
 pub const MAX_LOG_LINE: usize = 64 * 1024;
 
 const READ_CHUNK: usize = 64 * 1024;
@@ -72,8 +79,11 @@ pub struct ProcessConfig {
     /// Largest restart delay.
     pub restart_backoff_max: Duration,
     /// Where stderr lines of the child go (default: this process's stderr,
-    /// prefixed with the program name).
+    /// prefixed with the program name). Called from the relay's own
+    /// thread; it may block without blocking anything else.
     pub log: LogSink,
+    /// How much of the child's stderr is relayed to `log`.
+    pub stderr_limits: RelayLimits,
 }
 
 impl ProcessConfig {
@@ -86,7 +96,14 @@ impl ProcessConfig {
             restart_backoff_initial: Duration::from_millis(50),
             restart_backoff_max: Duration::from_secs(5),
             log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
+            stderr_limits: RelayLimits::default(),
         }
+    }
+
+    /// The same settings with `limits` on the relayed stderr.
+    pub fn with_stderr_limits(mut self, limits: RelayLimits) -> Self {
+        self.stderr_limits = limits;
+        self
     }
 
     /// The same settings with `client`.
@@ -116,6 +133,7 @@ impl std::fmt::Debug for ProcessConfig {
             .field("client", &self.client)
             .field("restart_backoff_initial", &self.restart_backoff_initial)
             .field("restart_backoff_max", &self.restart_backoff_max)
+            .field("stderr_limits", &self.stderr_limits)
             .finish_non_exhaustive()
     }
 }
@@ -189,6 +207,8 @@ struct Running {
 struct Supervisor {
     config: ProcessConfig,
     core: CoreSupervisor<Reply>,
+    /// The child's stderr and the supervisor's notes go through it.
+    relay: StderrRelay,
     requests: mpsc::UnboundedReceiver<Box<Request>>,
     running: Option<Running>,
     outgoing: Vec<u8>,
@@ -209,6 +229,7 @@ impl Supervisor {
     fn new(config: ProcessConfig, requests: mpsc::UnboundedReceiver<Box<Request>>) -> Self {
         Supervisor {
             core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
+            relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
             config,
             requests,
             running: None,
@@ -224,7 +245,7 @@ impl Supervisor {
     }
 
     fn log(&self, line: &str) {
-        (self.config.log)(line);
+        self.relay.note(line);
     }
 
     /// Start the first child (before the supervisor task runs).
@@ -254,7 +275,7 @@ impl Supervisor {
             .spawn()
             .map_err(spawn_error)?;
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(forward_stderr(stderr, Arc::clone(&self.config.log)));
+            tokio::spawn(forward_stderr(stderr, self.relay.clone()));
         }
         self.running = Some(Running {
             stdin: child.stdin.take(),
@@ -451,18 +472,18 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-async fn forward_stderr(stderr: ChildStderr, log: LogSink) {
+/// Drains the child's stderr into the relay, one line (or piece) at a time,
+/// until its end; the relay never blocks, so neither does this task.
+async fn forward_stderr(stderr: ChildStderr, relay: StderrRelay) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
+    let limit = u64::try_from(MAX_LOG_LINE).unwrap_or(u64::MAX);
     loop {
         line.clear();
-        let limit = u64::try_from(MAX_LOG_LINE).unwrap_or(u64::MAX);
         match (&mut reader).take(limit).read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let text = String::from_utf8_lossy(&line);
-                log(text.trim_end());
-            }
+            Ok(0) | Err(_) => break,
+            Ok(_) => relay.line(&line),
         }
     }
+    relay.end_of_stream();
 }

@@ -27,6 +27,8 @@
 //! | `huge-frame` | writes its answer as one Content-Length frame padded to `--bytes` (default 100 MiB), then exits |
 //! | `big-answer` | writes its answer padded to `--bytes` (default 2 MiB, over the 1 MiB limit) in the request's framing, and goes on serving |
 //! | `deep-answer` | writes its answer with the evidence value nested 200 levels deep (past the envelope's 128) in the request's framing, and goes on serving |
+//! | `refuse-initialize` | answers `initialize` with a JSON-RPC error (-32601) instead of its result |
+//! | `stderr-flood` | writes `--bytes` (default 16 MiB) of 128-byte lines to stderr, blocking as a write to a full pipe does, then answers correctly |
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
 //! across restarts, counting in FILE, and answers correctly afterwards:
@@ -68,6 +70,8 @@ enum Mode {
     HugeFrame,
     BigAnswer,
     DeepAnswer,
+    StderrFlood,
+    RefuseInitialize,
 }
 
 impl Mode {
@@ -88,6 +92,8 @@ impl Mode {
             "huge-frame" => Mode::HugeFrame,
             "big-answer" => Mode::BigAnswer,
             "deep-answer" => Mode::DeepAnswer,
+            "stderr-flood" => Mode::StderrFlood,
+            "refuse-initialize" => Mode::RefuseInitialize,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -130,11 +136,38 @@ impl Budget {
 struct Misbehaving {
     budget: Arc<Budget>,
     delay: Duration,
+    /// Size of the stderr flood.
+    bytes: Option<u64>,
+}
+
+/// Writes `total` bytes of numbered 128-byte lines to stderr (blocking
+/// while the reader of the pipe does not keep up).
+fn flood_stderr(total: u64) -> io::Result<()> {
+    let mut stderr = io::stderr().lock();
+    let mut line = 0u64;
+    write_generated(&mut stderr, total, |piece| {
+        for chunk in piece.chunks_mut(128) {
+            let text = format!("misbehave: stderr flood line {line:012} ");
+            line += 1;
+            for (index, byte) in chunk.iter_mut().enumerate() {
+                *byte = text.as_bytes().get(index).copied().unwrap_or(b'e');
+            }
+            if let Some(last) = chunk.last_mut() {
+                *last = b'\n';
+            }
+        }
+    })?;
+    stderr.flush()
 }
 
 impl Handler for Misbehaving {
     fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
         let mode = self.budget.mode;
+        if mode == Mode::StderrFlood && self.budget.take() {
+            let total = self.bytes.unwrap_or(16 << 20);
+            flood_stderr(total).expect("misbehave: cannot write stderr");
+            eprintln!("misbehave: flooded stderr with {total} bytes on purpose; answering");
+        }
         if matches!(mode, Mode::CrashRequest | Mode::Hang | Mode::Slow) && self.budget.take() {
             match mode {
                 Mode::CrashRequest => {
@@ -223,6 +256,24 @@ impl Output {
             .ok()
             .filter(|message| message.pointer("/result/content").is_some());
         let mode = self.budget.mode;
+        if mode == Mode::RefuseInitialize {
+            let initialized = serde_json::from_slice::<Value>(body)
+                .ok()
+                .filter(|message| message.pointer("/result/protocolVersion").is_some());
+            if let Some(message) = initialized {
+                if self.budget.take() {
+                    eprintln!("misbehave: refusing initialize on purpose");
+                    let refusal = json!({"jsonrpc": "2.0", "id": message["id"],
+                        "error": {"code": -32601, "message": "Method not found: initialize"}});
+                    let body = serde_json::to_vec(&refusal).map_err(io::Error::other)?;
+                    let mut reframed = Vec::new();
+                    frame::encode(framing, &body, &mut reframed).map_err(io::Error::other)?;
+                    let mut out = self.stdout.lock();
+                    out.write_all(&reframed)?;
+                    return out.flush();
+                }
+            }
+        }
         let spoil = matches!(
             mode,
             Mode::CrashHalf
@@ -397,7 +448,11 @@ fn main() {
         stdout: io::stdout(),
         bytes,
     };
-    let handler = Misbehaving { budget, delay };
+    let handler = Misbehaving {
+        budget,
+        delay,
+        bytes,
+    };
     let server = Server::new(ServerConfig::default());
     if let Err(error) = evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output) {
         eprintln!("misbehave: {error}");
