@@ -387,6 +387,11 @@ fn fixtures(dir: &TempDir) {
         .expect("example contract")
         .replace("\"head_commit\"", "\"head\"");
     dir.write("git.contract.json", contract.as_bytes());
+    // A user's contract for `contract --check FILE`: the example's, as written.
+    dir.write(
+        "my-provider.contract.json",
+        &std::fs::read(repo_root().join("examples/contracts/git.json")).expect("example contract"),
+    );
     dir.write(
         "evidence-wire.toml",
         b"[[providers]]\nname = \"git\"\ntype = \"mcp\"\ncommand = [\"./my-provider\"]\ncapabilities_path = \"git.contract.json\"\n\n[docs]\nextra_paths = [\"runbooks\"]\n",
@@ -742,6 +747,14 @@ fn check(line: &Documented) {
         ["verify"] => {
             assert_eq!(ran.code, Some(0), "{context}");
             assert_eq!(json()["value"]["value"], "hello", "{context}");
+        }
+        ["contract"] if inv.args.iter().any(|arg| arg == "--check") => {
+            // The contract meets Decision Gate's rules: a one-line verdict.
+            assert_eq!(ran.code, Some(0), "{context}");
+            assert!(
+                String::from_utf8_lossy(&stdout).contains(": ok"),
+                "{context}"
+            );
         }
         ["contract"] => {
             assert_eq!(ran.code, Some(0), "{context}");

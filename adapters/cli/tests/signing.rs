@@ -115,7 +115,8 @@ fn decision_gate_call(id: u64, file: &str) -> Vec<u8> {
     format!("Content-Length: {}\r\n\r\n{body}", body.len()).into_bytes()
 }
 
-/// The EvidenceResults in `serve`'s Content-Length framed output, in order.
+/// The EvidenceResults in `serve`'s Content-Length framed output, in the
+/// order of their request ids (answers may come in any order).
 fn served_results(output: &Output) -> Vec<Value> {
     let text = String::from_utf8_lossy(&output.stdout);
     let mut results = Vec::new();
@@ -128,10 +129,12 @@ fn served_results(output: &Output) -> Vec<Value> {
             .parse()
             .expect("a length");
         let body: Value = serde_json::from_str(&after[..length]).expect("JSON body");
-        results.push(body["result"]["content"][0]["json"].clone());
+        let id = body["id"].as_u64().expect("an integer id");
+        results.push((id, body["result"]["content"][0]["json"].clone()));
         rest = &after[length..];
     }
-    results
+    results.sort_by_key(|(id, _)| *id);
+    results.into_iter().map(|(_, result)| result).collect()
 }
 
 fn signature_hex(result: &Value) -> String {
