@@ -330,7 +330,7 @@ pub fn complete(
 /// adapter serves. Built once; every connection shares it.
 #[derive(Clone)]
 pub struct Service {
-    config: ServerConfig,
+    config: Arc<ServerConfig>,
     handler: Arc<dyn Handler>,
 }
 
@@ -344,22 +344,23 @@ impl fmt::Debug for Service {
 
 impl Service {
     /// `handler` serving under `config`.
-    pub fn new(config: ServerConfig, handler: impl Handler) -> Self {
+    pub fn new(config: impl Into<Arc<ServerConfig>>, handler: impl Handler) -> Self {
         Service {
-            config,
+            config: config.into(),
             handler: Arc::new(handler),
         }
     }
 
-    /// The server configuration each connection starts from.
-    pub fn config(&self) -> &ServerConfig {
+    /// The server configuration every connection shares.
+    pub fn config(&self) -> &Arc<ServerConfig> {
         &self.config
     }
 
     /// The configuration, to adjust before serving (limits, policy,
-    /// signing key, tools and resources).
+    /// signing key, tools and resources); copied first if a connection
+    /// already shares it.
     pub fn config_mut(&mut self) -> &mut ServerConfig {
-        &mut self.config
+        Arc::make_mut(&mut self.config)
     }
 
     /// The handler.
@@ -367,9 +368,9 @@ impl Service {
         &self.handler
     }
 
-    /// A fresh connection state machine for this service.
+    /// A fresh connection of this service (cheap: the configuration is shared).
     pub fn connection(&self) -> Server {
-        Server::new(self.config.clone())
+        Server::new(Arc::clone(&self.config))
     }
 }
 
