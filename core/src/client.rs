@@ -704,12 +704,11 @@ impl Client {
                     }));
             }
             Message::Request(request) => {
-                let id = serde_json::to_value(&request.id).unwrap_or(Value::Null);
                 let body = if request.method == "ping" {
-                    crate::server::encode_result(&id, &json!({}))
+                    envelope::encode_reply(&request.id, &json!({}))
                 } else {
-                    crate::server::encode_error(
-                        Some(&id),
+                    envelope::encode_error(
+                        Some(&request.id),
                         CanonicalError::MethodNotFound,
                         Some("this client serves no requests"),
                     )

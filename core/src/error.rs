@@ -15,7 +15,7 @@ use core::fmt;
 use core::str::FromStr;
 use serde::Serialize;
 
-use crate::envelope::Id;
+use crate::id::Id;
 
 /// One row of the canonical error table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -105,32 +105,21 @@ impl CanonicalError {
 
     /// Renders the JSON-RPC error object `{code, message, data}`.
     ///
-    /// `request_id` is the id of the request when it could be read (the
-    /// JSON-RPC id value, string or number); `None` renders `null`.
-    /// `detail` says, for a person, what exactly was wrong.
-    pub fn to_error_object(
-        self,
-        request_id: Option<&serde_json::Value>,
-        detail: Option<&str>,
-    ) -> ErrorObject {
+    /// `request_id` is the id of the request when it could be read; `None`
+    /// (and [`Id::Null`]) render `data.request_id` as `null`. `detail`
+    /// says, for a person, what exactly was wrong.
+    pub fn error_object(self, request_id: Option<&Id<'_>>, detail: Option<&str>) -> ErrorObject {
         ErrorObject {
             code: self.jsonrpc_code(),
             message: String::from(self.message()),
             data: ErrorData {
                 kind: self.kind(),
                 retryable: self.retryable(),
-                request_id: request_id.cloned().unwrap_or(serde_json::Value::Null),
+                request_id: request_id.map_or(Id::Null, |id| id.as_borrowed().into_owned()),
                 detail: detail.map(String::from),
                 pointer: None,
             },
         }
-    }
-
-    /// Renders the JSON-RPC error object for an envelope [`Id`]; `None` (and
-    /// [`Id::Null`]) render `data.request_id` as `null`.
-    pub fn error_object(self, request_id: Option<&Id<'_>>, detail: Option<&str>) -> ErrorObject {
-        let request_id = request_id.map(Id::to_value);
-        self.to_error_object(request_id.as_ref(), detail)
     }
 
     /// (name, HTTP status, JSON-RPC code, message, kind)
@@ -255,9 +244,9 @@ pub struct ErrorData {
     pub kind: &'static str,
     /// True when retrying later may succeed.
     pub retryable: bool,
-    /// The request id when it could be read, otherwise `null`.
-    #[serde(serialize_with = "crate::envelope::serialize_id_value")]
-    pub request_id: serde_json::Value,
+    /// The request id when it could be read, otherwise `null`; echoed as
+    /// sent (`-0` included).
+    pub request_id: Id<'static>,
     /// What exactly was wrong, for a person; omitted when there is nothing to add.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,

@@ -79,7 +79,7 @@ use crate::error::CanonicalError;
 use crate::evidence::EvidenceResult;
 use crate::frame::Limits;
 use crate::server::{
-    self, Dialect, DialectChoice, Outcome, RespondError, SUPPORTED_PROTOCOL_VERSIONS, Server,
+    Dialect, DialectChoice, Outcome, RespondError, SUPPORTED_PROTOCOL_VERSIONS, Server,
     ServerConfig, ServerEvent, Ticket, ToolFailure,
 };
 
@@ -319,7 +319,10 @@ impl HttpReply {
     }
 
     fn error(status: u16, error: CanonicalError, detail: &str) -> Self {
-        HttpReply::json(status, server::encode_error(None, error, Some(detail)))
+        HttpReply::json(
+            status,
+            crate::envelope::encode_error(None, error, Some(detail)),
+        )
     }
 
     /// The value of header `name` (lower case), if set.

@@ -63,6 +63,7 @@ pub mod error;
 pub mod evidence;
 pub mod frame;
 pub mod http;
+pub mod id;
 pub mod log;
 pub mod policy;
 pub mod schema;

@@ -34,7 +34,7 @@
 
 use alloc::borrow::ToOwned;
 use alloc::format;
-use alloc::string::{String, ToString};
+use alloc::string::String;
 use alloc::vec::Vec;
 
 use serde::{Deserialize, Serialize};
@@ -42,6 +42,7 @@ use serde_json::Value;
 
 use crate::error::CanonicalError;
 use crate::frame::Framing;
+use crate::id::Id;
 use crate::server::Outcome;
 
 /// Version of the record format (`metadata.schemaVersion`).
@@ -296,20 +297,12 @@ impl Recorder {
                 facts.duration_micros,
             )
         };
+        // Ids are strings (excerpted: they come from the peer), 64-bit
+        // integers (bounded), `-0` (kept as sent) or null.
         let request_id = match &outcome.id {
-            Some(Value::String(id)) => Value::String(excerpt(id, MAX_NAME_BYTES)),
-            Some(Value::Number(number)) => {
-                // Bounded unless serde_json's arbitrary precision is on:
-                // keep an excerpt of its digits as a string then.
-                let digits = number.to_string();
-                if digits.len() <= MAX_NUMBER_ID_BYTES {
-                    Value::Number(number.clone())
-                } else {
-                    Value::String(excerpt(&digits, MAX_NAME_BYTES))
-                }
-            }
-            // Ids are strings, numbers or null; anything else is not an id.
-            Some(_) | None => Value::Null,
+            Some(Id::String(id)) => Value::String(excerpt(id, MAX_NAME_BYTES)),
+            Some(id) => id.to_value(),
+            None => Value::Null,
         };
         ValidationRecord {
             timestamp,
@@ -337,10 +330,6 @@ impl Recorder {
         }
     }
 }
-
-/// Longest numeric request id kept as a number (a 64-bit integer or a
-/// double needs at most 24 characters).
-const MAX_NUMBER_ID_BYTES: usize = 32;
 
 /// How many bytes `c` takes inside a JSON string as serde_json writes it:
 /// `"` and `\` and the short escapes take 2, other control characters 6
@@ -454,7 +443,7 @@ mod tests {
 
     fn rejected(error: CanonicalError, detail: &str) -> Outcome {
         Outcome {
-            id: Some(json!("req-1")),
+            id: Some(Id::from("req-1").into_owned()),
             method: Some("tools/call".to_owned()),
             tool: Some("evidence_query".to_owned()),
             error: Some(error),
@@ -658,7 +647,7 @@ mod tests {
         let mut recorder = Recorder::new(true);
         let long = "é".repeat(4096);
         let outcome = Outcome {
-            id: Some(Value::String(long.clone())),
+            id: Some(Id::from(long.clone())),
             method: Some(long.clone()),
             tool: Some(long.clone()),
             error: Some(CanonicalError::InvalidEnvelope),
@@ -677,15 +666,7 @@ mod tests {
         assert!(detail.len() <= MAX_DETAIL_BYTES);
         assert!(detail.ends_with("… (8192 bytes)"), "{detail}");
         assert!(record.request_id.as_str().expect("id").len() <= MAX_NAME_BYTES);
-        // A non-scalar id is not an id.
-        let mut odd = outcome.clone();
-        odd.id = Some(json!({"a": 1}));
-        let record = recorder.record(
-            &odd,
-            &facts(Transport::Stdio, "stdio", 400),
-            ClockReading::default(),
-        );
-        assert!(record.request_id.is_null());
+        // A non-scalar id cannot reach a record: `Outcome::id` is an `Id`.
     }
 
     #[test]
@@ -725,7 +706,7 @@ mod tests {
         // The costliest text: control characters take 6 bytes escaped.
         let nasty = "\u{1}\u{1}\u{1}\"\\é😀".repeat(1 << 16);
         let outcome = Outcome {
-            id: Some(Value::String(nasty.clone())),
+            id: Some(Id::from(nasty.clone())),
             method: Some(nasty.clone()),
             tool: Some(nasty.clone()),
             error: Some(CanonicalError::ResourceNotFound),
@@ -747,10 +728,9 @@ mod tests {
             "{} bytes > {MAX_RECORD_BYTES}",
             line.len()
         );
-        // A huge numeric id cannot occur without arbitrary precision; the
-        // largest ones stay numbers.
+        // Numeric ids are 64-bit integers: the longest stays a number.
         let mut big = outcome.clone();
-        big.id = Some(json!(-1.7976931348623157e308));
+        big.id = Some(Id::Number(i64::MIN));
         let record = recorder.record(&big, &facts, clock);
         assert!(record.request_id.is_number());
         assert!(record.to_json_line().len() <= MAX_RECORD_BYTES);
@@ -759,7 +739,7 @@ mod tests {
 
     #[test]
     fn refusals_read_back_the_canonical_error() {
-        let body = crate::server::encode_error(
+        let body = crate::envelope::encode_error(
             None,
             CanonicalError::Unauthenticated,
             Some("missing bearer token"),

@@ -1,6 +1,7 @@
 //! The canonical error table, row by row.
 
 use evidence_wire::error::{CanonicalError, UnknownErrorCode};
+use evidence_wire::id::Id;
 use serde_json::json;
 use std::collections::HashSet;
 
@@ -66,13 +67,13 @@ fn unknown_code_names_are_rejected_without_fallback() {
 #[test]
 fn error_object_echoes_the_request_id_or_null() {
     let with_id =
-        CanonicalError::ToolNotFound.to_error_object(Some(&json!(7)), Some("no tool `x`"));
+        CanonicalError::ToolNotFound.error_object(Some(&Id::Number(7)), Some("no tool `x`"));
     assert_eq!(
         serde_json::to_value(&with_id).unwrap(),
         json!({"code": -32001, "message": "Unknown tool",
                "data": {"kind": "tool_not_found", "retryable": false, "request_id": 7, "detail": "no tool `x`"}})
     );
-    let without = CanonicalError::ParseError.to_error_object(None, None);
+    let without = CanonicalError::ParseError.error_object(None, None);
     assert_eq!(
         serde_json::to_value(&without).unwrap(),
         json!({"code": -32700, "message": "Parse error",
@@ -123,7 +124,7 @@ fn spec_errors_md_matches_the_table() {
 fn error_objects_of_every_row_render_code_message_and_kind() {
     for error in CanonicalError::ALL {
         let object =
-            serde_json::to_value(error.to_error_object(Some(&json!("req-1")), None)).unwrap();
+            serde_json::to_value(error.error_object(Some(&Id::from("req-1")), None)).unwrap();
         assert_eq!(object["code"], error.jsonrpc_code());
         assert_eq!(object["message"], error.message());
         assert_eq!(object["data"]["kind"], error.kind());
@@ -135,7 +136,7 @@ fn error_objects_of_every_row_render_code_message_and_kind() {
         );
     }
     let with_pointer = CanonicalError::InvalidToolInput
-        .to_error_object(None, Some("bad"))
+        .error_object(None, Some("bad"))
         .with_pointer("/query/check_id");
     assert_eq!(
         serde_json::to_value(with_pointer).unwrap()["data"]["pointer"],

@@ -8,6 +8,7 @@
 
 use evidence_wire::error::CanonicalError;
 use evidence_wire::http::{Admission, Exchange, HttpPolicy, RequestHead, admit};
+use evidence_wire::id::Id;
 use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport};
 use evidence_wire::server::{
     Outcome, Server, ServerConfig, ServerEvent, Ticket, ToolDefinition, ToolFailure,
@@ -96,7 +97,7 @@ fn output_outside_the_schema_is_recorded_as_the_internal_error_sent() {
     assert_eq!(reply["error"]["code"], -32603);
     assert_eq!(reply["error"]["data"]["pointer"], "/answer");
     assert!(reply.get("result").is_none(), "never sent as a success");
-    assert_eq!(outcome.id, Some(json!(8)));
+    assert_eq!(outcome.id, Some(Id::Number(8)));
     assert_eq!(outcome.method.as_deref(), Some("tools/call"));
     assert_eq!(outcome.tool.as_deref(), Some("strict_answer"));
     assert_eq!(outcome.error, Some(CanonicalError::InternalError));
@@ -130,7 +131,7 @@ fn a_valid_answer_is_recorded_as_accepted() {
     let (outcome, reply) = answered(json!("ok-1"), Ok(json!({"answer": 42})));
     assert_eq!(reply["result"]["content"][0]["json"], json!({"answer": 42}));
     assert_eq!(outcome.error, None);
-    assert_eq!(outcome.id, Some(json!("ok-1")));
+    assert_eq!(outcome.id, Some(Id::from("ok-1")));
     assert_eq!(outcome.tool.as_deref(), Some("strict_answer"));
     assert_eq!(log::stdio_status(&outcome), 200);
 }
@@ -166,7 +167,7 @@ fn a_cancelled_call_still_gets_its_one_record() {
     // The notification's own record and the cancelled call's record.
     let call: Vec<&Outcome> = outcomes
         .iter()
-        .filter(|outcome| outcome.id == Some(json!("c-1")))
+        .filter(|outcome| outcome.id == Some(Id::from("c-1")))
         .collect();
     assert_eq!(call.len(), 1, "{outcomes:?}");
     assert_eq!(call[0].error, None);

@@ -814,7 +814,7 @@ mod tests {
 
     fn outcome(error: Option<CanonicalError>) -> Outcome {
         Outcome {
-            id: Some(Value::from(7)),
+            id: Some(evidence_wire::id::Id::Number(7)),
             method: Some("tools/call".to_owned()),
             tool: Some("evidence_query".to_owned()),
             error,
@@ -865,7 +865,7 @@ mod tests {
         let refused = HttpReply {
             status: 401,
             headers: Vec::new(),
-            body: evidence_wire::server::encode_error(
+            body: evidence_wire::envelope::encode_error(
                 None,
                 CanonicalError::Unauthenticated,
                 Some("no token"),
@@ -1059,7 +1059,7 @@ mod tests {
         let mut huge = outcome(Some(CanonicalError::InvalidToolInput));
         huge.detail = Some("\"\u{0}".repeat(5 << 20));
         huge.method = Some("m".repeat(1 << 20));
-        huge.id = Some(Value::String("i".repeat(1 << 20)));
+        huge.id = Some(evidence_wire::id::Id::from("i".repeat(1 << 20)));
         log.stdio().observe(&ServerEvent::Handled(huge), None);
         let path = log.path().expect("run file");
         let bytes = fs::read(&path).expect("log");

@@ -11,12 +11,13 @@
 use alloc::format;
 use alloc::vec::Vec;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
-use super::{CallKind, RespondError, Server, Ticket, encode_result};
+use super::{CallKind, RespondError, Server, Ticket};
 use crate::dialect::Dialect;
 use crate::envelope;
 use crate::evidence::{self, EvidenceError, EvidenceResult};
+use crate::id::Id;
 
 /// The `error.code` of an answer that would be larger than the frame limit.
 pub const ANSWER_SIZE_LIMIT_EXCEEDED: &str = "size_limit_exceeded";
@@ -82,16 +83,16 @@ impl Server {
     /// the limit instead.
     fn encode_evidence_answer(
         &self,
-        id: &Value,
+        id: &Id<'static>,
         dialect: Dialect,
         batch: Option<u64>,
         result: &EvidenceResult,
     ) -> Vec<u8> {
         let encode = |result: &EvidenceResult| match dialect {
             Dialect::DecisionGate => {
-                encode_result(id, &evidence::to_decision_gate_tool_result(result))
+                envelope::encode_reply(id, &evidence::to_decision_gate_tool_result(result))
             }
-            Dialect::Mcp => encode_result(id, &evidence::to_mcp_tool_result(result)),
+            Dialect::Mcp => envelope::encode_reply(id, &evidence::to_mcp_tool_result(result)),
         };
         let body = encode(result);
         match self.answer_limit_broken(&body, batch) {

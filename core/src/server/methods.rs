@@ -15,6 +15,7 @@ use serde_json::{Map, Value, json};
 use super::{RequestOutcome, SUPPORTED_PROTOCOL_VERSIONS, Server, ServerEvent, read_params};
 use crate::dialect::{Dialect, DialectChoice};
 use crate::error::CanonicalError;
+use crate::id::Id;
 
 impl Server {
     /// `initialize`: the MCP handshake. Answers the requested protocol
@@ -22,7 +23,7 @@ impl Server {
     /// and switches an `Auto` connection to the MCP dialect.
     pub(super) fn initialize(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         params: Option<&RawValue>,
         batch: Option<u64>,
     ) -> RequestOutcome {
@@ -74,7 +75,7 @@ impl Server {
 
     /// `tools/list`: every visible tool, `evidence_query` first, in the
     /// connection's dialect.
-    pub(super) fn tools_list(&mut self, id: &Value, batch: Option<u64>) -> RequestOutcome {
+    pub(super) fn tools_list(&mut self, id: &Id<'static>, batch: Option<u64>) -> RequestOutcome {
         let dialect = self.dialect;
         let tools: Vec<Value> = self
             .config
@@ -86,7 +87,11 @@ impl Server {
     }
 
     /// `resources/list`: every resource, in the order added.
-    pub(super) fn resources_list(&mut self, id: &Value, batch: Option<u64>) -> RequestOutcome {
+    pub(super) fn resources_list(
+        &mut self,
+        id: &Id<'static>,
+        batch: Option<u64>,
+    ) -> RequestOutcome {
         let resources: Vec<Value> = self
             .config
             .resources()
@@ -114,7 +119,7 @@ impl Server {
     /// `resources/read`: the resource named by `params.uri`.
     pub(super) fn resources_read(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         params: Option<&RawValue>,
         batch: Option<u64>,
     ) -> RequestOutcome {

@@ -162,7 +162,7 @@ pub enum ServerEvent {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
     /// The request id, when it was readable.
-    pub id: Option<Value>,
+    pub id: Option<Id<'static>>,
     /// The method, when it was readable.
     pub method: Option<String>,
     /// The tool called, for `tools/call`.
@@ -197,7 +197,7 @@ enum CallKind {
 
 #[derive(Debug)]
 struct Pending {
-    id: Value,
+    id: Id<'static>,
     kind: CallKind,
     dialect: Dialect,
     batch: Option<u64>,
@@ -368,7 +368,7 @@ impl Server {
             // Only a body with a raw newline fails, and serde_json never
             // writes one; answer an internal error rather than break the stream.
             out.clear();
-            let fallback = encode_error(
+            let fallback = envelope::encode_error(
                 None,
                 CanonicalError::InternalError,
                 Some("answer could not be framed"),
@@ -426,7 +426,7 @@ impl Server {
     }
 
     /// The `Handled` record of a call answered after it was validated.
-    fn push_deferred_outcome(&mut self, id: Value, outcome: RequestOutcome) {
+    fn push_deferred_outcome(&mut self, id: Id<'static>, outcome: RequestOutcome) {
         self.events.push_back(ServerEvent::Handled(Outcome {
             id: Some(id),
             method: Some(TOOLS_CALL.to_owned()),
@@ -476,7 +476,7 @@ impl Server {
             _ => CanonicalError::ParseError,
         };
         let detail = error.to_string();
-        let body = encode_error(None, canonical, Some(&detail));
+        let body = envelope::encode_error(None, canonical, Some(&detail));
         self.reply(None, body);
         self.events.push_back(ServerEvent::Handled(Outcome {
             id: None,
@@ -491,9 +491,13 @@ impl Server {
     fn handle_body(&mut self, body: &[u8]) {
         match envelope::validate(body, &self.config.policy) {
             Err(rejection) => {
-                let id = rejection.id.as_ref().map(id_value);
+                let id = rejection.id.clone();
                 if rejection.answerable {
-                    let body = encode_error(id.as_ref(), rejection.error, Some(&rejection.detail));
+                    let body = envelope::encode_error(
+                        id.as_ref(),
+                        rejection.error,
+                        Some(&rejection.detail),
+                    );
                     self.reply(None, body);
                 }
                 self.events.push_back(ServerEvent::Handled(Outcome {
@@ -513,9 +517,9 @@ impl Server {
                     match entry {
                         Ok(message) => self.handle_envelope(message, Some(batch_id)),
                         Err(rejection) => {
-                            let id = rejection.id.as_ref().map(id_value);
+                            let id = rejection.id.clone();
                             if rejection.answerable {
-                                let body = encode_error(
+                                let body = envelope::encode_error(
                                     id.as_ref(),
                                     rejection.error,
                                     Some(&rejection.detail),
@@ -543,7 +547,7 @@ impl Server {
     fn handle_envelope(&mut self, message: Message<'_>, batch: Option<u64>) {
         match message {
             Message::Request(request) => {
-                let id = id_value(&request.id);
+                let id = request.id.into_owned();
                 let method = request.method.to_string();
                 let outcome = self.handle_request(&id, &method, request.params, batch);
                 // A call handed to the embedder is recorded when it is
@@ -573,7 +577,7 @@ impl Server {
             Message::Response(response) => {
                 // This server sends no requests, so a response answers nothing.
                 self.events.push_back(ServerEvent::Handled(Outcome {
-                    id: Some(id_value(&response.id)),
+                    id: Some(response.id.into_owned()),
                     method: None,
                     tool: None,
                     error: None,
@@ -605,7 +609,7 @@ impl Server {
                 let found = self
                     .pending
                     .iter()
-                    .find(|(_, pending)| &pending.id == request_id)
+                    .find(|(_, pending)| Id::from_value(request_id).as_ref() == Some(&pending.id))
                     .map(|(ticket, _)| *ticket);
                 if let Some(ticket) = found {
                     if let Some(pending) = self.pending.remove(&ticket) {
@@ -644,7 +648,7 @@ impl Server {
 
     fn handle_request(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         method: &str,
         params: Option<&RawValue>,
         batch: Option<u64>,
@@ -671,7 +675,7 @@ impl Server {
 
     fn handle_tool_call(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         params: Option<&RawValue>,
         batch: Option<u64>,
     ) -> RequestOutcome {
@@ -853,7 +857,7 @@ impl Server {
     /// `data.pointer`.
     fn reply_duplicate(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         batch: Option<u64>,
         place: &str,
         duplicate: Duplicate,
@@ -862,9 +866,9 @@ impl Server {
         let error = CanonicalError::InvalidToolInput;
         let detail = format!("{place}: {duplicate}");
         let object = error
-            .to_error_object(Some(id), Some(&detail))
+            .error_object(Some(id), Some(&detail))
             .with_pointer(duplicate.pointer);
-        self.reply(batch, encode_error_object(Some(id), &object));
+        self.reply(batch, envelope::encode_error_object(Some(id), &object));
         RequestOutcome {
             tool,
             error: Some(error),
@@ -880,7 +884,7 @@ impl Server {
     /// and says what was refused.
     fn answer_refused_query(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         batch: Option<u64>,
         tool: String,
         error: EvidenceError,
@@ -892,9 +896,9 @@ impl Server {
         let result = EvidenceResult::with_error(error);
         let body = match self.dialect {
             Dialect::DecisionGate => {
-                encode_result(id, &evidence::to_decision_gate_tool_result(&result))
+                envelope::encode_reply(id, &evidence::to_decision_gate_tool_result(&result))
             }
-            Dialect::Mcp => encode_result(id, &evidence::to_mcp_tool_result(&result)),
+            Dialect::Mcp => envelope::encode_reply(id, &evidence::to_mcp_tool_result(&result)),
         };
         self.reply(batch, body);
         RequestOutcome {
@@ -909,16 +913,16 @@ impl Server {
     #[cfg(feature = "std")]
     fn reply_tool_io_error(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         batch: Option<u64>,
         violation: crate::schema::ToolIoError,
         tool: String,
     ) -> RequestOutcome {
         let object = violation
             .error
-            .to_error_object(Some(id), Some(&violation.detail))
+            .error_object(Some(id), Some(&violation.detail))
             .with_pointer(violation.pointer);
-        self.reply(batch, encode_error_object(Some(id), &object));
+        self.reply(batch, envelope::encode_error_object(Some(id), &object));
         RequestOutcome {
             tool: Some(tool),
             error: Some(violation.error),
@@ -931,7 +935,7 @@ impl Server {
     #[cfg(not(feature = "std"))]
     fn reply_tool_io_error(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         batch: Option<u64>,
         violation: crate::schema::ToolIoError,
         tool: String,
@@ -947,7 +951,7 @@ impl Server {
     /// `isError: true`. The outcome is what was sent.
     fn answer_tool(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         batch: Option<u64>,
         dialect: Dialect,
         tool: String,
@@ -975,7 +979,7 @@ impl Server {
                         "isError": false,
                     }),
                 };
-                self.reply(batch, encode_result(id, &payload));
+                self.reply(batch, envelope::encode_reply(id, &payload));
                 RequestOutcome::accepted(Some(tool))
             }
             Err(ToolFailure::InvalidInput(detail)) => self.reply_error(
@@ -990,7 +994,7 @@ impl Server {
                     "content": [{"type": "text", "text": message}],
                     "isError": true,
                 });
-                self.reply(batch, encode_result(id, &payload));
+                self.reply(batch, envelope::encode_reply(id, &payload));
                 RequestOutcome::accepted(Some(tool))
             }
         }
@@ -998,7 +1002,7 @@ impl Server {
 
     fn issue_ticket(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         kind: CallKind,
         batch: Option<u64>,
         tool: &str,
@@ -1045,21 +1049,21 @@ impl Server {
         }
     }
 
-    fn reply_ok(&mut self, id: &Value, batch: Option<u64>, result: &Value) -> RequestOutcome {
-        let body = encode_result(id, result);
+    fn reply_ok(&mut self, id: &Id<'static>, batch: Option<u64>, result: &Value) -> RequestOutcome {
+        let body = envelope::encode_reply(id, result);
         self.reply(batch, body);
         RequestOutcome::accepted(None)
     }
 
     fn reply_error(
         &mut self,
-        id: &Value,
+        id: &Id<'static>,
         batch: Option<u64>,
         error: CanonicalError,
         detail: String,
         tool: Option<String>,
     ) -> RequestOutcome {
-        let body = encode_error(Some(id), error, Some(&detail));
+        let body = envelope::encode_error(Some(id), error, Some(&detail));
         self.reply(batch, body);
         RequestOutcome {
             tool,
@@ -1153,10 +1157,6 @@ impl RequestOutcome {
 /// The method of every tool call.
 const TOOLS_CALL: &str = "tools/call";
 
-fn id_value(id: &Id<'_>) -> Value {
-    id.to_value()
-}
-
 /// A method's params as a value (`null` when absent or unreadable, which
 /// the envelope check makes rare), refusing a member named twice anywhere.
 pub(crate) fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate> {
@@ -1165,45 +1165,4 @@ pub(crate) fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate>
         Some(Ok(value)) => Ok(value),
         Some(Err(UniqueError::Duplicate(duplicate))) => Err(duplicate),
     }
-}
-
-/// The JSON-RPC success response `{"jsonrpc":"2.0","id":…,"result":…}`.
-pub fn encode_result<T: serde::Serialize + ?Sized>(id: &Value, result: &T) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Success<'a, T: ?Sized> {
-        jsonrpc: &'static str,
-        #[serde(serialize_with = "envelope::serialize_id_value")]
-        id: &'a Value,
-        result: &'a T,
-    }
-    serde_json::to_vec(&Success {
-        jsonrpc: "2.0",
-        id,
-        result,
-    })
-    .unwrap_or_default()
-}
-
-/// The JSON-RPC error response for a canonical error; `id` is `null` when
-/// the request id could not be read.
-pub fn encode_error(id: Option<&Value>, error: CanonicalError, detail: Option<&str>) -> Vec<u8> {
-    encode_error_object(id, &error.to_error_object(id, detail))
-}
-
-/// The JSON-RPC error response carrying `object`; `id` is `null` when the
-/// request id could not be read. Ids are echoed as sent (`-0` included).
-fn encode_error_object(id: Option<&Value>, object: &crate::error::ErrorObject) -> Vec<u8> {
-    #[derive(serde::Serialize)]
-    struct Failure<'a> {
-        jsonrpc: &'static str,
-        #[serde(serialize_with = "envelope::serialize_id_value")]
-        id: &'a Value,
-        error: &'a crate::error::ErrorObject,
-    }
-    serde_json::to_vec(&Failure {
-        jsonrpc: "2.0",
-        id: id.unwrap_or(&Value::Null),
-        error: object,
-    })
-    .unwrap_or_default()
 }
