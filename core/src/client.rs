@@ -43,12 +43,12 @@ use core::fmt;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::dialect::{Dialect, HashProfile};
+use crate::dialect::{self, Dialect, HashProfile, ToolResultError};
 use crate::envelope::{self, Id, Incoming, Message, Policy};
 use crate::error::CanonicalError;
 use crate::evidence::{
     self, EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult,
-    ToolResultError, TrustPolicy, VerifiedEvidence, VerifyError,
+    TrustPolicy, VerifiedEvidence, VerifyError,
 };
 use crate::frame::{self, Decoder, Framing, Limits};
 use crate::server::SUPPORTED_PROTOCOL_VERSIONS;
@@ -747,7 +747,7 @@ impl Client {
                     return;
                 }
                 let outcome = match response.outcome {
-                    Ok(result) => match evidence::from_tool_result(result) {
+                    Ok(result) => match dialect::from_tool_result(result) {
                         Ok((result, _shape)) => {
                             evidence::verify(result, &self.config.trust, self.hash_profile())
                                 .map_err(QueryError::Verification)

@@ -1,13 +1,15 @@
-//! The two dialects of the evidence-provider wire, and what follows from
-//! the dialect a connection speaks.
+//! The two dialects of the evidence-provider wire, the MCP revisions, and
+//! what follows from the dialect and revision a message is spoken in.
 //!
 //! Decision Gate's own client sends `tools/call` with no handshake, reads
 //! `input_schema`, expects the evidence in a `{"type":"json"}` content item
 //! and verifies hashes with its own canonicalization (the `decision-gate`
-//! [`Profile`]). Standard MCP clients send `initialize` first, read
-//! `inputSchema`, want a text item plus `structuredContent`, and know only
-//! RFC 8785. A server picks the dialect per connection ([`DialectChoice`]);
-//! a client knows it from whether it ran the handshake.
+//! [`Profile`]). Standard MCP clients send `initialize` first (or, from the
+//! stateless revision 2026-07-28 on, put the revision in every request's
+//! `_meta`), read `inputSchema`, want a text item (plus `structuredContent`
+//! from 2025-06-18 on), and know only RFC 8785. A server picks the dialect
+//! per connection ([`DialectChoice`]) and, for a stateless request, per
+//! request; a client knows it from whether it ran the handshake.
 //!
 //! **The hash profile follows the verifier**: what is hashed (and signed)
 //! for a Decision Gate connection uses the `decision-gate` profile, which
@@ -15,9 +17,28 @@
 //! ([`Dialect::hash_profile`]). [`HashProfile`] lets configuration fix one
 //! profile instead, on either side.
 //!
-//! Limits: none; this module only names choices.
+//! **Each MCP revision gets what it knows** ([`McpRevision`]): no
+//! `structuredContent` or `outputSchema` before 2025-06-18, tool-input
+//! errors as tool results from 2025-11-25 on (SEP-1303), `resultType` and
+//! cache hints in 2026-07-28. This module shapes `tools/call` results for
+//! every speech ([`evidence_tool_result`], [`structured_tool_result`],
+//! [`failed_tool_result`]) and reads them back on the caller side
+//! ([`from_tool_result`], every shape accepted).
+//!
+//! Limits: none of its own; values are bounded by the frame limits.
 
-use crate::canonical::Profile;
+use alloc::borrow::ToOwned;
+use alloc::format;
+use alloc::string::{String, ToString};
+use alloc::vec;
+use alloc::vec::Vec;
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value, json};
+
+use crate::canonical::{self, Options, Profile};
+use crate::evidence::EvidenceResult;
 
 /// Which shape of messages a connection gets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -25,8 +46,9 @@ pub enum Dialect {
     /// Decision Gate: no handshake, `input_schema`, a `json` content item,
     /// hashes under the `decision-gate` profile.
     DecisionGate,
-    /// Standard MCP: `inputSchema`, a text item with the canonical JSON plus
-    /// `structuredContent` and `isError`, hashes under RFC 8785.
+    /// Standard MCP: `inputSchema`, a text item with the canonical JSON
+    /// (plus `structuredContent` and `isError` where the revision has
+    /// them), hashes under RFC 8785.
     Mcp,
 }
 
@@ -45,7 +67,8 @@ impl Dialect {
 /// How the dialect of a connection is chosen.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum DialectChoice {
-    /// MCP once the peer sends `initialize`, Decision Gate before that.
+    /// MCP once the peer sends `initialize` (or a stateless request),
+    /// Decision Gate before that.
     #[default]
     Auto,
     /// Always this dialect.
@@ -69,6 +92,429 @@ impl HashProfile {
         match self {
             HashProfile::FollowDialect => dialect.hash_profile(),
             HashProfile::Fixed(profile) => profile,
+        }
+    }
+}
+
+/// A published revision of the Model Context Protocol, oldest first (the
+/// order of the variants is the order of the revisions).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum McpRevision {
+    /// 2024-11-05: the first; the HTTP+SSE transport.
+    V2024_11_05,
+    /// 2025-03-26: Streamable HTTP, tool annotations, audio.
+    V2025_03_26,
+    /// 2025-06-18: `structuredContent`, `outputSchema`, the
+    /// `MCP-Protocol-Version` header; no batches.
+    V2025_06_18,
+    /// 2025-11-25: tool-input errors as tool results (SEP-1303).
+    V2025_11_25,
+    /// 2026-07-28: stateless; `server/discover` and per-request `_meta`
+    /// instead of the handshake; `resultType` and cache hints on results.
+    V2026_07_28,
+}
+
+impl McpRevision {
+    /// Every revision this crate speaks, newest first.
+    pub const ALL: [McpRevision; 5] = [
+        McpRevision::V2026_07_28,
+        McpRevision::V2025_11_25,
+        McpRevision::V2025_06_18,
+        McpRevision::V2025_03_26,
+        McpRevision::V2024_11_05,
+    ];
+
+    /// The revisions negotiated with `initialize`, newest first.
+    pub const HANDSHAKE: [McpRevision; 4] = [
+        McpRevision::V2025_11_25,
+        McpRevision::V2025_06_18,
+        McpRevision::V2025_03_26,
+        McpRevision::V2024_11_05,
+    ];
+
+    /// The newest revision with a handshake: answered to an `initialize`
+    /// asking for a revision this crate does not speak.
+    pub const LATEST_HANDSHAKE: McpRevision = McpRevision::V2025_11_25;
+
+    /// What a Streamable HTTP request without an `MCP-Protocol-Version`
+    /// header is taken to speak (as the transport spec says).
+    pub const HTTP_DEFAULT: McpRevision = McpRevision::V2025_03_26;
+
+    /// The revision's date, as the wire spells it.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            McpRevision::V2024_11_05 => "2024-11-05",
+            McpRevision::V2025_03_26 => "2025-03-26",
+            McpRevision::V2025_06_18 => "2025-06-18",
+            McpRevision::V2025_11_25 => "2025-11-25",
+            McpRevision::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    /// The revision a wire string names, if this crate speaks it.
+    pub fn parse(text: &str) -> Option<McpRevision> {
+        McpRevision::ALL
+            .into_iter()
+            .find(|revision| revision.as_str() == text)
+    }
+
+    /// True for the stateless revisions (no handshake; every request
+    /// carries its revision in `_meta`).
+    pub const fn is_stateless(self) -> bool {
+        matches!(self, McpRevision::V2026_07_28)
+    }
+
+    /// True when tools may declare `outputSchema` and results carry
+    /// `structuredContent` (2025-06-18 on).
+    pub const fn has_structured_content(self) -> bool {
+        matches!(
+            self,
+            McpRevision::V2025_06_18 | McpRevision::V2025_11_25 | McpRevision::V2026_07_28
+        )
+    }
+
+    /// True when arguments that fail a tool's input schema are answered as
+    /// a tool result with `isError: true` rather than JSON-RPC -32602
+    /// (SEP-1303, 2025-11-25 on).
+    pub const fn input_errors_as_tool_results(self) -> bool {
+        matches!(self, McpRevision::V2025_11_25 | McpRevision::V2026_07_28)
+    }
+
+    /// The JSON-RPC code of an unknown resource: -32002 until 2025-11-25,
+    /// -32602 in 2026-07-28.
+    pub const fn resource_not_found_code(self) -> i32 {
+        if self.is_stateless() { -32602 } else { -32002 }
+    }
+}
+
+impl core::fmt::Display for McpRevision {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The `_meta` key of a stateless request's revision.
+pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+/// The `_meta` key of a stateless request's client capabilities (required).
+pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+/// The `_meta` key of a stateless request's client name and version.
+pub const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
+/// The `_meta` key under which a stateless result names the server.
+pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+
+/// How one message is spoken: its dialect and, for MCP, its revision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Speech {
+    /// Decision Gate or MCP.
+    pub dialect: Dialect,
+    /// The MCP revision (ignored for Decision Gate).
+    pub revision: McpRevision,
+}
+
+impl Speech {
+    /// Decision Gate's speech.
+    pub const DECISION_GATE: Speech = Speech {
+        dialect: Dialect::DecisionGate,
+        revision: McpRevision::LATEST_HANDSHAKE,
+    };
+
+    /// MCP at `revision`.
+    pub const fn mcp(revision: McpRevision) -> Speech {
+        Speech {
+            dialect: Dialect::Mcp,
+            revision,
+        }
+    }
+
+    /// True for MCP at a stateless revision.
+    pub const fn is_stateless(self) -> bool {
+        matches!(self.dialect, Dialect::Mcp) && self.revision.is_stateless()
+    }
+
+    /// True when a result carries `structuredContent` (MCP, 2025-06-18 on).
+    pub const fn has_structured_content(self) -> bool {
+        matches!(self.dialect, Dialect::Mcp) && self.revision.has_structured_content()
+    }
+}
+
+/// The `tools/call` result carrying an EvidenceResult in `speech`:
+/// Decision Gate gets `{"content":[{"type":"json","json":R}]}`; MCP gets a
+/// text item holding the canonical JSON of the result, `structuredContent`
+/// (2025-06-18 on), `isError` when the result carries an error, and
+/// `resultType` (2026-07-28).
+///
+/// It serializes the result directly (no detour through
+/// [`serde_json::Value`]), so JSON values keep their exact text.
+pub fn evidence_tool_result(result: &EvidenceResult, speech: Speech) -> EvidenceToolResult<'_> {
+    match speech.dialect {
+        Dialect::DecisionGate => EvidenceToolResult {
+            content: vec![Item::Json { json: result }],
+            structured_content: None,
+            is_error: None,
+            result_type: None,
+        },
+        Dialect::Mcp => {
+            let json_bytes = result.to_json_vec();
+            let text = canonical::to_vec(&json_bytes)
+                .ok()
+                .and_then(|bytes| String::from_utf8(bytes).ok())
+                .unwrap_or_else(|| String::from_utf8_lossy(&json_bytes).into_owned());
+            EvidenceToolResult {
+                content: vec![Item::Text { text }],
+                structured_content: speech.has_structured_content().then_some(result),
+                is_error: Some(result.error.is_some()),
+                result_type: speech.is_stateless().then_some("complete"),
+            }
+        }
+    }
+}
+
+/// The serializable `tools/call` result of an evidence query.
+#[derive(Clone, Debug, Serialize)]
+pub struct EvidenceToolResult<'a> {
+    content: Vec<Item<'a>>,
+    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a EvidenceResult>,
+    #[serde(rename = "isError", skip_serializing_if = "Option::is_none")]
+    is_error: Option<bool>,
+    #[serde(rename = "resultType", skip_serializing_if = "Option::is_none")]
+    result_type: Option<&'static str>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+enum Item<'a> {
+    Json { json: &'a EvidenceResult },
+    Text { text: String },
+}
+
+/// The `tools/call` result of a tool other than `evidence_query` that
+/// answered `structured`: a `json` item for Decision Gate; for MCP a text
+/// item with its JSON, `structuredContent` (2025-06-18 on), `isError:
+/// false` and `resultType` (2026-07-28).
+pub fn structured_tool_result(structured: &Value, speech: Speech) -> Value {
+    match speech.dialect {
+        Dialect::DecisionGate => json!({"content": [{"type": "json", "json": structured}]}),
+        Dialect::Mcp => {
+            let mut result = Map::new();
+            let text = serde_json::to_string(structured).unwrap_or_default();
+            result.insert(
+                "content".to_owned(),
+                json!([{"type": "text", "text": text}]),
+            );
+            if speech.has_structured_content() {
+                result.insert("structuredContent".to_owned(), structured.clone());
+            }
+            result.insert("isError".to_owned(), Value::Bool(false));
+            stamp_result_type(&mut result, speech);
+            Value::Object(result)
+        }
+    }
+}
+
+/// The `tools/call` result of a tool that ran and failed: a text item with
+/// `message`, `isError: true` (and `resultType` in 2026-07-28).
+pub fn failed_tool_result(message: &str, speech: Speech) -> Value {
+    let mut result = Map::new();
+    result.insert(
+        "content".to_owned(),
+        json!([{"type": "text", "text": message}]),
+    );
+    result.insert("isError".to_owned(), Value::Bool(true));
+    stamp_result_type(&mut result, speech);
+    Value::Object(result)
+}
+
+/// Adds `resultType: "complete"` to a stateless result.
+pub(crate) fn stamp_result_type(result: &mut Map<String, Value>, speech: Speech) {
+    if speech.is_stateless() {
+        result.insert("resultType".to_owned(), Value::from("complete"));
+    }
+}
+
+/// The shape in which a `tools/call` result carries the evidence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ToolResultShape {
+    /// `content: [{"type":"json","json": <EvidenceResult>}]` (Decision Gate).
+    JsonItem,
+    /// `structuredContent: <EvidenceResult>` (MCP).
+    StructuredContent,
+    /// `content: [{"type":"text","text": "<EvidenceResult JSON>"}]` (MCP text).
+    JsonText,
+}
+
+/// Why a `tools/call` result holds no readable EvidenceResult.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ToolResultError {
+    /// The result is not an object with `content` or `structuredContent`.
+    #[error("tool result is not an object with content or structuredContent: {0}")]
+    NotAToolResult(String),
+    /// None of the three shapes holds an EvidenceResult.
+    #[error(
+        "tool result holds no EvidenceResult (looked for a json item, structuredContent and a JSON text item): {0}"
+    )]
+    NoEvidence(String),
+    /// The tool reported a failure (`isError: true`) without an EvidenceResult.
+    #[error("the provider reported a tool error: {0}")]
+    ToolError(String),
+    /// Two shapes of one result (a `json` item, `structuredContent`, a JSON
+    /// text item) carry different EvidenceResults: a reader could take
+    /// either, so the result is refused rather than one picked.
+    #[error(
+        "tool result carries two different EvidenceResults ({0}); refusing it rather than picking one: the provider must send the same result in every shape"
+    )]
+    Disagreement(String),
+}
+
+impl ToolResultShape {
+    /// How the shape is named in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ToolResultShape::JsonItem => "the json content item",
+            ToolResultShape::StructuredContent => "structuredContent",
+            ToolResultShape::JsonText => "the JSON text item",
+        }
+    }
+}
+
+/// Whether two EvidenceResults say the same thing: equal canonical JSON
+/// (Decision Gate's profile, which reads every I-JSON value and keeps
+/// 64-bit integers exact), so that spellings (member order, `1.0` against
+/// `1`, escapes, defaulted fields) do not count as differences.
+fn same_result(a: &EvidenceResult, b: &EvidenceResult) -> bool {
+    if a == b {
+        return true;
+    }
+    let options = Options::with_profile(Profile::DecisionGate);
+    match (
+        canonical::to_vec_with(&a.to_json_vec(), &options),
+        canonical::to_vec_with(&b.to_json_vec(), &options),
+    ) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+/// Read the EvidenceResult out of a `tools/call` result, accepting all three
+/// shapes: a `json` content item (Decision Gate), `structuredContent` (MCP),
+/// or a text item holding the JSON (MCP clients that only read text).
+///
+/// Every shape present that holds an EvidenceResult is read, and they must
+/// agree (same canonical JSON); otherwise the result is refused
+/// ([`ToolResultError::Disagreement`]). A text item that is not an
+/// EvidenceResult (a message for people) is ignored. The shape returned is
+/// the first in the order above.
+pub fn from_tool_result(
+    result: &RawValue,
+) -> Result<(EvidenceResult, ToolResultShape), ToolResultError> {
+    #[derive(Deserialize)]
+    struct Item<'a> {
+        #[serde(rename = "type", borrow)]
+        kind: Option<alloc::borrow::Cow<'a, str>>,
+        #[serde(borrow)]
+        json: Option<&'a RawValue>,
+        text: Option<String>,
+    }
+    #[derive(Deserialize)]
+    struct ToolResult<'a> {
+        #[serde(default, borrow)]
+        content: Option<Vec<Item<'a>>>,
+        #[serde(rename = "structuredContent", borrow, default)]
+        structured_content: Option<&'a RawValue>,
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    let parsed: ToolResult<'_> = serde_json::from_str(result.get())
+        .map_err(|error| ToolResultError::NotAToolResult(error.to_string()))?;
+    if parsed.content.is_none() && parsed.structured_content.is_none() {
+        return Err(ToolResultError::NotAToolResult(
+            "neither content nor structuredContent is present".to_owned(),
+        ));
+    }
+    let mut last_problem = String::from("no content items");
+    let mut found: Option<(EvidenceResult, ToolResultShape)> = None;
+    if let Some(items) = &parsed.content {
+        for item in items {
+            if item.kind.as_deref() == Some("json") {
+                if let Some(json) = item.json {
+                    consider(
+                        &mut found,
+                        json.get(),
+                        ToolResultShape::JsonItem,
+                        &mut last_problem,
+                    )?;
+                }
+            }
+        }
+    }
+    if let Some(structured) = parsed.structured_content {
+        consider(
+            &mut found,
+            structured.get(),
+            ToolResultShape::StructuredContent,
+            &mut last_problem,
+        )?;
+    }
+    let mut first_text = None;
+    if let Some(items) = &parsed.content {
+        for item in items {
+            if item.kind.as_deref() == Some("text") {
+                if let Some(text) = &item.text {
+                    first_text.get_or_insert(text.as_str());
+                    consider(
+                        &mut found,
+                        text,
+                        ToolResultShape::JsonText,
+                        &mut last_problem,
+                    )?;
+                }
+            }
+        }
+    }
+    if let Some(found) = found {
+        return Ok(found);
+    }
+    if parsed.is_error == Some(true) {
+        return Err(ToolResultError::ToolError(
+            first_text.unwrap_or("no message").to_owned(),
+        ));
+    }
+    Err(ToolResultError::NoEvidence(last_problem))
+}
+
+/// One shape's text in [`from_tool_result`]: remembered when it is the
+/// first EvidenceResult, compared with the first otherwise; a text that is
+/// no EvidenceResult only updates `last_problem`.
+fn consider(
+    found: &mut Option<(EvidenceResult, ToolResultShape)>,
+    text: &str,
+    shape: ToolResultShape,
+    last_problem: &mut String,
+) -> Result<(), ToolResultError> {
+    match serde_json::from_str::<EvidenceResult>(text) {
+        Ok(evidence) => match found {
+            None => {
+                *found = Some((evidence, shape));
+                Ok(())
+            }
+            Some((first, first_shape)) if !same_result(first, &evidence) => {
+                Err(ToolResultError::Disagreement(format!(
+                    "{} and {} differ",
+                    first_shape.describe(),
+                    shape.describe()
+                )))
+            }
+            Some(_) => Ok(()),
+        },
+        Err(error) => {
+            let name = match shape {
+                ToolResultShape::JsonItem => "json item",
+                ToolResultShape::StructuredContent => "structuredContent",
+                ToolResultShape::JsonText => "text item",
+            };
+            *last_problem = format!("{name}: {error}");
+            Ok(())
         }
     }
 }

@@ -240,6 +240,7 @@ pub struct Policy {
     require_params: bool,
     string_ids_only: bool,
     uuid_ids: bool,
+    tool_input_errors_as_jsonrpc: bool,
     max_depth: usize,
     max_batch_len: usize,
 }
@@ -266,6 +267,7 @@ impl Policy {
             require_params: false,
             string_ids_only: false,
             uuid_ids: false,
+            tool_input_errors_as_jsonrpc: false,
             max_depth: DEFAULT_MAX_DEPTH,
             max_batch_len: DEFAULT_MAX_BATCH_LEN,
         }
@@ -284,6 +286,7 @@ impl Policy {
             require_params: false,
             string_ids_only: false,
             uuid_ids: false,
+            tool_input_errors_as_jsonrpc: false,
             max_depth: DEFAULT_MAX_DEPTH,
             max_batch_len: DEFAULT_MAX_BATCH_LEN,
         }
@@ -303,9 +306,26 @@ impl Policy {
             require_params: true,
             string_ids_only: true,
             uuid_ids: false,
+            tool_input_errors_as_jsonrpc: true,
             max_depth: DEFAULT_MAX_DEPTH,
             max_batch_len: DEFAULT_MAX_BATCH_LEN,
         }
+    }
+
+    /// Answer tool arguments that fail the tool's input schema with
+    /// JSON-RPC `INVALID_TOOL_INPUT` (-32602) whatever the MCP revision
+    /// (the seed's executable contract; [`Policy::strict`] sets it). When
+    /// false, revisions from 2025-11-25 on get a tool result with
+    /// `isError: true` instead (SEP-1303), so a model can read the error.
+    pub const fn tool_input_errors_as_jsonrpc(mut self, yes: bool) -> Self {
+        self.tool_input_errors_as_jsonrpc = yes;
+        self
+    }
+
+    /// True when tool input errors are always JSON-RPC errors (see
+    /// [`Policy::tool_input_errors_as_jsonrpc`]).
+    pub const fn tool_input_errors_always_jsonrpc(&self) -> bool {
+        self.tool_input_errors_as_jsonrpc
     }
 
     /// Accept JSON-RPC batches (arrays of messages).

@@ -44,11 +44,17 @@ pub enum CanonicalError {
     Overloaded,
     /// No resource has the requested URI (404 / -32002).
     ResourceNotFound,
+    /// A stateless MCP request's HTTP headers disagree with its body
+    /// (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) (400 / -32020).
+    HeaderMismatch,
+    /// The request names an MCP protocol revision this server does not
+    /// speak; `data.supported` lists the ones it does (400 / -32022).
+    UnsupportedProtocolVersion,
 }
 
 impl CanonicalError {
     /// Every row, in table order.
-    pub const ALL: [CanonicalError; 12] = [
+    pub const ALL: [CanonicalError; 14] = [
         CanonicalError::InvalidEnvelope,
         CanonicalError::InvalidToolInput,
         CanonicalError::ToolNotFound,
@@ -61,6 +67,8 @@ impl CanonicalError {
         CanonicalError::RateLimited,
         CanonicalError::Overloaded,
         CanonicalError::ResourceNotFound,
+        CanonicalError::HeaderMismatch,
+        CanonicalError::UnsupportedProtocolVersion,
     ];
 
     /// The stable code name, e.g. `INVALID_ENVELOPE`.
@@ -118,6 +126,8 @@ impl CanonicalError {
                 request_id: request_id.map_or(Id::Null, |id| id.as_borrowed().into_owned()),
                 detail: detail.map(String::from),
                 pointer: None,
+                supported: None,
+                requested: None,
             },
         }
     }
@@ -189,6 +199,20 @@ impl CanonicalError {
                 "Resource not found",
                 "resource_not_found",
             ),
+            CanonicalError::HeaderMismatch => (
+                "HEADER_MISMATCH",
+                400,
+                -32020,
+                "Header mismatch",
+                "header_mismatch",
+            ),
+            CanonicalError::UnsupportedProtocolVersion => (
+                "UNSUPPORTED_PROTOCOL_VERSION",
+                400,
+                -32022,
+                "Unsupported protocol version",
+                "unsupported_protocol_version",
+            ),
         }
     }
 }
@@ -254,9 +278,29 @@ pub struct ErrorData {
     /// input, for `INVALID_TOOL_INPUT`; omitted otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pointer: Option<String>,
+    /// For `UNSUPPORTED_PROTOCOL_VERSION`: the MCP revisions the server
+    /// speaks, newest first; omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub supported: Option<alloc::vec::Vec<&'static str>>,
+    /// For `UNSUPPORTED_PROTOCOL_VERSION`: the revision the request named;
+    /// omitted otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requested: Option<String>,
 }
 
 impl ErrorObject {
+    /// The same object naming the revisions the server speaks and the one
+    /// that was requested (`UNSUPPORTED_PROTOCOL_VERSION`).
+    pub fn with_versions(
+        mut self,
+        supported: alloc::vec::Vec<&'static str>,
+        requested: impl Into<String>,
+    ) -> Self {
+        self.data.supported = Some(supported);
+        self.data.requested = Some(requested.into());
+        self
+    }
+
     /// The same object with `data.pointer` set.
     pub fn with_pointer(mut self, pointer: impl Into<String>) -> Self {
         self.data.pointer = Some(pointer.into());

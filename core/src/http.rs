@@ -75,12 +75,13 @@ use core::net::{IpAddr, SocketAddr};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::dialect::McpRevision;
 use crate::error::CanonicalError;
 use crate::evidence::EvidenceResult;
 use crate::frame::Limits;
 use crate::server::{
-    Dialect, DialectChoice, Outcome, RespondError, SUPPORTED_PROTOCOL_VERSIONS, Server,
-    ServerConfig, ServerEvent, Ticket, ToolFailure,
+    Dialect, DialectChoice, MessageHeaders, Outcome, RespondError, Server, ServerConfig,
+    ServerEvent, Ticket, ToolFailure,
 };
 
 /// Path of the Decision Gate style JSON-RPC endpoint.
@@ -264,6 +265,10 @@ pub struct RequestHead<'a> {
     pub protocol_version: HeaderField<'a>,
     /// `Mcp-Session-Id`.
     pub session_id: HeaderField<'a>,
+    /// `Mcp-Method` (revision 2026-07-28: the JSON-RPC method of the body).
+    pub mcp_method: HeaderField<'a>,
+    /// `Mcp-Name` (revision 2026-07-28: the tool name or resource URI of the body).
+    pub mcp_name: HeaderField<'a>,
     /// The address the server listens on (the listener's local address),
     /// which decides the `Host` names that are its own; `None` when
     /// unknown (then `Host` is checked only against
@@ -782,6 +787,10 @@ pub struct CallPlan {
     pub endpoint: Endpoint,
     /// The dialect to force, when the endpoint or headers decide it.
     pub dialect: Option<Dialect>,
+    /// The MCP revision the `MCP-Protocol-Version` header names, if any.
+    pub revision: Option<McpRevision>,
+    /// The headers a stateless request's body must agree with.
+    pub headers: MessageHeaders,
     /// Answer as one SSE event.
     pub sse: bool,
     /// The `Mcp-Session-Id` to echo.
@@ -849,25 +858,35 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
         Endpoint::Mcp => Some(Dialect::Mcp),
         Endpoint::Rpc => None,
     };
+    // The revision of every request after the handshake (2025-06-18 on)
+    // and of every stateless one; without it, 2025-03-26 (as the
+    // transport spec says), unless the body is `initialize` or stateless.
+    let mut revision = None;
+    let mut protocol_version = None;
     if let Some(version) = head.protocol_version.value() {
-        let version = trim_ascii(version);
-        if !SUPPORTED_PROTOCOL_VERSIONS
-            .iter()
-            .any(|supported| supported.as_bytes() == version)
-        {
+        let version = String::from_utf8_lossy(trim_ascii(version)).into_owned();
+        let Some(known) = McpRevision::parse(&version) else {
             let detail = format!(
-                "MCP-Protocol-Version {:?} is not supported; supported: {}",
-                String::from_utf8_lossy(version),
-                SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+                "MCP-Protocol-Version {version:?} is not a revision this server speaks; it speaks {}",
+                McpRevision::ALL.map(McpRevision::as_str).join(", ")
             );
-            return Admission::Reply(HttpReply::error(
+            let object = CanonicalError::UnsupportedProtocolVersion
+                .error_object(None, Some(&detail))
+                .with_versions(McpRevision::ALL.map(McpRevision::as_str).to_vec(), version);
+            return Admission::Reply(HttpReply::json(
                 400,
-                CanonicalError::InvalidEnvelope,
-                &detail,
+                crate::envelope::encode_error_object(None, &object),
             ));
-        }
+        };
+        revision = Some(known);
+        protocol_version = Some(version);
         dialect = Some(Dialect::Mcp);
     }
+    let header_text = |field: HeaderField<'_>| {
+        field
+            .value()
+            .map(|value| String::from_utf8_lossy(trim_ascii(value)).into_owned())
+    };
     let body_limit = BodyLimit::new(policy.max_body_bytes);
     if body_limit
         .check_declared(head.content_length.value())
@@ -878,6 +897,12 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
     Admission::Call(CallPlan {
         endpoint,
         dialect,
+        revision,
+        headers: MessageHeaders::new(
+            protocol_version,
+            header_text(head.mcp_method),
+            header_text(head.mcp_name),
+        ),
         sse: wants_sse(head.accept),
         session_id,
         body_limit,
@@ -1134,6 +1159,13 @@ impl ConnectionBudget {
 
 /// The HTTP status of a JSON-RPC answer: `outcomes` are the
 /// [`ServerEvent::Handled`] records of the request body.
+///
+/// On `/mcp` a JSON-RPC error to a request of a handshake revision travels
+/// with 200 (those clients treat any other status as a transport failure);
+/// a stateless request's error carries its own status, as revision
+/// 2026-07-28 says: 400 for a malformed request, bad `_meta`, disagreeing
+/// headers or an unknown revision, 404 for an unknown method, 200 for the
+/// rest.
 pub fn answer_status(endpoint: Endpoint, outcomes: &[Outcome]) -> u16 {
     let [outcome] = outcomes else {
         // A batch (or nothing recorded): the body says what failed.
@@ -1141,8 +1173,22 @@ pub fn answer_status(endpoint: Endpoint, outcomes: &[Outcome]) -> u16 {
     };
     match (outcome.error, endpoint) {
         (None, _) => 200,
+        (Some(error), _) if outcome.stateless => stateless_status(error),
         (Some(_), Endpoint::Mcp) if outcome.id.is_some() => 200,
         (Some(error), _) => status_for(error),
+    }
+}
+
+/// The HTTP status of a stateless request's JSON-RPC error.
+const fn stateless_status(error: CanonicalError) -> u16 {
+    match error {
+        CanonicalError::ParseError
+        | CanonicalError::InvalidEnvelope
+        | CanonicalError::InvalidToolInput
+        | CanonicalError::HeaderMismatch
+        | CanonicalError::UnsupportedProtocolVersion => 400,
+        CanonicalError::MethodNotFound => 404,
+        _ => 200,
     }
 }
 
@@ -1172,6 +1218,10 @@ impl Exchange {
         if let (DialectChoice::Auto, Some(dialect)) = (config.dialect, plan.dialect) {
             server.set_dialect(dialect);
         }
+        // Each request is its own connection: what the handshake negotiated
+        // comes back in the header on every later request.
+        server.set_revision(plan.revision.unwrap_or(McpRevision::HTTP_DEFAULT));
+        server.set_message_headers(plan.headers.clone());
         server.handle_message(body);
         server.handle_end_of_input();
         Exchange {
@@ -1651,6 +1701,8 @@ mod tests {
             endpoint,
             // As `admit` decides: /mcp always speaks MCP.
             dialect: (endpoint == Endpoint::Mcp).then_some(Dialect::Mcp),
+            revision: None,
+            headers: MessageHeaders::default(),
             sse,
             session_id: Some("s-1".to_owned()),
             body_limit: BodyLimit::new(1024),
@@ -1731,8 +1783,25 @@ mod tests {
         let call = br#"{"jsonrpc":"2.0","id":"q","method":"tools/call","params":{"name":"evidence_query","arguments":{"query":{"provider_id":"p","check_id":"c"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1}}}}}"#;
         let rpc = body_json(&run(Endpoint::Rpc, false, call));
         assert_eq!(rpc["result"]["content"][0]["type"], "json");
+        // Without MCP-Protocol-Version a request is taken to speak
+        // 2025-03-26, which has no structuredContent.
         let mcp = body_json(&run(Endpoint::Mcp, false, call));
         assert_eq!(mcp["result"]["content"][0]["type"], "text");
+        assert!(mcp["result"].get("structuredContent").is_none());
+        // The header of a later revision brings it.
+        let mut plan = plan(Endpoint::Mcp, false);
+        plan.revision = Some(McpRevision::V2025_11_25);
+        let config = Arc::new(ServerConfig::default());
+        let mut exchange = Exchange::start(&config, plan, call);
+        while let Some(event) = exchange.poll_event() {
+            if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+                let value = crate::evidence::EvidenceValue::json(&"hello").expect("value");
+                exchange
+                    .respond(ticket, EvidenceResult::with_value(value))
+                    .expect("respond");
+            }
+        }
+        let mcp = body_json(&exchange.into_reply());
         assert!(mcp["result"]["structuredContent"].is_object());
     }
 

@@ -136,6 +136,7 @@ pub fn refusal_outcome(body: &[u8]) -> Option<Outcome> {
         tool: None,
         error: Some(canonical),
         detail,
+        stateless: false,
     })
 }
 
@@ -448,6 +449,7 @@ mod tests {
             tool: Some("evidence_query".to_owned()),
             error: Some(error),
             detail: Some(detail.to_owned()),
+            stateless: false,
         }
     }
 
@@ -587,6 +589,7 @@ mod tests {
             tool: None,
             error: None,
             detail: None,
+            stateless: false,
         };
         let record = recorder.record(
             &outcome,
@@ -652,6 +655,7 @@ mod tests {
             tool: Some(long.clone()),
             error: Some(CanonicalError::InvalidEnvelope),
             detail: Some(long.clone()),
+            stateless: false,
         };
         let record = recorder.record(
             &outcome,
@@ -711,6 +715,7 @@ mod tests {
             tool: Some(nasty.clone()),
             error: Some(CanonicalError::ResourceNotFound),
             detail: Some(nasty.clone()),
+            stateless: false,
         };
         let clock = ClockReading {
             unix_millis: u64::MAX,

@@ -13,10 +13,12 @@ use evidence_wire::canonical::Profile;
 use evidence_wire::client::{
     Client, ClientConfig, ClientEvent, DROPPED_PREFIX_BYTES, QueryError, RequestId,
 };
+use evidence_wire::dialect::{
+    McpRevision, Speech, ToolResultError, ToolResultShape, evidence_tool_result, from_tool_result,
+};
 use evidence_wire::envelope::{Id, find_id};
 use evidence_wire::evidence::{
-    EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, ToolResultError,
-    ToolResultShape, TriggerTime, from_tool_result, to_mcp_tool_result,
+    EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::frame::{Decoder, FrameError, Framing, Limits};
 use proptest::prelude::*;
@@ -504,7 +506,11 @@ fn shapes_that_say_the_same_thing_agree() {
         assert_eq!(read.evidence_hash, result.evidence_hash);
     }
     // What our own MCP dialect writes reads back.
-    let mcp = serde_json::to_value(to_mcp_tool_result(&result)).unwrap();
+    let mcp = serde_json::to_value(evidence_tool_result(
+        &result,
+        Speech::mcp(McpRevision::LATEST_HANDSHAKE),
+    ))
+    .unwrap();
     assert!(from_tool_result(&tool_result(mcp)).is_ok());
 }
 

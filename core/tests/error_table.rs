@@ -20,6 +20,13 @@ fn every_row_matches_the_table() {
         ("RATE_LIMITED", 429, -32071, "Rate limited"),
         ("OVERLOADED", 503, -32072, "Overloaded"),
         ("RESOURCE_NOT_FOUND", 404, -32002, "Resource not found"),
+        ("HEADER_MISMATCH", 400, -32020, "Header mismatch"),
+        (
+            "UNSUPPORTED_PROTOCOL_VERSION",
+            400,
+            -32022,
+            "Unsupported protocol version",
+        ),
     ];
     assert_eq!(table.len(), CanonicalError::ALL.len());
     for (name, status, code, message) in table {

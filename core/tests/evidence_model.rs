@@ -1,10 +1,12 @@
 //! The evidence types read and write exactly the shapes the seeds show and
 //! Decision Gate sends.
 
+use evidence_wire::dialect::{
+    McpRevision, Speech, ToolResultShape, evidence_tool_result, from_tool_result,
+};
 use evidence_wire::evidence::{
     EvidenceAnchor, EvidenceContext, EvidenceQuery, EvidenceQueryArguments, EvidenceResult,
-    EvidenceValue, Lane, ToolResultShape, TriggerTime, from_tool_result,
-    to_decision_gate_tool_result, to_mcp_tool_result,
+    EvidenceValue, Lane, TriggerTime,
 };
 use serde_json::{Value, json};
 
@@ -193,9 +195,13 @@ fn bytes_values_are_arrays_of_octets() {
 #[test]
 fn tool_results_in_all_three_shapes_read_back() {
     let result: EvidenceResult = serde_json::from_str(SEED_RESULT).unwrap();
-    let dg = serde_json::to_string(&to_decision_gate_tool_result(&result)).unwrap();
+    let dg = serde_json::to_string(&evidence_tool_result(&result, Speech::DECISION_GATE)).unwrap();
     assert!(dg.starts_with(r#"{"content":[{"type":"json","json":{"value":"#));
-    let mcp = serde_json::to_value(to_mcp_tool_result(&result)).unwrap();
+    let mcp = serde_json::to_value(evidence_tool_result(
+        &result,
+        Speech::mcp(McpRevision::LATEST_HANDSHAKE),
+    ))
+    .unwrap();
     assert_eq!(mcp["isError"], false);
     let text = mcp["content"][0]["text"].as_str().unwrap();
     assert_eq!(

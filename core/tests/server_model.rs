@@ -12,7 +12,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use evidence_wire::evidence::{EvidenceResult, EvidenceValue, from_tool_result};
+use evidence_wire::dialect::from_tool_result;
+use evidence_wire::evidence::{EvidenceResult, EvidenceValue};
 use evidence_wire::frame::{Decoder, Framing, Limits};
 use evidence_wire::server::{RespondError, Server, ServerConfig, ServerEvent, Ticket};
 use proptest::prelude::*;

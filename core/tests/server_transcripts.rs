@@ -6,7 +6,8 @@
 //! version negotiation, protocol chores, malformed input, cancellation and
 //! ticket misuse, batches, fatal framing errors.
 
-use evidence_wire::evidence::{EvidenceResult, EvidenceValue, from_tool_result, verify};
+use evidence_wire::dialect::from_tool_result;
+use evidence_wire::evidence::{EvidenceResult, EvidenceValue, verify};
 use evidence_wire::frame::{Decoder, Framing, Limits};
 use evidence_wire::server::{
     Dialect, DialectChoice, RespondError, Server, ServerConfig, ServerEvent, Ticket,
@@ -293,7 +294,7 @@ fn decision_gate_first_message_gets_an_answer_decision_gate_accepts() {
     );
     let raw = serde_json::value::to_raw_value(&reply["result"]).unwrap();
     let (result, shape) = from_tool_result(&raw).unwrap();
-    assert_eq!(shape, evidence_wire::evidence::ToolResultShape::JsonItem);
+    assert_eq!(shape, evidence_wire::dialect::ToolResultShape::JsonItem);
     verify(result, &TrustPolicy::Audit, Profile::Rfc8785).expect("the hash verifies");
 }
 
@@ -327,7 +328,7 @@ fn initialize_echoes_each_supported_version() {
 
 #[test]
 fn initialize_with_an_unknown_version_gets_the_latest() {
-    for requested in ["2024-11-05", "2099-01-01", ""] {
+    for requested in ["2024-10-07", "2099-01-01", ""] {
         let mut server = new_server();
         server.handle_input(&nl(&initialize(json!("init"), requested)));
         let replies = out_json(&mut server, Framing::NewlineDelimited);
@@ -342,7 +343,10 @@ fn initialize_with_an_unknown_version_gets_the_latest() {
 }
 
 #[test]
-fn server_discover_is_method_not_found_so_clients_fall_back() {
+fn server_discover_without_stateless_meta_is_refused_so_clients_fall_back() {
+    // Only a stateless request (revision 2026-07-28 in its `_meta`) may
+    // discover; anything else is an error, and a client falls back to the
+    // handshake (the Python SDK on any error, rmcp on most).
     let mut server = new_server();
     server.handle_input(&nl(
         r#"{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{}}"#,
@@ -351,7 +355,7 @@ fn server_discover_is_method_not_found_so_clients_fall_back() {
     let replies = out_json(&mut server, Framing::NewlineDelimited);
     assert_eq!(replies.len(), 2);
     assert_eq!(replies[0]["id"], 1);
-    assert_eq!(error_code(&replies[0]), -32601);
+    assert_eq!(error_code(&replies[0]), -32602);
     assert_eq!(replies[1]["result"]["protocolVersion"], "2025-06-18");
 }
 

@@ -1050,7 +1050,7 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
         Err(direct) => {
             let raw: Box<serde_json::value::RawValue> = serde_json::from_str(text)
                 .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?;
-            evidence::from_tool_result(&raw)
+            evidence_wire::dialect::from_tool_result(&raw)
                 .map(|(result, _)| result)
                 .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?
         }

@@ -819,6 +819,7 @@ mod tests {
             tool: Some("evidence_query".to_owned()),
             error,
             detail: error.map(|_| "what was wrong".to_owned()),
+            stateless: false,
         }
     }
 

@@ -588,6 +588,8 @@ async fn answer<H: Handler>(
             accept: headers.get("accept").map(HeaderValue::as_bytes),
             protocol_version: field(headers, "mcp-protocol-version"),
             session_id: field(headers, "mcp-session-id"),
+            mcp_method: field(headers, "mcp-method"),
+            mcp_name: field(headers, "mcp-name"),
             server_address: Some(shared.local),
         };
         match http::admit(&shared.config.policy, &head) {

@@ -14,9 +14,9 @@ use alloc::vec::Vec;
 use serde_json::json;
 
 use super::{CallKind, RespondError, Server, Ticket};
-use crate::dialect::Dialect;
+use crate::dialect::{self, Dialect, Speech};
 use crate::envelope;
-use crate::evidence::{self, EvidenceError, EvidenceResult};
+use crate::evidence::{EvidenceError, EvidenceResult};
 use crate::id::Id;
 
 /// The `error.code` of an answer that would be larger than the frame limit.
@@ -46,9 +46,8 @@ impl Server {
     /// deeper than the envelope depth limit (`depth_limit_exceeded`).
     pub fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
         let pending = self.take_pending(ticket, CallKind::Evidence)?;
-        let result = self.seal(result, pending.dialect);
-        let body =
-            self.encode_evidence_answer(&pending.id, pending.dialect, pending.batch, &result);
+        let result = self.seal(result, pending.speech.dialect);
+        let body = self.encode_evidence_answer(&pending.id, pending.speech, pending.batch, &result);
         self.reply(pending.batch, body);
         Ok(())
     }
@@ -84,15 +83,12 @@ impl Server {
     fn encode_evidence_answer(
         &self,
         id: &Id<'static>,
-        dialect: Dialect,
+        speech: Speech,
         batch: Option<u64>,
         result: &EvidenceResult,
     ) -> Vec<u8> {
-        let encode = |result: &EvidenceResult| match dialect {
-            Dialect::DecisionGate => {
-                envelope::encode_reply(id, &evidence::to_decision_gate_tool_result(result))
-            }
-            Dialect::Mcp => envelope::encode_reply(id, &evidence::to_mcp_tool_result(result)),
+        let encode = |result: &EvidenceResult| {
+            envelope::encode_reply(id, &dialect::evidence_tool_result(result, speech))
         };
         let body = encode(result);
         match self.answer_limit_broken(&body, batch) {

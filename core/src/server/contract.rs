@@ -4,6 +4,7 @@
 //!
 //! Limits: a contract is configuration; its schemas are compiled once.
 
+#[cfg(feature = "std")]
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};

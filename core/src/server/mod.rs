@@ -53,13 +53,14 @@ use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::fmt;
 
+use serde_json::Value;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
 
+use crate::dialect::{self, McpRevision, Speech};
 use crate::envelope::{self, Id, Incoming, Message};
 use crate::error::CanonicalError;
 use crate::evidence::{
-    self, EvidenceContext, EvidenceError, EvidenceQuery, EvidenceQueryArguments, EvidenceResult,
+    EvidenceContext, EvidenceError, EvidenceQuery, EvidenceQueryArguments, EvidenceResult,
 };
 use crate::frame::{self, Decoder, FrameError, Framing};
 use crate::unique::{self, Duplicate, UniqueError};
@@ -68,6 +69,7 @@ mod answer;
 mod config;
 mod contract;
 mod methods;
+mod speech;
 mod tools;
 
 pub use crate::dialect::{Dialect, DialectChoice, HashProfile};
@@ -75,12 +77,19 @@ pub use answer::{
     ANSWER_DEPTH_LIMIT_EXCEEDED, ANSWER_SIZE_LIMIT_EXCEEDED, VALUE_NOT_CANONICALIZABLE,
 };
 pub use config::{ServerConfig, ServerInfo};
+
 pub use contract::{INVALID_PARAMS, PROVIDER_MISMATCH, ServerContract, UNKNOWN_CHECK};
 use tools::ToolKind;
 pub use tools::{InlineTool, Resource, ToolDefinition, ToolFailure, ToolFilter};
 
-/// MCP protocol versions this server speaks, newest first.
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
+/// The MCP revisions `initialize` negotiates, newest first (the stateless
+/// 2026-07-28 is spoken too, without a handshake: [`McpRevision::ALL`]).
+pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = [
+    McpRevision::HANDSHAKE[0].as_str(),
+    McpRevision::HANDSHAKE[1].as_str(),
+    McpRevision::HANDSHAKE[2].as_str(),
+    McpRevision::HANDSHAKE[3].as_str(),
+];
 
 /// How many cancelled tickets a connection remembers (to refuse a late
 /// answer for one with [`RespondError::Cancelled`] rather than
@@ -171,6 +180,40 @@ pub struct Outcome {
     pub error: Option<CanonicalError>,
     /// What was wrong, for a person.
     pub detail: Option<String>,
+    /// True when the message was a stateless MCP request (revision
+    /// 2026-07-28 in its `_meta`): over HTTP its errors carry their own
+    /// status (400, 404) rather than 200.
+    pub stateless: bool,
+}
+
+/// What an HTTP request's headers say about the message in its body,
+/// checked against a stateless MCP request (revision 2026-07-28 requires
+/// `MCP-Protocol-Version`, `Mcp-Method` and, for `tools/call` and
+/// `resources/read`, `Mcp-Name`, each equal to what the body says).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct MessageHeaders {
+    /// `MCP-Protocol-Version`.
+    pub protocol_version: Option<String>,
+    /// `Mcp-Method`.
+    pub method: Option<String>,
+    /// `Mcp-Name`.
+    pub name: Option<String>,
+}
+
+impl MessageHeaders {
+    /// The headers of one request, as received.
+    pub fn new(
+        protocol_version: Option<String>,
+        method: Option<String>,
+        name: Option<String>,
+    ) -> Self {
+        MessageHeaders {
+            protocol_version,
+            method,
+            name,
+        }
+    }
 }
 
 /// Why [`Server::respond`] refused an answer.
@@ -199,7 +242,8 @@ enum CallKind {
 struct Pending {
     id: Id<'static>,
     kind: CallKind,
-    dialect: Dialect,
+    /// How the call was spoken: its answer is shaped the same way.
+    speech: Speech,
     batch: Option<u64>,
     tool: String,
 }
@@ -215,7 +259,15 @@ struct Batch {
 pub struct Server {
     config: Arc<ServerConfig>,
     decoder: Decoder,
+    /// The connection's dialect (MCP after `initialize`).
     dialect: Dialect,
+    /// The connection's MCP revision (negotiated by `initialize`).
+    revision: McpRevision,
+    /// How the request being handled is spoken (the connection's, or a
+    /// stateless request's own).
+    speech: Speech,
+    /// The HTTP headers of the message being handled, when it came over HTTP.
+    headers: Option<MessageHeaders>,
     pending: BTreeMap<Ticket, Pending>,
     cancelled: BTreeSet<Ticket>,
     cancelled_order: VecDeque<Ticket>,
@@ -254,6 +306,12 @@ impl Server {
             config,
             decoder,
             dialect,
+            revision: McpRevision::LATEST_HANDSHAKE,
+            speech: Speech {
+                dialect,
+                revision: McpRevision::LATEST_HANDSHAKE,
+            },
+            headers: None,
             pending: BTreeMap::new(),
             cancelled: BTreeSet::new(),
             cancelled_order: VecDeque::new(),
@@ -271,6 +329,25 @@ impl Server {
     /// from the endpoint and headers). Call it before the first message.
     pub fn set_dialect(&mut self, dialect: Dialect) {
         self.dialect = dialect;
+    }
+
+    /// Speak MCP `revision` on this connection, as if `initialize` had
+    /// negotiated it (HTTP decides it per request from the
+    /// `MCP-Protocol-Version` header). Call it before the first message.
+    pub fn set_revision(&mut self, revision: McpRevision) {
+        self.revision = revision;
+    }
+
+    /// The MCP revision the connection negotiated (by default the newest
+    /// with a handshake).
+    pub fn revision(&self) -> McpRevision {
+        self.revision
+    }
+
+    /// The HTTP headers of the next message ([`Server::handle_message`]),
+    /// which a stateless request's body must agree with.
+    pub fn set_message_headers(&mut self, headers: MessageHeaders) {
+        self.headers = Some(headers);
     }
 
     /// The configuration this connection serves.
@@ -417,22 +494,23 @@ impl Server {
         let outcome = self.answer_tool(
             &pending.id,
             pending.batch,
-            pending.dialect,
+            pending.speech,
             pending.tool,
             result,
         );
-        self.push_deferred_outcome(pending.id, outcome);
+        self.push_deferred_outcome(pending.id, outcome, pending.speech);
         Ok(())
     }
 
     /// The `Handled` record of a call answered after it was validated.
-    fn push_deferred_outcome(&mut self, id: Id<'static>, outcome: RequestOutcome) {
+    fn push_deferred_outcome(&mut self, id: Id<'static>, outcome: RequestOutcome, speech: Speech) {
         self.events.push_back(ServerEvent::Handled(Outcome {
             id: Some(id),
             method: Some(TOOLS_CALL.to_owned()),
             tool: outcome.tool,
             error: outcome.error,
             detail: outcome.detail,
+            stateless: speech.is_stateless(),
         }));
     }
 
@@ -484,6 +562,7 @@ impl Server {
             tool: None,
             error: Some(canonical),
             detail: Some(detail),
+            stateless: false,
         }));
         self.events.push_back(ServerEvent::FramingError(error));
     }
@@ -506,6 +585,7 @@ impl Server {
                     tool: None,
                     error: Some(rejection.error),
                     detail: Some(rejection.detail),
+                    stateless: false,
                 }));
             }
             Ok(Incoming::Single(message)) => self.handle_envelope(message, None),
@@ -532,6 +612,7 @@ impl Server {
                                 tool: None,
                                 error: Some(rejection.error),
                                 detail: Some(rejection.detail),
+                                stateless: false,
                             }));
                         }
                     }
@@ -549,7 +630,16 @@ impl Server {
             Message::Request(request) => {
                 let id = request.id.into_owned();
                 let method = request.method.to_string();
-                let outcome = self.handle_request(&id, &method, request.params, batch);
+                let outcome = match self.speech_of(&method, request.params) {
+                    Ok(speech) => {
+                        self.speech = speech;
+                        self.handle_request(&id, &method, request.params, batch)
+                    }
+                    Err(refusal) => {
+                        self.speech = Speech::mcp(McpRevision::V2026_07_28);
+                        self.refuse_stateless(&id, batch, refusal)
+                    }
+                };
                 // A call handed to the embedder is recorded when it is
                 // answered (`respond_tool`) or cancelled, with what was
                 // actually sent.
@@ -562,6 +652,7 @@ impl Server {
                     tool: outcome.tool,
                     error: outcome.error,
                     detail: outcome.detail,
+                    stateless: self.speech.is_stateless(),
                 }));
             }
             Message::Notification(notification) => {
@@ -572,6 +663,7 @@ impl Server {
                     tool: None,
                     error: refused.as_ref().map(|_| CanonicalError::InvalidToolInput),
                     detail: refused,
+                    stateless: false,
                 }));
             }
             Message::Response(response) => {
@@ -582,6 +674,7 @@ impl Server {
                     tool: None,
                     error: None,
                     detail: Some("unsolicited response ignored".to_owned()),
+                    stateless: false,
                 }));
             }
         }
@@ -626,7 +719,7 @@ impl Server {
                                 ),
                                 deferred: false,
                             };
-                            self.push_deferred_outcome(pending.id.clone(), outcome);
+                            self.push_deferred_outcome(pending.id.clone(), outcome, pending.speech);
                         }
                         // A cancelled request gets no answer; a batch stops
                         // waiting for it.
@@ -657,19 +750,19 @@ impl Server {
             let detail = format!("request id {id} is already in flight; use a fresh id");
             return self.reply_error(id, batch, CanonicalError::InvalidEnvelope, detail, None);
         }
+        let resources = self.config.resources_enabled;
         match method {
             "initialize" => self.initialize(id, params, batch),
-            "ping" => self.reply_ok(id, batch, &json!({})),
-            "tools/list" => self.tools_list(id, batch),
+            "server/discover" => self.discover(id, batch),
+            "ping" => self.ping(id, batch),
+            "tools/list" => self.tools_list(id, params, batch),
             "tools/call" => self.handle_tool_call(id, params, batch),
-            "resources/list" if self.config.resources_enabled => self.resources_list(id, batch),
-            "resources/read" if self.config.resources_enabled => {
-                self.resources_read(id, params, batch)
+            "resources/list" if resources => self.resources_list(id, params, batch),
+            "resources/templates/list" if resources => {
+                self.resource_templates_list(id, params, batch)
             }
-            _ => {
-                let detail = format!("method {method:?} is not served here");
-                self.reply_error(id, batch, CanonicalError::MethodNotFound, detail, None)
-            }
+            "resources/read" if resources => self.resources_read(id, params, batch),
+            _ => self.method_not_found(id, batch, method),
         }
     }
 
@@ -744,16 +837,19 @@ impl Server {
                     Ok(arguments) => arguments,
                     Err(EvidenceInputError::Duplicate(duplicate)) => {
                         let place = format!("arguments of tool `{name}`");
-                        return self.reply_duplicate(id, batch, &place, duplicate, Some(name));
+                        return self.refuse_duplicate_argument(id, batch, &place, duplicate, name);
                     }
                     Err(EvidenceInputError::Schema(violation)) => {
-                        return self.reply_tool_io_error(id, batch, violation, name);
+                        return self.reply_tool_io_error(id, batch, self.speech, violation, name);
                     }
                     Err(EvidenceInputError::Typed(detail)) => {
-                        return self.reply_error(
+                        let object =
+                            CanonicalError::InvalidToolInput.error_object(Some(id), Some(&detail));
+                        return self.refuse_tool_input(
                             id,
                             batch,
-                            CanonicalError::InvalidToolInput,
+                            self.speech,
+                            object,
                             detail,
                             Some(name),
                         );
@@ -777,14 +873,18 @@ impl Server {
                     Ok(Value::Object(object)) => Value::Object(object),
                     Err(UniqueError::Duplicate(duplicate)) => {
                         let place = format!("arguments of tool `{name}`");
-                        return self.reply_duplicate(id, batch, &place, duplicate, Some(name));
+                        return self.refuse_duplicate_argument(id, batch, &place, duplicate, name);
                     }
                     Ok(_) | Err(_) => {
-                        return self.reply_error(
+                        let detail = "tool arguments must be a JSON object".to_owned();
+                        let object =
+                            CanonicalError::InvalidToolInput.error_object(Some(id), Some(&detail));
+                        return self.refuse_tool_input(
                             id,
                             batch,
-                            CanonicalError::InvalidToolInput,
-                            "tool arguments must be a JSON object".to_owned(),
+                            self.speech,
+                            object,
+                            detail,
                             Some(name),
                         );
                     }
@@ -796,12 +896,12 @@ impl Server {
                     .schemas
                     .validate_input(&name, &arguments)
                 {
-                    return self.reply_tool_io_error(id, batch, violation, name);
+                    return self.reply_tool_io_error(id, batch, self.speech, violation, name);
                 }
                 if let ToolKind::Inline(handler) = kind {
                     let handler = Arc::clone(handler);
                     let result = handler(&arguments);
-                    return self.answer_tool(id, batch, self.dialect, name, result);
+                    return self.answer_tool(id, batch, self.speech, name, result);
                 }
                 let ticket = self.issue_ticket(id, CallKind::Tool, batch, &name);
                 self.events.push_back(ServerEvent::ToolCall {
@@ -877,6 +977,24 @@ impl Server {
         }
     }
 
+    /// Refuses tool arguments that name a member twice (see
+    /// [`Server::refuse_tool_input`]): the member and its JSON pointer in
+    /// the detail and in `data.pointer`.
+    fn refuse_duplicate_argument(
+        &mut self,
+        id: &Id<'static>,
+        batch: Option<u64>,
+        place: &str,
+        duplicate: Duplicate,
+        tool: String,
+    ) -> RequestOutcome {
+        let detail = format!("{place}: {duplicate}");
+        let object = CanonicalError::InvalidToolInput
+            .error_object(Some(id), Some(&detail))
+            .with_pointer(duplicate.pointer);
+        self.refuse_tool_input(id, batch, self.speech, object, detail, Some(tool))
+    }
+
     /// Answers an `evidence_query` the contract refused, at once and
     /// without an event: an `EvidenceResult` carrying `error` in the
     /// connection's dialect, as the embedder's answer would be. Its record
@@ -894,12 +1012,7 @@ impl Server {
             error.code, error.message
         );
         let result = EvidenceResult::with_error(error);
-        let body = match self.dialect {
-            Dialect::DecisionGate => {
-                envelope::encode_reply(id, &evidence::to_decision_gate_tool_result(&result))
-            }
-            Dialect::Mcp => envelope::encode_reply(id, &evidence::to_mcp_tool_result(&result)),
-        };
+        let body = envelope::encode_reply(id, &dialect::evidence_tool_result(&result, self.speech));
         self.reply(batch, body);
         RequestOutcome {
             tool: Some(tool),
@@ -915,6 +1028,7 @@ impl Server {
         &mut self,
         id: &Id<'static>,
         batch: Option<u64>,
+        speech: Speech,
         violation: crate::schema::ToolIoError,
         tool: String,
     ) -> RequestOutcome {
@@ -922,11 +1036,54 @@ impl Server {
             .error
             .error_object(Some(id), Some(&violation.detail))
             .with_pointer(violation.pointer);
+        if violation.error == CanonicalError::InvalidToolInput {
+            return self.refuse_tool_input(id, batch, speech, object, violation.detail, Some(tool));
+        }
         self.reply(batch, envelope::encode_error_object(Some(id), &object));
         RequestOutcome {
             tool: Some(tool),
             error: Some(violation.error),
             detail: Some(violation.detail),
+            deferred: false,
+        }
+    }
+
+    /// Answers tool arguments that were refused (outside the input schema,
+    /// a member named twice, the wrong shape): as a tool result with
+    /// `isError: true` carrying the canonical error object as text where
+    /// the speech's revision asks for it (SEP-1303: MCP 2025-11-25 on,
+    /// unless the policy keeps JSON-RPC errors), so a model can read and
+    /// correct it; otherwise as the JSON-RPC error `INVALID_TOOL_INPUT`.
+    fn refuse_tool_input(
+        &mut self,
+        id: &Id<'static>,
+        batch: Option<u64>,
+        speech: Speech,
+        object: crate::error::ErrorObject,
+        detail: String,
+        tool: Option<String>,
+    ) -> RequestOutcome {
+        let as_result = speech.dialect == Dialect::Mcp
+            && speech.revision.input_errors_as_tool_results()
+            && !self.config.policy.tool_input_errors_always_jsonrpc();
+        if as_result {
+            let text = serde_json::to_string(&object).unwrap_or_default();
+            let result = dialect::failed_tool_result(&text, speech);
+            self.reply(batch, envelope::encode_reply(id, &result));
+            return RequestOutcome {
+                tool,
+                error: None,
+                detail: Some(format!(
+                    "answered as a tool result with isError (SEP-1303): {detail}"
+                )),
+                deferred: false,
+            };
+        }
+        self.reply(batch, envelope::encode_error_object(Some(id), &object));
+        RequestOutcome {
+            tool,
+            error: Some(CanonicalError::InvalidToolInput),
+            detail: Some(detail),
             deferred: false,
         }
     }
@@ -937,9 +1094,16 @@ impl Server {
         &mut self,
         id: &Id<'static>,
         batch: Option<u64>,
+        speech: Speech,
         violation: crate::schema::ToolIoError,
         tool: String,
     ) -> RequestOutcome {
+        let object = violation
+            .error
+            .error_object(Some(id), Some(&violation.detail));
+        if violation.error == CanonicalError::InvalidToolInput {
+            return self.refuse_tool_input(id, batch, speech, object, violation.detail, Some(tool));
+        }
         self.reply_error(id, batch, violation.error, violation.detail, Some(tool))
     }
 
@@ -953,7 +1117,7 @@ impl Server {
         &mut self,
         id: &Id<'static>,
         batch: Option<u64>,
-        dialect: Dialect,
+        speech: Speech,
         tool: String,
         result: Result<Value, ToolFailure>,
     ) -> RequestOutcome {
@@ -966,34 +1130,18 @@ impl Server {
                     .schemas
                     .validate_output(&tool, &structured)
                 {
-                    return self.reply_tool_io_error(id, batch, violation, tool);
+                    return self.reply_tool_io_error(id, batch, speech, violation, tool);
                 }
-                let text = serde_json::to_string(&structured).unwrap_or_default();
-                let payload = match dialect {
-                    Dialect::DecisionGate => json!({
-                        "content": [{"type": "json", "json": structured}]
-                    }),
-                    Dialect::Mcp => json!({
-                        "content": [{"type": "text", "text": text}],
-                        "structuredContent": structured,
-                        "isError": false,
-                    }),
-                };
+                let payload = dialect::structured_tool_result(&structured, speech);
                 self.reply(batch, envelope::encode_reply(id, &payload));
                 RequestOutcome::accepted(Some(tool))
             }
-            Err(ToolFailure::InvalidInput(detail)) => self.reply_error(
-                id,
-                batch,
-                CanonicalError::InvalidToolInput,
-                detail,
-                Some(tool),
-            ),
+            Err(ToolFailure::InvalidInput(detail)) => {
+                let object = CanonicalError::InvalidToolInput.error_object(Some(id), Some(&detail));
+                self.refuse_tool_input(id, batch, speech, object, detail, Some(tool))
+            }
             Err(ToolFailure::Failed(message)) => {
-                let payload = json!({
-                    "content": [{"type": "text", "text": message}],
-                    "isError": true,
-                });
+                let payload = dialect::failed_tool_result(&message, speech);
                 self.reply(batch, envelope::encode_reply(id, &payload));
                 RequestOutcome::accepted(Some(tool))
             }
@@ -1019,7 +1167,7 @@ impl Server {
             Pending {
                 id: id.clone(),
                 kind,
-                dialect: self.dialect,
+                speech: self.speech,
                 batch,
                 tool: tool.to_owned(),
             },

@@ -15,7 +15,7 @@ use alloc::vec::Vec;
 use serde_json::{Map, Value, json};
 
 use crate::contract::ProviderContract;
-use crate::dialect::Dialect;
+use crate::dialect::{Dialect, Speech};
 use crate::evidence::EVIDENCE_QUERY_TOOL;
 
 /// A tool as `tools/list` shows it.
@@ -127,20 +127,24 @@ impl ToolDefinition {
         }
     }
 
-    pub(crate) fn to_listing(&self, dialect: Dialect) -> Value {
+    /// The tool as `tools/list` shows it in `speech`: `input_schema` for
+    /// Decision Gate; `inputSchema` for MCP, with `outputSchema` from
+    /// revision 2025-06-18 on (older clients know no structured output).
+    pub(crate) fn to_listing(&self, speech: Speech) -> Value {
         let mut tool = Map::new();
         tool.insert("name".to_owned(), Value::from(self.name.as_str()));
         tool.insert(
             "description".to_owned(),
             Value::from(self.description.as_str()),
         );
-        match dialect {
+        match speech.dialect {
             Dialect::DecisionGate => {
                 tool.insert("input_schema".to_owned(), self.input_schema.clone());
             }
             Dialect::Mcp => {
                 tool.insert("inputSchema".to_owned(), self.input_schema.clone());
-                if let Some(output) = &self.output_schema {
+                if let (Some(output), true) = (&self.output_schema, speech.has_structured_content())
+                {
                     tool.insert("outputSchema".to_owned(), output.clone());
                 }
             }
