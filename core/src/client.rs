@@ -339,10 +339,10 @@ impl Client {
             "capabilities": {},
             "clientInfo": {"name": self.config.client_name, "version": env!("CARGO_PKG_VERSION")},
         });
-        let body = envelope_request(id, "initialize", &params);
+        let body = request_body(id, "initialize", &params);
         self.handshake = Handshake::Waiting(id);
         self.handshake_deadline = now.map(|now| now.saturating_add(self.config.request_timeout_ms));
-        self.transmit(&body);
+        self.transmit(body);
     }
 
     fn take_id(&mut self) -> i64 {
@@ -374,7 +374,7 @@ impl Client {
             name: EVIDENCE_QUERY_TOOL,
             arguments: Arguments { query, context },
         };
-        let body = envelope_request(id, "tools/call", &params);
+        let body = request_body(id, "tools/call", &params);
         self.pending.insert(
             id,
             Pending {
@@ -390,7 +390,7 @@ impl Client {
                 }
                 self.held.push_back((id, body));
             }
-            Handshake::NotNeeded | Handshake::Done => self.transmit(&body),
+            Handshake::NotNeeded | Handshake::Done => self.transmit(body),
         }
         RequestId(id)
     }
@@ -493,11 +493,11 @@ impl Client {
         if self.held.len() != held_before || self.needs_restart {
             return;
         }
-        let body = envelope_notification(
+        let body = notification_body(
             "notifications/cancelled",
             &json!({"requestId": id, "reason": reason}),
         );
-        self.transmit(&body);
+        self.transmit(body);
     }
 
     /// The provider is gone (exited, closed its output, or must be
@@ -619,9 +619,44 @@ impl Client {
         self.events.pop_front()
     }
 
-    /// The next framed bytes to write to the provider.
+    /// The next framed bytes to write to the provider (in
+    /// [`ClientConfig::framing`]).
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
+        let body = self.transmits.pop_front()?;
+        let mut out = Vec::with_capacity(body.len().saturating_add(32));
+        // A body serde_json wrote holds no raw newline, so framing cannot
+        // fail; a message that could not be framed is not sent.
+        frame::encode(self.config.framing, &body, &mut out).ok()?;
+        Some(out)
+    }
+
+    /// The next message to send, unframed: one JSON-RPC request or
+    /// notification. The unframed twin of [`Client::poll_transmit`], for
+    /// transports that carry one message per unit (an HTTP request body).
+    pub fn poll_message(&mut self) -> Option<Vec<u8>> {
         self.transmits.pop_front()
+    }
+
+    /// Feed one whole message the provider sent, unframed (an HTTP answer
+    /// body): the unframed twin of [`Client::handle_input`]. A message over
+    /// the frame limit is dropped as [`Client::handle_input`] drops an
+    /// oversized frame.
+    pub fn handle_message(&mut self, body: &[u8]) {
+        if self.needs_restart {
+            return;
+        }
+        let limit = self.config.limits.max_body_bytes;
+        if body.len() > limit {
+            let reason = format!(
+                "a message of {} bytes is over the limit of {limit} bytes; it was dropped unread",
+                body.len()
+            );
+            let prefix = body.get(..DROPPED_PREFIX_BYTES).unwrap_or(body);
+            let id = envelope::find_id(prefix);
+            self.drop_message(reason, true, id);
+            return;
+        }
+        self.handle_body(body);
     }
 
     /// A provider message that cannot be read (framing, JSON-RPC): report
@@ -689,13 +724,13 @@ impl Client {
         };
         for message in messages {
             match message {
-                Ok(message) => self.handle_message(message),
+                Ok(message) => self.handle_envelope(message),
                 Err(rejection) => self.drop_message(rejection.detail, true, rejection.id),
             }
         }
     }
 
-    fn handle_message(&mut self, message: Message<'_>) {
+    fn handle_envelope(&mut self, message: Message<'_>) {
         match message {
             Message::Notification(notification) => {
                 self.events
@@ -713,7 +748,7 @@ impl Client {
                         Some("this client serves no requests"),
                     )
                 };
-                self.transmit(&body);
+                self.transmit(body);
                 self.events
                     .push_back(ClientEvent::Skipped(Skipped::ProviderRequest {
                         method: request.method.to_string(),
@@ -792,52 +827,28 @@ impl Client {
             return;
         };
         self.handshake = Handshake::Done;
-        let body = envelope_notification("notifications/initialized", &json!({}));
-        self.transmit(&body);
+        let body = notification_body("notifications/initialized", &json!({}));
+        self.transmit(body);
         while let Some((_, held)) = self.held.pop_front() {
-            self.transmit(&held);
+            self.transmit(held);
         }
         self.events.push_back(ClientEvent::Initialized {
             protocol_version: version,
         });
     }
 
-    fn transmit(&mut self, body: &[u8]) {
-        let mut out = Vec::with_capacity(body.len().saturating_add(32));
-        if frame::encode(self.config.framing, body, &mut out).is_ok() {
-            self.transmits.push_back(out);
-        }
+    /// Queues one message (unframed); [`Client::poll_transmit`] frames it.
+    fn transmit(&mut self, body: Vec<u8>) {
+        self.transmits.push_back(body);
     }
 }
 
-fn envelope_request<T: Serialize + ?Sized>(id: i64, method: &str, params: &T) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Request<'a, T: ?Sized> {
-        jsonrpc: &'static str,
-        id: i64,
-        method: &'a str,
-        params: &'a T,
-    }
-    serde_json::to_vec(&Request {
-        jsonrpc: "2.0",
-        id,
-        method,
-        params,
-    })
-    .unwrap_or_default()
+/// A request this client sends (its own types serialize without fail).
+fn request_body<T: Serialize + ?Sized>(id: i64, method: &str, params: &T) -> Vec<u8> {
+    envelope::encode_request(&Id::Number(id), method, Some(params)).unwrap_or_default()
 }
 
-fn envelope_notification<T: Serialize + ?Sized>(method: &str, params: &T) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Notification<'a, T: ?Sized> {
-        jsonrpc: &'static str,
-        method: &'a str,
-        params: &'a T,
-    }
-    serde_json::to_vec(&Notification {
-        jsonrpc: "2.0",
-        method,
-        params,
-    })
-    .unwrap_or_default()
+/// A notification this client sends.
+fn notification_body<T: Serialize + ?Sized>(method: &str, params: &T) -> Vec<u8> {
+    envelope::encode_notification(method, Some(params)).unwrap_or_default()
 }
