@@ -32,6 +32,65 @@
 //! Limits: frame limits from [`frame::Limits`]; the memory of expired ids
 //! (to drop late answers) is bounded by [`ClientConfig::late_answer_memory`];
 //! of a skipped message at most [`DROPPED_PREFIX_BYTES`] are kept.
+//!
+//! # Driving it
+//!
+//! 1. **Inputs.** [`Client::query`] (and [`Client::cancel`]) with the time
+//!    `now`; [`Client::handle_input`] with the bytes the provider wrote
+//!    (framed), or [`Client::handle_message`] with one whole message (an
+//!    HTTP answer body); an empty read, [`Client::handle_input`] of `&[]`,
+//!    means the provider closed its output; [`Client::handle_timeout`] when
+//!    [`Client::poll_timeout`]'s deadline has passed.
+//! 2. **Output, until `None`.** [`Client::poll_transmit`] (framed in
+//!    [`ClientConfig::framing`]) or [`Client::poll_message`] (unframed)
+//!    after every input: a query is only sent once its bytes are written.
+//! 3. **Events, until `None`.** [`Client::poll_event`]: one
+//!    [`ClientEvent::Answer`] per query, exactly once (verified evidence, or
+//!    why there is none).
+//! 4. **Sleep** until [`Client::poll_timeout`] or the next input.
+//!
+//! ```
+//! use evidence_wire::client::{Client, ClientConfig, ClientEvent};
+//! use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime};
+//! use evidence_wire::server::{Server, ServerConfig, ServerEvent};
+//!
+//! let mut client = Client::new(ClientConfig::default());
+//! // The provider: a core server in memory (any transport would do).
+//! let mut provider = Server::new(ServerConfig::default());
+//! let now = 0;
+//! let id = client.query(
+//!     &EvidenceQuery::new("p", "answer"),
+//!     &EvidenceContext::adhoc(TriggerTime::UnixMillis(now as i64)),
+//!     now,
+//! );
+//! let mut answer = None;
+//! while answer.is_none() {
+//!     // 2. output to the provider; it answers (its own loop, inlined).
+//!     while let Some(bytes) = client.poll_transmit() {
+//!         provider.handle_input(&bytes);
+//!     }
+//!     while let Some(event) = provider.poll_event() {
+//!         if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+//!             let value = EvidenceValue::json(&42)?;
+//!             provider.respond(ticket, EvidenceResult::with_value(value)).expect("in flight");
+//!         }
+//!     }
+//!     // 1. input: what the provider wrote.
+//!     while let Some(bytes) = provider.poll_transmit() {
+//!         client.handle_input(&bytes);
+//!     }
+//!     // 3. events: the verified answer.
+//!     while let Some(event) = client.poll_event() {
+//!         if let ClientEvent::Answer { id: answered, outcome } = event {
+//!             assert_eq!(answered, id);
+//!             answer = Some(outcome);
+//!         }
+//!     }
+//! }
+//! let evidence = answer.expect("answered").expect("verified");
+//! assert!(evidence.hash().is_some(), "the hash was checked (or computed)");
+//! # Ok::<(), serde_json::Error>(())
+//! ```
 
 use alloc::borrow::ToOwned;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};

@@ -44,6 +44,61 @@
 //! limits from [`frame::Limits`], envelope nesting from the
 //! [`envelope::Policy`], and at most [`ServerConfig::max_in_flight`] queries
 //! waiting for an answer (more are answered `OVERLOADED`).
+//!
+//! # Driving it
+//!
+//! A [`ServerConfig`] is built once (limits, contract, tools, signing key)
+//! and shared; each connection is a `Server` made from it. The calls fall in
+//! three groups, and the poll order matters:
+//!
+//! 1. **Inputs.** [`Server::handle_input`] with the bytes read (framed, the
+//!    framing detected from the first byte), or [`Server::handle_message`]
+//!    with one whole message (HTTP); [`Server::handle_end_of_input`] once the
+//!    peer closed its side (the one way to say end of input).
+//! 2. **Events, until `None`.** [`Server::poll_event`] after every input:
+//!    each [`ServerEvent::EvidenceQuery`] is answered, now or later, with
+//!    [`Server::respond`] (a tool call with [`Server::respond_tool`]); every
+//!    complete message already received has produced its events before
+//!    `handle_input` returns.
+//! 3. **Output, until `None`.** [`Server::poll_transmit`] (framed bytes) or
+//!    [`Server::poll_message`] (one message each) after every input and
+//!    every answer; write everything before reading more.
+//!
+//! The connection is done when [`Server::is_finished`]: input closed, every
+//! query answered, every byte taken. The server reads no clock: a caller
+//! that wants deadlines keeps them itself.
+//!
+//! ```
+//! use evidence_wire::evidence::{EvidenceResult, EvidenceValue};
+//! use evidence_wire::server::{Server, ServerConfig, ServerEvent};
+//!
+//! let mut server = Server::new(ServerConfig::default());
+//! let call = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"evidence_query","arguments":{"query":{"provider_id":"p","check_id":"answer"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":0}}}}}"#;
+//! let mut output = Vec::new();
+//! // 1. input: one newline-delimited message, then the end of input.
+//! server.handle_input(call);
+//! server.handle_input(b"\n");
+//! server.handle_end_of_input();
+//! loop {
+//!     // 2. events: answer each query (here at once, from this thread).
+//!     while let Some(event) = server.poll_event() {
+//!         if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+//!             let value = EvidenceValue::json(&42)?;
+//!             server.respond(ticket, EvidenceResult::with_value(value)).expect("in flight");
+//!         }
+//!     }
+//!     // 3. output: everything there is.
+//!     while let Some(bytes) = server.poll_transmit() {
+//!         output.extend_from_slice(&bytes);
+//!     }
+//!     if server.is_finished() {
+//!         break;
+//!     }
+//! }
+//! let answer: serde_json::Value = serde_json::from_slice(&output)?;
+//! assert_eq!(answer["result"]["content"][0]["json"]["value"]["value"], 42);
+//! # Ok::<(), serde_json::Error>(())
+//! ```
 
 use alloc::borrow::ToOwned;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
