@@ -192,7 +192,12 @@ proptest! {
     /// the id and the rest of the configuration.
     #[test]
     fn every_generated_contract_meets_decision_gates_rules(
-        id in "[ -~]{0,40}|\\PC{1,12}",
+        id in prop_oneof![
+            "[ -~]{0,40}",
+            "\\PC{1,12}",
+            proptest::sample::select(vec!["time", "env", "json", "http", "evidence-wire"])
+                .prop_map(str::to_owned),
+        ],
         root in "[a-z/]{0,12}",
         root_id in "[a-z0-9.-]{1,12}",
         nodes in 1u64..100_000,
