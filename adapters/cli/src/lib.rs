@@ -34,7 +34,8 @@ use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
-use evidence_wire_bundled::{BundledProvider, BundledSettings};
+use evidence_wire::config::BundledConfig;
+use evidence_wire_bundled::{BundledProvider, JsonPool};
 
 #[derive(Parser)]
 #[command(
@@ -216,7 +217,7 @@ impl From<ProfileArg> for Profile {
 #[derive(clap::Args)]
 struct QueryArgs {
     /// The check to run.
-    #[arg(long)]
+    #[arg(long, long_help = format!("The check to run.\n\n{}", BundledProvider::checks_help()))]
     check: String,
     /// The check's params as JSON.
     #[arg(long)]
@@ -453,8 +454,8 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
 }
 
 /// The bundled provider's settings: `[bundled]`, then the command line.
-fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
-    let mut settings = BundledSettings::from_config(&config.bundled);
+fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledConfig {
+    let mut settings = config.bundled.clone();
     if let Some(root) = &args.root {
         settings.root = root.clone();
     }
@@ -465,12 +466,10 @@ fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
         settings.provider_id = provider_id.clone();
     }
     for key in &args.allow_env {
-        if !settings.env_allow.contains(key) {
-            settings.env_allow.push(key.clone());
+        if !settings.env.allow.contains(key) {
+            settings.env.allow.push(key.clone());
         }
     }
-    // As many json_path documents in memory as workers answering.
-    settings.json.max_concurrent = args.workers.clamp(1, 64);
     settings
 }
 
@@ -531,7 +530,9 @@ fn serve_signer(
 
 fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     let settings = bundled_settings(config, &args);
-    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    // As many json_path documents in memory as workers answering.
+    let documents = JsonPool::new(args.workers.clamp(1, 64));
+    let provider = BundledProvider::with_json_pool(&settings, documents).map_err(Failure::usage)?;
     let mut server_config = provider.install(server_config(config));
     if let Some(profile) = args.hash_profile {
         server_config.hash_profile = profile.choice();
@@ -760,7 +761,7 @@ fn target(
         command.push("--root".to_owned());
         command.push(root.to_string_lossy().into_owned());
     }
-    let mut settings = BundledSettings::from_config(&config.bundled);
+    let mut settings = config.bundled.clone();
     if let Some(provider_id) = &args.provider_id {
         settings.provider_id = provider_id.clone();
         // The served contract checks query.provider_id: serve under the same id.
@@ -768,7 +769,7 @@ fn target(
         command.push(provider_id.clone());
     }
     let provider_id = settings.provider_id.clone();
-    let contract = BundledProvider::new(settings)
+    let contract = BundledProvider::new(&settings)
         .map_err(Failure::usage)?
         .contract();
     Ok(Target {
@@ -1211,11 +1212,11 @@ fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
 }
 
 fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
-    let mut settings = BundledSettings::from_config(&config.bundled);
+    let mut settings = config.bundled.clone();
     if let Some(provider_id) = args.provider_id {
         settings.provider_id = provider_id;
     }
-    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    let provider = BundledProvider::new(&settings).map_err(Failure::usage)?;
     match args.check {
         None => {
             println!("{}", provider.server_contract().contract_json());
