@@ -54,8 +54,8 @@ mod provider;
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
 pub use evidence_wire::contract::{Comparator, Determinism};
 pub use handler::{
-    Answer, BoxFuture, CallKind, Completion, Handler, IntoService, Job, ServeError, Service, Work,
-    complete, dispatch,
+    Answer, BoxFuture, CallKind, Completion, Handler, IntoService, Job, Respond, ServeError,
+    Service, Work, complete, dispatch,
 };
 pub use provider::Provider;
 
