@@ -42,11 +42,14 @@
 //!   `internal_error` result.
 //!
 //! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
-//! server events, [`Job`]s and [`complete`].
+//! server events, [`Job`]s and [`complete`]; their process clients share
+//! [`caller`]: [`caller::ProcessConfig`], [`caller::ProviderError`] and
+//! [`caller::ProcessCore`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod caller;
 pub mod check;
 pub mod handler;
 mod provider;
