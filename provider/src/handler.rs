@@ -158,6 +158,12 @@ impl Completion {
         Completion::Evidence(Box::new(result))
     }
 
+    /// The answer of a call of `kind` whose task was aborted because the
+    /// peer cancelled it (the server drops it: nothing is sent).
+    pub fn cancelled(kind: CallKind) -> Self {
+        Completion::failed(kind, CANCELLED)
+    }
+
     /// The answer of a call of `kind` whose handler did not finish: it
     /// panicked, or its task was aborted.
     pub fn failed(kind: CallKind, reason: &str) -> Self {
@@ -189,6 +195,9 @@ pub struct Job {
 /// The reason of the `internal_error` answer to a call whose handler panicked.
 const PANICKED: &str = "the provider's handler panicked while answering; see its log";
 
+/// The reason of the answer to a call whose task was aborted.
+const CANCELLED: &str = "the call was cancelled";
+
 impl Job {
     /// The job of a call of `kind` whose answer `start` builds; a panic
     /// while building it makes the job an `internal_error` answer.
@@ -217,6 +226,20 @@ impl Job {
                 kind: self.kind,
                 answer,
             }),
+        }
+    }
+
+    /// Where the work runs, each kind already answering a panic with an
+    /// `internal_error` result: what an adapter hands to its blocking pool
+    /// ([`Answer::Blocking`]) or executor ([`Answer::Async`]).
+    pub fn into_guarded(self) -> Answer<Completion> {
+        let kind = self.kind;
+        match self.answer {
+            Answer::Ready(completion) => Answer::Ready(completion),
+            Answer::Blocking(work) => {
+                Answer::Blocking(Box::new(move || Job::catch_blocking(kind, work)))
+            }
+            Answer::Async(future) => Answer::Async(Job::catch_async(kind, future)),
         }
     }
 
