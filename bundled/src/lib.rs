@@ -36,8 +36,12 @@
 //!
 //! Features: `http` (default) compiles the two HTTP checks (ureq with
 //! rustls); without it they stay in the contract and answer
-//! `http_unavailable`. `blocking` and `tokio` (default) implement the
-//! adapters' `Handler` traits for [`BundledProvider`].
+//! `http_unavailable`.
+//!
+//! [`BundledProvider`] is an [`evidence_wire_provider::Handler`], so every
+//! adapter serves it: the clock and environment checks are answered where
+//! the query is read, the file and HTTP checks on the adapter's blocking
+//! pool.
 
 #![forbid(unsafe_code)]
 
@@ -368,50 +372,26 @@ impl BundledProvider {
     }
 }
 
-#[cfg(feature = "blocking")]
-impl evidence_wire_blocking::Handler for BundledProvider {
-    fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
-        self.answer(&query, &context)
-    }
-
-    /// The clock and environment checks compute from the context or the
-    /// process environment, with no I/O: answered on the reading thread.
-    /// File and HTTP checks block, and go to a worker.
-    fn answer_inline(&self, query: &EvidenceQuery) -> bool {
-        matches!(
-            query.check_id.as_str(),
-            "time_now" | "time_after" | "time_before" | "env_get"
-        )
-    }
-
-    /// This provider has no tool of its own: every call gets the default
-    /// refusal, an in-memory answer (the docs tools are answered by the
-    /// server itself and never reach the handler).
-    fn answer_tool_inline(&self, _name: &str) -> bool {
-        true
-    }
-}
-
-/// Over HTTP (tokio) each query runs on the blocking pool: the checks read
-/// files and make blocking HTTP requests.
-#[cfg(feature = "tokio")]
-impl evidence_wire_tokio::Handler for BundledProvider {
+/// The clock and environment checks compute from the context or the
+/// process environment, with no I/O: answered where the query is read. File
+/// and HTTP checks block, and go to the adapter's blocking pool. This
+/// provider has no tool of its own: every tool call gets the default
+/// refusal, an in-memory answer (the docs tools are answered by the server
+/// itself and never reach the handler).
+impl evidence_wire_provider::Handler for BundledProvider {
     fn evidence_query(
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
-    ) -> impl std::future::Future<Output = EvidenceResult> + Send {
-        let provider = self.clone();
-        async move {
-            tokio::task::spawn_blocking(move || provider.answer(&query, &context))
-                .await
-                .unwrap_or_else(|error| {
-                    EvidenceResult::with_error(EvidenceError::new(
-                        "internal_error",
-                        format!("the check did not finish: {error}"),
-                    ))
-                })
+    ) -> evidence_wire_provider::Answer<EvidenceResult> {
+        if matches!(
+            query.check_id.as_str(),
+            "time_now" | "time_after" | "time_before" | "env_get"
+        ) {
+            return evidence_wire_provider::Answer::Ready(self.answer(&query, &context));
         }
+        let provider = self.clone();
+        evidence_wire_provider::Answer::blocking(move || provider.answer(&query, &context))
     }
 }
 
