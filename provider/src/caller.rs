@@ -273,6 +273,9 @@ impl From<Failure<SpawnError>> for ProviderError {
 
 /// What a process adapter must do next ([`ProcessCore::poll`]).
 #[derive(Debug)]
+// `Answer` is the common step and is moved once to its waiter, as the
+// core's `Action::Answer` is; boxing it would cost an allocation per answer.
+#[allow(clippy::large_enum_variant)]
 pub enum Step<T> {
     /// Stop the current child if any, start a new one, and report the
     /// outcome with [`ProcessCore::started`] before anything else.
