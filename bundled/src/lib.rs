@@ -52,9 +52,12 @@
 //!
 //! Features: `http` (default) compiles the two HTTP checks (ureq with
 //! rustls); without it they stay in the contract and answer
-//! `http_unavailable`. `blocking` and `tokio` (default) implement those
-//! adapters' own `Handler` traits for [`BundledProvider`] by delegating to
-//! the SDK provider, until the adapters serve [`evidence_wire_provider::Handler`].
+//! `http_unavailable`.
+//!
+//! [`BundledProvider`] is an [`evidence_wire_provider::Handler`], so every
+//! adapter serves it: the clock and environment checks are answered where
+//! the query is read, the file and HTTP checks on the adapter's blocking
+//! pool.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -361,57 +364,5 @@ impl IntoService for BundledProvider {
     fn into_service(self) -> Result<Service, ServeError> {
         let config = self.install(ServerConfig::default());
         Ok(Service::new(config, self))
-    }
-}
-
-/// A shim until the blocking adapter serves the SDK's `Handler`: the same
-/// provider, answered on this adapter's threads.
-#[cfg(feature = "blocking")]
-impl evidence_wire_blocking::Handler for BundledProvider {
-    fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
-        self.answer(&query, &context)
-    }
-
-    /// The checks the table marks inline (clock and environment: no I/O)
-    /// are answered on the reading thread; file and HTTP checks go to a
-    /// worker.
-    fn answer_inline(&self, query: &EvidenceQuery) -> bool {
-        self.is_inline(query)
-    }
-
-    /// This provider has no tool of its own: every call gets the default
-    /// refusal, an in-memory answer (the docs tools are answered by the
-    /// server itself and never reach the handler).
-    fn answer_tool_inline(&self, _name: &str) -> bool {
-        true
-    }
-}
-
-/// A shim until the tokio adapter serves the SDK's `Handler`: inline checks
-/// are answered on the task, file and HTTP checks on tokio's blocking pool.
-#[cfg(feature = "tokio")]
-impl evidence_wire_tokio::Handler for BundledProvider {
-    fn evidence_query(
-        &self,
-        query: EvidenceQuery,
-        context: EvidenceContext,
-    ) -> impl std::future::Future<Output = EvidenceResult> + Send {
-        let answer = self.provider.answer(query, context);
-        async move {
-            match answer {
-                Answer::Ready(result) => result,
-                Answer::Blocking(work) => {
-                    tokio::task::spawn_blocking(work)
-                        .await
-                        .unwrap_or_else(|error| {
-                            EvidenceResult::with_error(evidence_wire::evidence::EvidenceError::new(
-                                "internal_error",
-                                format!("the check did not finish: {error}"),
-                            ))
-                        })
-                }
-                Answer::Async(future) => future.await,
-            }
-        }
     }
 }

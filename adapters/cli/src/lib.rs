@@ -29,8 +29,8 @@ use evidence_wire::evidence::{
     TrustPolicy,
 };
 use evidence_wire::frame::Framing;
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_blocking::{ProcessConfig, ProcessProvider, Service};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
@@ -545,11 +545,12 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     });
     logging::init_diagnostics();
     let log = logging::open_validation_log(&args, config);
+    // One service (configuration and handler) for either transport.
+    let service = Service::new(server_config, provider);
     if let Some(address) = http {
-        return serve_http(args.workers, address, config, server_config, provider, log);
+        return serve_http(args.workers, address, config, service, log);
     }
-    let server = Server::new(server_config);
-    evidence_wire_blocking::serve_stdio_with_log(server, provider, args.workers, &log)
+    evidence_wire_blocking::serve_stdio_with_log(service, args.workers, &log)
         .map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
 }
@@ -559,8 +560,7 @@ fn serve_http(
     workers: usize,
     address: std::net::SocketAddr,
     config: &Config,
-    server_config: ServerConfig,
-    provider: BundledProvider,
+    service: Service,
     log: evidence_wire_blocking::log::ValidationLog,
 ) -> Result<u8, Failure> {
     use evidence_wire::config::ServerAuthMode;
@@ -600,7 +600,7 @@ fn serve_http(
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        evidence_wire_tokio::serve_http(listener, server_config, provider, http_config, shutdown)
+        evidence_wire_tokio::serve_http(listener, service, http_config, shutdown)
             .await
             .map_err(|error| Failure::evidence(error.to_string()))
     })?;

@@ -20,7 +20,7 @@ use evidence_wire::config::{Config, ServerAuthMode};
 use evidence_wire::docs::{DocsSurface, SEARCH_TOOL_NAME};
 use evidence_wire::policy::ToolPolicy;
 use evidence_wire::server::{Server, ServerConfig, ToolDefinition};
-use evidence_wire_tokio::{HttpServeError, HttpServerConfig, bind_http, serve_http};
+use evidence_wire_tokio::{HttpServeError, HttpServerConfig, Service, bind_http, serve_http};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -90,8 +90,7 @@ impl Setup {
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_http(
             listener,
-            self.server_config.clone(),
-            TestHandler,
+            Service::new(self.server_config.clone(), TestHandler),
             config,
             async move {
                 let _ = stopped.await;

@@ -49,8 +49,8 @@ use std::time::Duration;
 use evidence_wire::canonical::Profile;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue};
 use evidence_wire::frame::{self, Decoder, Limits};
-use evidence_wire::server::{Server, ServerConfig, ServerEvent};
-use evidence_wire_blocking::Handler;
+use evidence_wire::server::{ServerConfig, ServerEvent};
+use evidence_wire_blocking::{Answer, Handler, Service};
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -133,6 +133,7 @@ impl Budget {
     }
 }
 
+#[derive(Clone)]
 struct Misbehaving {
     budget: Arc<Budget>,
     delay: Duration,
@@ -160,8 +161,26 @@ fn flood_stderr(total: u64) -> io::Result<()> {
     stderr.flush()
 }
 
+/// Every query is answered on a worker thread (the blocking pool).
 impl Handler for Misbehaving {
-    fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        let this = self.clone();
+        Answer::blocking(move || this.answer(&query))
+    }
+
+    fn observe(&self, event: &ServerEvent) {
+        if let ServerEvent::Cancelled { ticket, reason } = event {
+            eprintln!("misbehave: {ticket} cancelled: {reason:?}");
+        }
+    }
+}
+
+impl Misbehaving {
+    fn answer(&self, query: &EvidenceQuery) -> EvidenceResult {
         let mode = self.budget.mode;
         if mode == Mode::StderrFlood && self.budget.take() {
             let total = self.bytes.unwrap_or(16 << 20);
@@ -189,12 +208,6 @@ impl Handler for Misbehaving {
             .map(EvidenceResult::with_value)
             .and_then(|result| result.with_computed_hash(Profile::Rfc8785).ok())
             .expect("misbehave: cannot build the answer")
-    }
-
-    fn observe(&self, event: &ServerEvent) {
-        if let ServerEvent::Cancelled { ticket, reason } = event {
-            eprintln!("misbehave: {ticket} cancelled: {reason:?}");
-        }
     }
 }
 
@@ -453,8 +466,8 @@ fn main() {
         delay,
         bytes,
     };
-    let server = Server::new(ServerConfig::default());
-    if let Err(error) = evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output) {
+    let service = Service::new(ServerConfig::default(), handler);
+    if let Err(error) = evidence_wire_blocking::serve(service, 4, io::stdin(), output) {
         eprintln!("misbehave: {error}");
         std::process::exit(1);
     }

@@ -1,22 +1,31 @@
-//! The child-process client against a real child: this crate's test
-//! provider (served by this crate's stdio server) in both framings,
+//! The tokio child-process client against a real child: the
+//! `tokio-test-provider` (tests/src/bin, served by the tokio stdio server)
+//! in both framings,
 //! pipelined queries, and a provider that crashes, hangs, prints garbage or
 //! answers with the wrong id: each yields its typed error and the next
 //! query succeeds after the restart. (The bundled CLI provider behind this
 //! client is covered by the cross-adapter matrix in `tests/`.)
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{context, query};
 use evidence_wire::client::{ClientConfig, QueryError};
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::frame::Framing;
 use evidence_wire_tokio::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
 use serde_json::{Value, json};
 
-const PROVIDER: &str = env!("CARGO_BIN_EXE_evidence-wire-tokio-test-provider");
+const PROVIDER: &str = env!("CARGO_BIN_EXE_tokio-test-provider");
+
+fn context() -> EvidenceContext {
+    let mut context = EvidenceContext::adhoc(TriggerTime::UnixMillis(1_710_000_000_000));
+    context.run_id = "run-1".to_owned();
+    context
+}
+
+fn query(check: &str, params: Value) -> EvidenceQuery {
+    EvidenceQuery::new("test", check).with_params(params)
+}
 
 struct Fixture {
     provider: ProcessProvider,
