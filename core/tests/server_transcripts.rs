@@ -10,7 +10,7 @@ use evidence_wire::dialect::from_tool_result;
 use evidence_wire::evidence::{EvidenceResult, EvidenceValue, verify};
 use evidence_wire::frame::{Decoder, Framing, Limits};
 use evidence_wire::server::{
-    Dialect, DialectChoice, RespondError, Server, ServerConfig, ServerEvent, Ticket,
+    Dialect, DialectChoice, Overload, RespondError, Server, ServerConfig, ServerEvent, Ticket,
     ToolDefinition, ToolFailure,
 };
 use evidence_wire::{canonical::Profile, envelope::Policy, evidence::TrustPolicy};
@@ -949,6 +949,9 @@ fn tool_answers_keep_the_dialect_of_their_call() {
 fn inline_tool_failures() {
     let mut server = server_with(|config| {
         config.max_in_flight = 1;
+        // Refusal at the cap (the default holds messages instead: see
+        // tests/server_backpressure.rs).
+        config.overload = Overload::Refuse;
         config.add_inline_tool(
             ToolDefinition {
                 name: "inline".to_owned(),

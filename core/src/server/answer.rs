@@ -49,6 +49,7 @@ impl Server {
         let result = self.seal(result, pending.speech.dialect);
         let body = self.encode_evidence_answer(&pending.id, pending.speech, pending.batch, &result);
         self.reply(pending.batch, body);
+        self.resume();
         Ok(())
     }
 

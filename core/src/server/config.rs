@@ -36,6 +36,23 @@ impl Default for ServerInfo {
     }
 }
 
+/// What a framed connection does when [`ServerConfig::max_in_flight`]
+/// queries already wait for an answer and another message arrives.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Overload {
+    /// Hold the message (it stays in the decoder's buffer, unread) and ask
+    /// for no more input ([`super::Server::wants_input`] is false) until an
+    /// answer frees a slot: the peer is slowed by its pipe filling up and
+    /// loses nothing. What is buffered beyond the cap is at most the rest
+    /// of the last chunk the adapter read. The default.
+    #[default]
+    Backpressure,
+    /// Answer every call over the cap at once with the retryable
+    /// `OVERLOADED` error (503 / -32072).
+    Refuse,
+}
+
 /// Everything that shapes a server connection.
 #[derive(Clone)]
 #[non_exhaustive]
@@ -54,6 +71,14 @@ pub struct ServerConfig {
     pub instructions: Option<String>,
     /// Most queries waiting for an answer at once (default 64).
     pub max_in_flight: usize,
+    /// What a framed connection ([`super::Server::handle_input`]) does
+    /// with a message that arrives while `max_in_flight` queries wait:
+    /// hold it, and ask for no more input, until one is answered
+    /// ([`Overload::Backpressure`], the default), or answer a call
+    /// `OVERLOADED` at once ([`Overload::Refuse`]). Unframed messages
+    /// ([`super::Server::handle_message`], HTTP) are always refused: their
+    /// transport answers `503` with `Retry-After` instead.
+    pub overload: Overload,
     /// Whether `resources/list` and `resources/read` are served.
     pub resources_enabled: bool,
     /// Visibility filter for tools (`None`: all visible).
@@ -214,6 +239,7 @@ impl Default for ServerConfig {
             server_info: ServerInfo::default(),
             instructions: None,
             max_in_flight: 64,
+            overload: Overload::Backpressure,
             resources_enabled: true,
             tool_filter: None,
             tool_authorizer: None,
@@ -235,6 +261,7 @@ impl fmt::Debug for ServerConfig {
             .field("dialect", &self.dialect)
             .field("server_info", &self.server_info)
             .field("max_in_flight", &self.max_in_flight)
+            .field("overload", &self.overload)
             .field("resources_enabled", &self.resources_enabled)
             .field("contract", &self.contract)
             .field("hash_profile", &self.hash_profile)

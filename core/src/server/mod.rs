@@ -43,7 +43,17 @@
 //! closed for input and says so ([`Server::is_input_closed`]). Limits: frame
 //! limits from [`frame::Limits`], envelope nesting from the
 //! [`envelope::Policy`], and at most [`ServerConfig::max_in_flight`] queries
-//! waiting for an answer (more are answered `OVERLOADED`).
+//! waiting for an answer. Past that cap a framed connection holds the next
+//! message unread and asks for no more input ([`Server::wants_input`]) until
+//! an answer frees a slot ([`Overload::Backpressure`], the default), or
+//! answers calls `OVERLOADED` at once ([`Overload::Refuse`]); an unframed
+//! message (HTTP) is always refused.
+//!
+//! Shutting down: [`Server::drain`] takes no new calls (every message
+//! already received is still answered, a call with the retryable
+//! `OVERLOADED` error) while the queries in flight run on; at the
+//! embedder's deadline, [`Server::expire_in_flight`] answers those still
+//! running with the same retryable error, so none is dropped silently.
 //!
 //! # Driving it
 //!
@@ -52,14 +62,17 @@
 //! three groups, and the poll order matters:
 //!
 //! 1. **Inputs.** [`Server::handle_input`] with the bytes read (framed, the
-//!    framing detected from the first byte), or [`Server::handle_message`]
-//!    with one whole message (HTTP); [`Server::handle_end_of_input`] once the
-//!    peer closed its side (the one way to say end of input).
-//! 2. **Events, until `None`.** [`Server::poll_event`] after every input:
-//!    each [`ServerEvent::EvidenceQuery`] is answered, now or later, with
-//!    [`Server::respond`] (a tool call with [`Server::respond_tool`]); every
-//!    complete message already received has produced its events before
-//!    `handle_input` returns.
+//!    framing detected from the first byte) while [`Server::wants_input`],
+//!    or [`Server::handle_message`] with one whole message (HTTP);
+//!    [`Server::handle_end_of_input`] once the peer closed its side (the
+//!    one way to say end of input).
+//! 2. **Events, until `None`.** [`Server::poll_event`] after every input
+//!    and every answer: each [`ServerEvent::EvidenceQuery`] is answered,
+//!    now or later, with [`Server::respond`] (a tool call with
+//!    [`Server::respond_tool`]); every complete message already received has
+//!    produced its events before `handle_input` returns, except those held
+//!    at the in-flight cap, which an answer resumes (so an answer can
+//!    produce new events).
 //! 3. **Output, until `None`.** [`Server::poll_transmit`] (framed bytes) or
 //!    [`Server::poll_message`] (one message each) after every input and
 //!    every answer; write everything before reading more.
@@ -131,7 +144,7 @@ pub use crate::dialect::{Dialect, DialectChoice, HashProfile};
 pub use answer::{
     ANSWER_DEPTH_LIMIT_EXCEEDED, ANSWER_SIZE_LIMIT_EXCEEDED, VALUE_NOT_CANONICALIZABLE,
 };
-pub use config::{ServerConfig, ServerInfo};
+pub use config::{Overload, ServerConfig, ServerInfo};
 
 pub use contract::{INVALID_PARAMS, PROVIDER_MISMATCH, ServerContract, UNKNOWN_CHECK};
 use tools::ToolKind;
@@ -332,6 +345,15 @@ pub struct Server {
     events: VecDeque<ServerEvent>,
     transmits: VecDeque<Vec<u8>>,
     input_closed: bool,
+    /// A complete frame that arrived at the in-flight cap, waiting for a
+    /// slot ([`Overload::Backpressure`]); the bytes after it stay in the
+    /// decoder.
+    held: Option<frame::Frame>,
+    /// The peer ended its input (or the server drains) while a frame was
+    /// held: input closes once the held frames are handled.
+    end_pending: bool,
+    /// [`Server::drain`] was called: new calls are refused, retryably.
+    draining: bool,
 }
 
 impl fmt::Debug for Server {
@@ -376,6 +398,9 @@ impl Server {
             events: VecDeque::new(),
             transmits: VecDeque::new(),
             input_closed: false,
+            held: None,
+            end_pending: false,
+            draining: false,
         }
     }
 
@@ -451,11 +476,81 @@ impl Server {
         self.input_closed && self.pending.is_empty() && self.transmits.is_empty()
     }
 
+    /// True while the server takes more input: input is open, and no
+    /// message waits for a slot under the in-flight cap
+    /// ([`Overload::Backpressure`]). A stdio adapter reads only while this
+    /// holds, so a peer that pipelines more calls than the cap is slowed
+    /// by its pipe filling up instead of being refused; an answer
+    /// ([`Server::respond`], [`Server::respond_tool`]) makes it true again
+    /// once the held messages fit. Bytes fed while it is false are still
+    /// taken (they wait in the decoder), so reading one chunk too many
+    /// costs only that chunk's memory.
+    pub fn wants_input(&self) -> bool {
+        !self.input_closed && !self.end_pending && self.held.is_none()
+    }
+
+    /// True after [`Server::drain`].
+    pub fn is_draining(&self) -> bool {
+        self.draining
+    }
+
+    /// Stop taking calls, to shut down gracefully: input closes (read
+    /// nothing more), every message already received is still handled and
+    /// answered (a call that would wait for the embedder is answered with
+    /// the retryable `OVERLOADED` error, saying that the server is
+    /// shutting down; pings, `initialize` and inline tools as usual), and
+    /// the queries in flight run on: answer them as usual, then the
+    /// connection is [`Server::is_finished`]. A partial frame left in the
+    /// buffer is dropped without an error (the peer did nothing wrong).
+    /// At the embedder's deadline, [`Server::expire_in_flight`] answers
+    /// the queries still running.
+    pub fn drain(&mut self) {
+        if self.draining {
+            return;
+        }
+        self.draining = true;
+        if self.input_closed {
+            return;
+        }
+        self.end_pending = true;
+        self.drain_frames();
+    }
+
+    /// Answers every query still in flight with the retryable `OVERLOADED`
+    /// error (503 / -32072), saying that the server shut down before it
+    /// finished, and forgets them (a later answer is refused as
+    /// [`RespondError::UnknownTicket`]): what an embedder calls when its
+    /// drain deadline passes, so that no caller waits for an answer that
+    /// will never come. Returns how many were answered.
+    pub fn expire_in_flight(&mut self) -> usize {
+        let pending = core::mem::take(&mut self.pending);
+        let count = pending.len();
+        for (_, call) in pending {
+            let detail = "the server shut down before this call finished (drain deadline); send it again, to another instance or after the restart";
+            let outcome = self.reply_error(
+                &call.id,
+                call.batch,
+                CanonicalError::Overloaded,
+                detail.to_owned(),
+                Some(call.tool),
+            );
+            // A tool call's record waits for its answer: this is it. An
+            // evidence query was recorded when it was accepted.
+            if call.kind == CallKind::Tool {
+                self.push_deferred_outcome(call.id, outcome, call.speech);
+            }
+        }
+        count
+    }
+
     /// Feed bytes read from the peer. Empty input means end of stream.
     ///
-    /// Every complete message in the buffer is handled before this returns.
+    /// Every complete message in the buffer is handled before this returns,
+    /// except at the in-flight cap under [`Overload::Backpressure`]: then
+    /// the rest waits, unread, for an answer to free a slot (see
+    /// [`Server::wants_input`]).
     pub fn handle_input(&mut self, input: &[u8]) {
-        if self.input_closed {
+        if self.input_closed || self.end_pending {
             return;
         }
         if input.is_empty() {
@@ -467,19 +562,44 @@ impl Server {
     }
 
     /// The peer closed its side: check for a truncated last frame, then
-    /// stop reading. Queries in flight may still be answered.
+    /// stop reading. Queries in flight may still be answered; messages
+    /// held at the in-flight cap are handled as answers free slots, and
+    /// input counts as closed once they all are.
     pub fn handle_end_of_input(&mut self) {
+        if self.input_closed || self.end_pending {
+            return;
+        }
+        self.end_pending = true;
+        self.drain_frames();
+    }
+
+    /// Input is over and nothing is held: check for a truncated last frame
+    /// (unless draining: then a partial frame is not the peer's fault) and
+    /// close input.
+    fn close_input(&mut self) {
         if self.input_closed {
             return;
         }
-        self.drain_frames();
-        // A fatal error while draining already closed input and said so.
-        if !self.input_closed {
+        if !self.draining {
             if let Err(error) = self.decoder.finish() {
                 self.events.push_back(ServerEvent::FramingError(error));
             }
         }
         self.input_closed = true;
+    }
+
+    /// True when a message must wait for a slot before it is handled.
+    fn must_hold(&self) -> bool {
+        !self.draining
+            && self.config.overload == Overload::Backpressure
+            && self.pending.len() >= self.config.max_in_flight.max(1)
+    }
+
+    /// An answer freed a slot: handle the messages held for one.
+    fn resume(&mut self) {
+        if self.held.is_some() {
+            self.drain_frames();
+        }
     }
 
     /// The next event for the embedding code.
@@ -554,6 +674,7 @@ impl Server {
             result,
         );
         self.push_deferred_outcome(pending.id, outcome, pending.speech);
+        self.resume();
         Ok(())
     }
 
@@ -585,9 +706,23 @@ impl Server {
         }
     }
 
+    /// Handles every complete frame received (a held one first), stopping
+    /// at one that must wait for a slot; closes input once it has ended
+    /// and nothing is held.
     fn drain_frames(&mut self) {
-        while let Some(next) = self.decoder.poll_frame() {
+        loop {
+            let next = match self.held.take() {
+                Some(frame) => Ok(frame),
+                None => match self.decoder.poll_frame() {
+                    Some(next) => next,
+                    None => break,
+                },
+            };
             match next {
+                Ok(frame) if self.must_hold() => {
+                    self.held = Some(frame);
+                    return;
+                }
                 Ok(frame) => self.handle_body(&frame.body),
                 Err(error) if error.is_fatal() => {
                     self.events.push_back(ServerEvent::Fatal(error));
@@ -596,6 +731,9 @@ impl Server {
                 }
                 Err(error) => self.refuse_frame(error),
             }
+        }
+        if self.end_pending {
+            self.close_input();
         }
     }
 
@@ -879,6 +1017,10 @@ impl Server {
         // Inline tools answer at once and hold no ticket, so only calls
         // that wait for the embedder count against the limit.
         let waits = !matches!(kind, ToolKind::Inline(_));
+        if waits && self.draining {
+            let detail = "the server is shutting down and takes no new calls; send the call again, to another instance or after the restart".to_owned();
+            return self.reply_error(id, batch, CanonicalError::Overloaded, detail, Some(name));
+        }
         if waits && self.pending.len() >= config.max_in_flight {
             let detail = format!(
                 "{} queries are already in flight (the limit); retry later",
