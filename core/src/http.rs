@@ -11,9 +11,13 @@
 //!
 //! 1. Routes: `POST /rpc` (Decision Gate style) and `POST /mcp` (MCP
 //!    streamable HTTP) run the JSON-RPC pipeline; `GET`/`HEAD /healthz` and
-//!    `/readyz` answer `{"status":…}`; another method on a known path is
-//!    `405` with `Allow`; an unknown path is `404`. Probes are answered
-//!    before any other rule, so an orchestrator always gets them.
+//!    `/readyz` answer `{"status":…}` (`/readyz` is `503
+//!    {"status":"draining"}` once the server drains, [`Lifecycle`]);
+//!    `GET`/`HEAD /metrics` is the Prometheus scrape when
+//!    [`HttpPolicy::metrics`] allows it (`404` when off); another method on
+//!    a known path is `405` with `Allow`; an unknown path is `404`. Probes
+//!    are answered before any other rule, so an orchestrator always gets
+//!    them.
 //! 2. Headers that must appear once ([`SINGLETON_HEADERS`]: `Host`,
 //!    `Origin`, `Authorization`, `Content-Length`, `MCP-Protocol-Version`,
 //!    `Mcp-Session-Id`): sent more than once, the request is `400
@@ -23,6 +27,18 @@
 //!    an HTTP parser may already refuse or merge some repeats itself (hyper
 //!    refuses two different `Content-Length`s and merges equal ones, which
 //!    RFC 9110 §8.6 allows).
+//! 2a. Proxies ([`proxied`]): a request carrying `Forwarded`,
+//!    `X-Forwarded-For`, `X-Forwarded-Host` or `X-Real-IP` came through a
+//!    proxy, from anywhere the proxy serves; behind a proxy on the same host
+//!    every request arrives from loopback, so without a bearer token such a
+//!    request is refused `403 FORBIDDEN` (nothing may trust loopback then).
+//!    With [`HttpPolicy::behind_proxy`] (which needs a bearer token: see
+//!    [`check_behind_proxy`]) the proxy is trusted to say what the client
+//!    sent: the `Host` checked below is the forwarded one
+//!    ([`forwarded_host`]), checked against [`HttpPolicy::allowed_hosts`]
+//!    only (the bind address says nothing about the names the proxy
+//!    serves), and a loopback `Origin` is not implicitly allowed (it names
+//!    the client's machine, not this one).
 //! 3. `Host` (DNS-rebinding defence, as the MCP transport spec recommends):
 //!    on a server bound to a loopback address ([`RequestHead::server_address`]),
 //!    `Host` must name that server, i.e. `localhost`, `127.0.0.0/8` or `[::1]`
@@ -43,6 +59,11 @@
 //! 6. MCP headers: `Mcp-Session-Id` must be visible ASCII (it is echoed on
 //!    the reply; this server keeps no sessions), `MCP-Protocol-Version` must
 //!    name a supported version (and selects the MCP dialect on `/rpc`).
+//! 5a. `/metrics`: with [`MetricsAccess::Public`] the bearer token is not
+//!    asked for (rules 2 to 4 still apply); then [`Admission::Metrics`].
+//! 5b. Draining ([`Lifecycle::Draining`]): a call is `503 OVERLOADED` with
+//!    `Retry-After` ([`draining_reply`]); a balancer retries it elsewhere.
+//! 6. MCP headers (see below).
 //! 7. A declared `Content-Length` over the body limit is `413
 //!    PAYLOAD_TOO_LARGE` before any byte of the body is read; the adapter
 //!    also counts bytes while reading ([`BodyLimit`]).
@@ -67,7 +88,7 @@
 use alloc::borrow::ToOwned;
 use alloc::collections::BTreeMap;
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::sync::Arc;
 use alloc::vec::Vec;
 use core::net::{IpAddr, SocketAddr};
@@ -92,6 +113,13 @@ pub const MCP_PATH: &str = "/mcp";
 pub const HEALTHZ_PATH: &str = "/healthz";
 /// Path of the readiness probe.
 pub const READYZ_PATH: &str = "/readyz";
+/// Path of the Prometheus scrape ([`HttpPolicy::metrics`]).
+pub const METRICS_PATH: &str = "/metrics";
+/// Media type of the metrics text (OpenMetrics, which Prometheus reads).
+pub const CONTENT_TYPE_METRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Seconds a client is told to wait (`Retry-After`) before sending a
+/// refused call again (overload, shutdown).
+pub const RETRY_AFTER_SECONDS: u32 = 1;
 /// Longest `Mcp-Session-Id` accepted (and echoed).
 pub const MAX_SESSION_ID_BYTES: usize = 256;
 /// Realm named in `WWW-Authenticate`.
@@ -120,6 +148,8 @@ pub enum Route {
     Health,
     /// The readiness probe.
     Ready,
+    /// The metrics scrape.
+    Metrics,
     /// A known path with a method it does not serve: `405` with this `Allow`.
     MethodNotAllowed {
         /// The value of the `Allow` header.
@@ -145,6 +175,7 @@ pub fn route(method: &str, path: &str) -> Route {
         MCP_PATH => call(Endpoint::Mcp),
         HEALTHZ_PATH => probe(Route::Health),
         READYZ_PATH => probe(Route::Ready),
+        METRICS_PATH => probe(Route::Metrics),
         _ => Route::NotFound,
     }
 }
@@ -174,6 +205,39 @@ pub struct HttpPolicy {
     pub allowed_hosts: Vec<String>,
     /// Most bytes a request body may hold (default 1 MiB).
     pub max_body_bytes: usize,
+    /// The server runs behind a trusted reverse proxy (default false): the
+    /// `Host` checked is the one the proxy forwards ([`forwarded_host`]),
+    /// against [`HttpPolicy::allowed_hosts`] only, and loopback origins
+    /// are not implicitly allowed. Needs a bearer token
+    /// ([`check_behind_proxy`]).
+    pub behind_proxy: bool,
+    /// Who may read `GET /metrics` (default: nobody, it is `404`).
+    pub metrics: MetricsAccess,
+}
+
+/// Who may read `GET /metrics`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MetricsAccess {
+    /// Not served: `404` (the default).
+    #[default]
+    Off,
+    /// Served to callers that pass the bearer check like any call.
+    Authenticated,
+    /// Served without the bearer token (the `Host`, `Origin` and proxy
+    /// rules still apply): for a scraper on a private network.
+    Public,
+}
+
+/// Where an HTTP server is in its life, as [`admit_during`] sees it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Lifecycle {
+    /// Taking calls.
+    #[default]
+    Serving,
+    /// Shutting down: not ready, no new calls; those in flight finish.
+    Draining,
 }
 
 impl Default for HttpPolicy {
@@ -184,6 +248,8 @@ impl Default for HttpPolicy {
             allow_loopback_origins: true,
             allowed_hosts: Vec::new(),
             max_body_bytes: Limits::default().max_body_bytes,
+            behind_proxy: false,
+            metrics: MetricsAccess::Off,
         }
     }
 }
@@ -269,6 +335,14 @@ pub struct RequestHead<'a> {
     pub mcp_method: HeaderField<'a>,
     /// `Mcp-Name` (revision 2026-07-28: the tool name or resource URI of the body).
     pub mcp_name: HeaderField<'a>,
+    /// `Forwarded` (RFC 7239), set by a proxy.
+    pub forwarded: HeaderField<'a>,
+    /// `X-Forwarded-For`, set by a proxy.
+    pub x_forwarded_for: HeaderField<'a>,
+    /// `X-Forwarded-Host`, set by a proxy.
+    pub x_forwarded_host: HeaderField<'a>,
+    /// `X-Real-IP`, set by a proxy.
+    pub x_real_ip: HeaderField<'a>,
     /// The address the server listens on (the listener's local address),
     /// which decides the `Host` names that are its own; `None` when
     /// unknown (then `Host` is checked only against
@@ -349,6 +423,51 @@ pub fn ready_reply() -> HttpReply {
     HttpReply::json(200, br#"{"status":"ready"}"#.to_vec())
 }
 
+/// `503 {"status":"draining"}`: the server is shutting down; a balancer
+/// stops routing to it.
+pub fn not_ready_reply() -> HttpReply {
+    HttpReply::json(503, br#"{"status":"draining"}"#.to_vec())
+}
+
+/// `503` with the canonical `OVERLOADED` error and `Retry-After`: the
+/// server is shutting down and takes no new calls (retryable: a balancer
+/// or the client sends it to another instance).
+pub fn draining_reply() -> HttpReply {
+    let detail = "the server is shutting down and takes no new calls; send the call again, to another instance or after the restart";
+    let mut reply = HttpReply::error(
+        status_for(CanonicalError::Overloaded),
+        CanonicalError::Overloaded,
+        detail,
+    );
+    reply
+        .headers
+        .push(("retry-after", RETRY_AFTER_SECONDS.to_string()));
+    reply
+}
+
+/// `200` with the metrics text (`text`, rendered by the adapter's
+/// registry) as [`CONTENT_TYPE_METRICS`].
+pub fn metrics_reply(text: Vec<u8>) -> HttpReply {
+    HttpReply {
+        status: 200,
+        headers: alloc::vec![("content-type", CONTENT_TYPE_METRICS.to_owned())],
+        body: text,
+    }
+}
+
+/// `403 FORBIDDEN` for a request that came through a proxy (it carries
+/// `header`) to a server without a bearer token.
+pub fn proxied_unauthenticated_reply(header: &str) -> HttpReply {
+    let detail = format!(
+        "this request came through a proxy (it carries {header}) and this server has no bearer token; behind a proxy every request looks local, so configure [server.auth] with a bearer token (and [server] behind_proxy = true)"
+    );
+    HttpReply::error(
+        status_for(CanonicalError::Forbidden),
+        CanonicalError::Forbidden,
+        &detail,
+    )
+}
+
 /// `404` for a path that serves nothing, as a JSON-RPC `METHOD_NOT_FOUND` body.
 pub fn not_found_reply(path: &str) -> HttpReply {
     let detail = format!(
@@ -385,7 +504,9 @@ pub fn overloaded_reply(limit: usize) -> HttpReply {
         CanonicalError::Overloaded,
         &detail,
     );
-    reply.headers.push(("retry-after", "1".to_owned()));
+    reply
+        .headers
+        .push(("retry-after", RETRY_AFTER_SECONDS.to_string()));
     reply
 }
 
@@ -652,6 +773,76 @@ pub fn check_bind(address: IpAddr, authenticated: bool) -> Result<(), BindRefuse
     }
 }
 
+/// Why a server behind a proxy was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "refusing to serve behind a proxy without a bearer token: behind a proxy every request arrives from the proxy, so nothing tells a local caller from the whole network; configure a bearer token, or drop behind_proxy"
+)]
+pub struct ProxyRefused;
+
+/// The behind-proxy rule: a server behind a proxy needs authentication.
+pub fn check_behind_proxy(behind_proxy: bool, authenticated: bool) -> Result<(), ProxyRefused> {
+    if behind_proxy && !authenticated {
+        Err(ProxyRefused)
+    } else {
+        Ok(())
+    }
+}
+
+/// The first proxy header a request carries (`Forwarded`,
+/// `X-Forwarded-For`, `X-Forwarded-Host`, `X-Real-IP`), if any: then it
+/// came through a proxy.
+pub fn proxied(head: &RequestHead<'_>) -> Option<&'static str> {
+    [
+        ("Forwarded", head.forwarded),
+        ("X-Forwarded-For", head.x_forwarded_for),
+        ("X-Forwarded-Host", head.x_forwarded_host),
+        ("X-Real-IP", head.x_real_ip),
+    ]
+    .into_iter()
+    .find(|(_, field)| *field != HeaderField::Absent)
+    .map(|(name, _)| name)
+}
+
+/// The host a trusted proxy says the client asked for: the `host=` of the
+/// last element of `Forwarded` (the one the nearest proxy added), else the
+/// last entry of `X-Forwarded-Host`, else `Host`. `Err` names a proxy
+/// header sent more than once (ambiguous: refused).
+pub fn forwarded_host<'a>(
+    head: &RequestHead<'a>,
+) -> Result<Option<&'a [u8]>, (&'static str, usize)> {
+    match head.forwarded {
+        HeaderField::Repeated(count) => return Err(("Forwarded", count)),
+        HeaderField::One(value) => {
+            let last = value
+                .rsplit(|byte| *byte == b',')
+                .next()
+                .unwrap_or_default();
+            let host = last.split(|byte| *byte == b';').find_map(|pair| {
+                let pair = trim_ascii(pair);
+                let at = pair.iter().position(|byte| *byte == b'=')?;
+                let (name, value) = (pair.get(..at)?, pair.get(at.saturating_add(1)..)?);
+                name.eq_ignore_ascii_case(b"host").then(|| {
+                    let value = trim_ascii(value);
+                    value
+                        .strip_prefix(b"\"")
+                        .and_then(|inner| inner.strip_suffix(b"\""))
+                        .unwrap_or(value)
+                })
+            });
+            if host.is_some() {
+                return Ok(host);
+            }
+        }
+        HeaderField::Absent => {}
+    }
+    match head.x_forwarded_host {
+        HeaderField::Repeated(count) => Err(("X-Forwarded-Host", count)),
+        HeaderField::One(value) => Ok(value.rsplit(|byte| *byte == b',').next().map(trim_ascii)),
+        HeaderField::Absent => Ok(head.host.value()),
+    }
+}
+
 /// True when `Accept` asks for server-sent events and not for JSON: it
 /// lists `text/event-stream` and none of `application/json`,
 /// `application/*`, `*/*` (ranges with `q=0` do not count).
@@ -806,15 +997,34 @@ pub enum Admission {
     Reply(HttpReply),
     /// Read the body and run an [`Exchange`].
     Call(CallPlan),
+    /// Render the metrics registry and answer it with [`metrics_reply`].
+    Metrics,
 }
 
-/// Decides what to do with a request from its head alone (see the module
-/// docs for the order of the checks).
+/// Decides what to do with a request from its head alone, for a server
+/// taking calls ([`admit_during`] with [`Lifecycle::Serving`]).
 pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
+    admit_during(policy, head, Lifecycle::Serving)
+}
+
+/// Decides what to do with a request from its head alone, at `lifecycle`
+/// (see the module docs for the order of the checks).
+pub fn admit_during(
+    policy: &HttpPolicy,
+    head: &RequestHead<'_>,
+    lifecycle: Lifecycle,
+) -> Admission {
     let endpoint = match route(head.method, head.path) {
-        Route::Call(endpoint) => endpoint,
+        Route::Call(endpoint) => Some(endpoint),
         Route::Health => return Admission::Reply(health_reply()),
+        Route::Ready if lifecycle == Lifecycle::Draining => {
+            return Admission::Reply(not_ready_reply());
+        }
         Route::Ready => return Admission::Reply(ready_reply()),
+        Route::Metrics if policy.metrics == MetricsAccess::Off => {
+            return Admission::Reply(not_found_reply(head.path));
+        }
+        Route::Metrics => None,
         Route::MethodNotAllowed { allow } => {
             return Admission::Reply(method_not_allowed_reply(head.method, head.path, allow));
         }
@@ -823,12 +1033,38 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
     if let Some((name, count)) = head.repeated_singleton() {
         return Admission::Reply(repeated_header_reply(name, count));
     }
-    let host = head.host.value();
-    if !host_allowed(policy, head.server_address, host) {
-        return Admission::Reply(misdirected_reply(host));
+    if let Some(header) = proxied(head) {
+        if policy.bearer_token.is_none() {
+            return Admission::Reply(proxied_unauthenticated_reply(header));
+        }
+    }
+    if policy.behind_proxy {
+        let host = match forwarded_host(head) {
+            Ok(host) => host,
+            Err((name, count)) => return Admission::Reply(repeated_header_reply(name, count)),
+        };
+        // The bind address says nothing of the names the proxy serves.
+        if !host_allowed(policy, None, host) {
+            return Admission::Reply(misdirected_reply(host));
+        }
+    } else {
+        let host = head.host.value();
+        if !host_allowed(policy, head.server_address, host) {
+            return Admission::Reply(misdirected_reply(host));
+        }
     }
     let origin = head.origin.value();
-    if !origin_allowed(policy, origin) {
+    let origin_ok = if policy.behind_proxy {
+        // A loopback origin names the client's machine, not this one.
+        let remote = HttpPolicy {
+            allow_loopback_origins: false,
+            ..policy.clone()
+        };
+        origin_allowed(&remote, origin)
+    } else {
+        origin_allowed(policy, origin)
+    };
+    if !origin_ok {
         let origin = String::from_utf8_lossy(origin.unwrap_or_default());
         let detail = format!(
             "requests from origin {origin:?} are not allowed; add it to the server's allowed origins"
@@ -839,9 +1075,22 @@ pub fn admit(policy: &HttpPolicy, head: &RequestHead<'_>) -> Admission {
             &detail,
         ));
     }
+    let Some(endpoint) = endpoint else {
+        // The metrics scrape: the bearer check unless it is public.
+        if policy.metrics == MetricsAccess::Authenticated {
+            let bearer = check_bearer(policy.bearer_token.as_deref(), head.authorization.value());
+            if !bearer.is_allowed() {
+                return Admission::Reply(unauthenticated_reply(bearer));
+            }
+        }
+        return Admission::Metrics;
+    };
     let bearer = check_bearer(policy.bearer_token.as_deref(), head.authorization.value());
     if !bearer.is_allowed() {
         return Admission::Reply(unauthenticated_reply(bearer));
+    }
+    if lifecycle == Lifecycle::Draining {
+        return Admission::Reply(draining_reply());
     }
     let session_id = match head.session_id.value() {
         None => None,
@@ -1207,6 +1456,8 @@ pub struct Exchange {
     server: Server,
     plan: CallPlan,
     outcomes: Vec<Outcome>,
+    /// [`Exchange::expire`] answered what was still running.
+    expired: bool,
 }
 
 impl Exchange {
@@ -1228,7 +1479,19 @@ impl Exchange {
             server,
             plan,
             outcomes: Vec::new(),
+            expired: false,
         }
+    }
+
+    /// The server's drain deadline passed: every query still running is
+    /// answered with the retryable `OVERLOADED` error
+    /// ([`Server::expire_in_flight`]) and the reply is `503` with
+    /// `Retry-After`, so a balancer or the client sends the call again
+    /// elsewhere. Returns how many were still running.
+    pub fn expire(&mut self) -> usize {
+        let expired = self.server.expire_in_flight();
+        self.expired |= expired > 0;
+        expired
     }
 
     /// The next event; [`ServerEvent::Handled`] records are also kept for
@@ -1318,6 +1581,16 @@ impl Exchange {
                 }
             }
         };
+        if self.expired {
+            // Retryable at the transport level, whatever the endpoint: the
+            // caller never got its answer.
+            if !self.plan.sse {
+                reply.status = status_for(CanonicalError::Overloaded);
+            }
+            reply
+                .headers
+                .push(("retry-after", RETRY_AFTER_SECONDS.to_string()));
+        }
         if let Some(session) = self.plan.session_id.take() {
             reply.headers.push(("mcp-session-id", session));
         }
@@ -1836,6 +2109,243 @@ mod tests {
         let unreadable = unreadable_body_reply("timed out");
         assert_eq!(unreadable.status, 400);
         assert_eq!(body_json(&unreadable)["error"]["code"], -32700);
+    }
+
+    #[test]
+    fn draining_is_not_ready_and_refuses_new_calls_retryably() {
+        let policy = HttpPolicy::default();
+        let draining = Lifecycle::Draining;
+        let Admission::Reply(ready) = admit_during(&policy, &head("GET", "/readyz"), draining)
+        else {
+            panic!("a probe");
+        };
+        assert_eq!(ready.status, 503);
+        assert_eq!(body_json(&ready)["status"], "draining");
+        let Admission::Reply(alive) = admit_during(&policy, &head("GET", "/healthz"), draining)
+        else {
+            panic!("a probe");
+        };
+        assert_eq!(alive.status, 200, "still alive while draining");
+        let Admission::Reply(refused) = admit_during(&policy, &head("POST", "/rpc"), draining)
+        else {
+            panic!("no new call while draining");
+        };
+        assert_eq!(refused.status, 503);
+        assert_eq!(refused.header("retry-after"), Some("1"));
+        assert_eq!(body_json(&refused)["error"]["code"], -32072);
+        assert_eq!(body_json(&refused)["error"]["data"]["retryable"], true);
+        // Serving: the same requests are taken.
+        assert!(matches!(
+            admit(&policy, &head("GET", "/readyz")),
+            Admission::Reply(HttpReply { status: 200, .. })
+        ));
+        assert!(matches!(
+            admit(&policy, &head("POST", "/rpc")),
+            Admission::Call(_)
+        ));
+        // Authentication still comes first while draining.
+        let authenticated = HttpPolicy {
+            bearer_token: Some("tok".to_owned()),
+            ..HttpPolicy::default()
+        };
+        assert!(matches!(
+            admit_during(&authenticated, &head("POST", "/rpc"), draining),
+            Admission::Reply(HttpReply { status: 401, .. })
+        ));
+    }
+
+    #[test]
+    fn metrics_are_off_public_or_behind_the_token() {
+        let off = HttpPolicy::default();
+        assert!(matches!(
+            admit(&off, &head("GET", "/metrics")),
+            Admission::Reply(HttpReply { status: 404, .. })
+        ));
+        let public = HttpPolicy {
+            metrics: MetricsAccess::Public,
+            bearer_token: Some("tok".to_owned()),
+            ..HttpPolicy::default()
+        };
+        assert!(matches!(
+            admit(&public, &head("GET", "/metrics")),
+            Admission::Metrics
+        ));
+        assert!(matches!(
+            admit(&public, &head("POST", "/metrics")),
+            Admission::Reply(HttpReply { status: 405, .. })
+        ));
+        let authenticated = HttpPolicy {
+            metrics: MetricsAccess::Authenticated,
+            ..public.clone()
+        };
+        assert!(matches!(
+            admit(&authenticated, &head("GET", "/metrics")),
+            Admission::Reply(HttpReply { status: 401, .. })
+        ));
+        let with_token = RequestHead {
+            authorization: HeaderField::One(b"Bearer tok"),
+            ..head("GET", "/metrics")
+        };
+        assert!(matches!(
+            admit(&authenticated, &with_token),
+            Admission::Metrics
+        ));
+        assert!(matches!(
+            admit_during(&authenticated, &with_token, Lifecycle::Draining),
+            Admission::Metrics
+        ));
+        let reply = metrics_reply(b"# EOF\n".to_vec());
+        assert_eq!(reply.header("content-type"), Some(CONTENT_TYPE_METRICS));
+    }
+
+    #[test]
+    fn a_proxied_request_needs_a_bearer_token() {
+        let open = HttpPolicy::default();
+        for (name, proxied_head) in [
+            (
+                "Forwarded",
+                RequestHead {
+                    forwarded: HeaderField::One(b"for=192.0.2.7"),
+                    ..head("POST", "/rpc")
+                },
+            ),
+            (
+                "X-Forwarded-For",
+                RequestHead {
+                    x_forwarded_for: HeaderField::One(b"192.0.2.7"),
+                    ..head("POST", "/rpc")
+                },
+            ),
+            (
+                "X-Real-IP",
+                RequestHead {
+                    x_real_ip: HeaderField::One(b"192.0.2.7"),
+                    ..head("POST", "/mcp")
+                },
+            ),
+        ] {
+            let Admission::Reply(reply) = admit(&open, &proxied_head) else {
+                panic!("{name}: refused");
+            };
+            assert_eq!(reply.status, 403, "{name}");
+            let detail = body_json(&reply)["error"]["data"]["detail"].clone();
+            assert!(
+                detail.as_str().is_some_and(|d| d.contains(name)),
+                "{detail}"
+            );
+            // With a token the usual checks apply instead.
+            let guarded = HttpPolicy {
+                bearer_token: Some("tok".to_owned()),
+                ..HttpPolicy::default()
+            };
+            assert!(matches!(
+                admit(&guarded, &proxied_head),
+                Admission::Reply(HttpReply { status: 401, .. })
+            ));
+        }
+        // The probes stay open.
+        let probe = RequestHead {
+            x_forwarded_for: HeaderField::One(b"192.0.2.7"),
+            ..head("GET", "/readyz")
+        };
+        assert!(matches!(
+            admit(&open, &probe),
+            Admission::Reply(HttpReply { status: 200, .. })
+        ));
+        assert!(check_behind_proxy(true, false).is_err());
+        assert!(check_behind_proxy(true, true).is_ok());
+        assert!(check_behind_proxy(false, false).is_ok());
+    }
+
+    #[test]
+    fn behind_a_proxy_the_forwarded_host_and_origin_are_checked() {
+        let policy = HttpPolicy {
+            bearer_token: Some("tok".to_owned()),
+            behind_proxy: true,
+            allowed_hosts: vec!["gate.example.com".to_owned()],
+            ..HttpPolicy::default()
+        };
+        let through = |forwarded: &'static [u8], origin: Option<&'static [u8]>| RequestHead {
+            // nginx's default Host is the upstream's name.
+            host: HeaderField::One(b"replicas"),
+            forwarded: HeaderField::One(forwarded),
+            origin: origin.map_or(HeaderField::Absent, HeaderField::One),
+            authorization: HeaderField::One(b"Bearer tok"),
+            server_address: loopback(8080),
+            ..head("POST", "/rpc")
+        };
+        assert!(matches!(
+            admit(
+                &policy,
+                &through(b"for=192.0.2.7;host=gate.example.com", None)
+            ),
+            Admission::Call(_)
+        ));
+        // The nearest proxy's element counts, not the client's own.
+        assert!(matches!(
+            admit(
+                &policy,
+                &through(
+                    b"host=gate.example.com, for=192.0.2.7;host=\"evil.example\"",
+                    None
+                )
+            ),
+            Admission::Reply(HttpReply { status: 421, .. })
+        ));
+        assert!(matches!(
+            admit(
+                &policy,
+                &through(
+                    b"for=192.0.2.7;host=gate.example.com",
+                    Some(b"http://localhost:3000")
+                )
+            ),
+            Admission::Reply(HttpReply { status: 403, .. })
+        ));
+        let by_x_header = RequestHead {
+            forwarded: HeaderField::Absent,
+            x_forwarded_host: HeaderField::One(b"evil.example, gate.example.com"),
+            ..through(b"", None)
+        };
+        assert!(matches!(admit(&policy, &by_x_header), Admission::Call(_)));
+        let repeated = RequestHead {
+            x_forwarded_host: HeaderField::Repeated(2),
+            ..by_x_header
+        };
+        assert!(matches!(
+            admit(&policy, &repeated),
+            Admission::Reply(HttpReply { status: 400, .. })
+        ));
+        // Not behind a proxy: the raw Host must name the loopback bind.
+        let direct = HttpPolicy {
+            behind_proxy: false,
+            ..policy.clone()
+        };
+        assert!(matches!(
+            admit(
+                &direct,
+                &through(b"for=192.0.2.7;host=gate.example.com", None)
+            ),
+            Admission::Reply(HttpReply { status: 421, .. })
+        ));
+    }
+
+    #[test]
+    fn an_expired_exchange_is_a_retryable_503() {
+        let plan = plan(Endpoint::Mcp, false);
+        let config = Arc::new(ServerConfig::default());
+        let body = br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"evidence_query","arguments":{"query":{"provider_id":"p","check_id":"c"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":0}}}}}"#;
+        let mut exchange = Exchange::start(&config, plan, body);
+        while exchange.poll_event().is_some() {}
+        assert_eq!(exchange.in_flight(), 1);
+        assert_eq!(exchange.expire(), 1);
+        assert!(exchange.is_finished());
+        let reply = exchange.into_reply();
+        assert_eq!(reply.status, 503);
+        assert_eq!(reply.header("retry-after"), Some("1"));
+        let answer = body_json(&reply);
+        assert_eq!(answer["id"], 7);
+        assert_eq!(answer["error"]["code"], -32072);
     }
 
     fn loopback(port: u16) -> Option<SocketAddr> {

@@ -365,6 +365,7 @@ mod http {
         let plan = match admit(&HttpPolicy::default(), &head) {
             Admission::Reply(reply) => return reply,
             Admission::Call(plan) => plan,
+            other => panic!("a POST to /mcp is a call: {other:?}"),
         };
         let body = serde_json::to_vec(body).unwrap();
         let mut exchange = Exchange::start(&Arc::new(ServerConfig::default()), plan, &body);
