@@ -34,6 +34,11 @@ use serde_json::json;
 /// Where the child's stderr lines and the supervisor's notes go.
 pub type LogSink = evidence_wire_log::relay::Sink;
 
+/// Called each time the supervisor restarts the child (every start after
+/// the first): a counter for metrics (`evidence_wire_metrics::Metrics::restart_hook`).
+/// It runs on the supervisor's thread or task: keep it cheap.
+pub type RestartHook = Arc<dyn Fn() + Send + Sync>;
+
 /// Longest piece of a stderr line read at once; longer lines are split
 /// (and each piece excerpted by the relay).
 pub const MAX_STDERR_LINE: usize = 64 * 1024;
@@ -52,6 +57,8 @@ pub struct ProcessConfig {
     pub log: LogSink,
     /// How much of the child's stderr is relayed to `log`.
     pub stderr_limits: RelayLimits,
+    /// Called on every restart of the child (default: none).
+    pub restart_hook: Option<RestartHook>,
 }
 
 impl ProcessConfig {
@@ -63,7 +70,14 @@ impl ProcessConfig {
             supervisor: SupervisorConfig::default(),
             log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
             stderr_limits: RelayLimits::default(),
+            restart_hook: None,
         }
+    }
+
+    /// The same settings calling `hook` on every restart of the child.
+    pub fn with_restart_hook(mut self, hook: RestartHook) -> Self {
+        self.restart_hook = Some(hook);
+        self
     }
 
     /// The same settings with `limits` on the relayed stderr.
@@ -98,6 +112,7 @@ impl fmt::Debug for ProcessConfig {
             .field("command", &self.command)
             .field("supervisor", &self.supervisor)
             .field("stderr_limits", &self.stderr_limits)
+            .field("restart_hook", &self.restart_hook.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -294,6 +309,9 @@ pub struct ProcessCore<T> {
     supervisor: Supervisor<T, SpawnError>,
     relay: StderrRelay,
     command: Vec<String>,
+    restart_hook: Option<RestartHook>,
+    /// A child was asked for before: the next one is a restart.
+    spawned: bool,
 }
 
 impl<T> fmt::Debug for ProcessCore<T> {
@@ -311,6 +329,8 @@ impl<T> ProcessCore<T> {
             supervisor: Supervisor::with_config(&config.supervisor),
             relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
             command: config.command.clone(),
+            restart_hook: config.restart_hook.clone(),
+            spawned: false,
         }
     }
 
@@ -355,7 +375,14 @@ impl<T> ProcessCore<T> {
     pub fn poll(&mut self) -> Option<Step<T>> {
         loop {
             match self.supervisor.poll_action()? {
-                Action::Spawn => return Some(Step::Spawn),
+                Action::Spawn => {
+                    if core::mem::replace(&mut self.spawned, true) {
+                        if let Some(hook) = &self.restart_hook {
+                            hook();
+                        }
+                    }
+                    return Some(Step::Spawn);
+                }
                 Action::Kill => return Some(Step::Kill),
                 Action::Answer { payload, outcome } => {
                     return Some(Step::Answer(payload, outcome.map_err(ProviderError::from)));

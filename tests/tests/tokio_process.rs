@@ -133,6 +133,37 @@ async fn a_crash_fails_the_query_and_the_next_one_succeeds() {
     assert_echo_works(&fixture.provider, "after").await;
 }
 
+/// The restart hook (what `evidence_wire_metrics::Metrics::restart_hook`
+/// plugs in as the `child_restarts_total` counter) is called once per
+/// restart, never for the first start.
+#[tokio::test]
+async fn each_restart_calls_the_restart_hook_once() {
+    let restarts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = Arc::clone(&restarts);
+    let hook: evidence_wire_tokio::provider::caller::RestartHook = Arc::new(move || {
+        counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    });
+    let mut client = ClientConfig::default();
+    client.request_timeout_ms = 10_000;
+    let config = ProcessConfig::new(vec![PROVIDER.to_owned()])
+        .with_client(client)
+        .with_log(Arc::new(|_: &str| {}))
+        .with_backoff(Duration::from_millis(20), Duration::from_millis(200))
+        .with_restart_hook(hook);
+    let provider = ProcessProvider::spawn(config).expect("spawn the test provider");
+    assert_echo_works(&provider, "first").await;
+    assert_eq!(restarts.load(std::sync::atomic::Ordering::SeqCst), 0);
+    for round in 1..=2 {
+        assert!(ask(&provider, "crash", Value::Null).await.is_err());
+        assert_echo_works(&provider, "after").await;
+        assert_eq!(
+            restarts.load(std::sync::atomic::Ordering::SeqCst),
+            round,
+            "one restart per crash"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_fails_every_query_in_flight_exactly_once() {
     let fixture = start(Framing::ContentLength, false, 10_000);

@@ -37,4 +37,7 @@ pub use evidence_wire_provider as provider;
 pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
 pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
 pub use process::ProcessProvider;
-pub use server::{MAX_OUTSTANDING_JOBS, serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+pub use server::{
+    DEFAULT_DRAIN_TIMEOUT, MAX_OUTSTANDING_JOBS, Shutdown, serve, serve_stdio,
+    serve_stdio_with_log, serve_until, serve_with_log,
+};

@@ -30,7 +30,11 @@
 //!
 //! On end of input the server stops reading, the answers in flight are
 //! written as they come, and [`serve`] returns once the last one is
-//! flushed. A handler that panics gets its query answered with an
+//! flushed. [`serve_until`] also drains on request (a [`Shutdown`], e.g.
+//! from a SIGTERM handler): it stops reading, answers every message already
+//! read (new calls with the retryable `OVERLOADED` error), lets the queries
+//! in flight finish within a drain timeout, answers those still running at
+//! the deadline with the same retryable error, and returns. A handler that panics gets its query answered with an
 //! `internal_error` result (the panic message goes to stderr through the
 //! default hook).
 //!
@@ -38,11 +42,13 @@
 //!
 //! Input is read in chunks of at most 64 KiB, each handled before the next
 //! is read, so read-ahead is one chunk plus what the server buffers. A peer
-//! that writes faster than answers are produced is slowed down: the io
-//! thread stops reading while [`MAX_OUTSTANDING_JOBS`] or more queries sit
-//! in the job queue or run on workers, and resumes when the count drops
-//! below it (one chunk can add the queries it holds on top of that). Output
-//! is buffered (64 KiB) and flushed once per batch of answers.
+//! that writes faster than answers are produced is slowed down, not
+//! refused: at the core's in-flight cap (`ServerConfig::max_in_flight`)
+//! the server holds the next message and the io thread reads nothing
+//! until an answer frees a slot ([`Server::wants_input`]); independently,
+//! it stops reading while [`MAX_OUTSTANDING_JOBS`] or more queries sit in
+//! the job queue or run on workers, and resumes when the count drops below
+//! it. Output is buffered (64 KiB) and flushed once per batch of answers.
 //!
 //! [`serve_with_log`] also writes one validation log record per message
 //! (`evidence_wire_log`); [`serve`] writes none.
@@ -50,8 +56,10 @@
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, Read, Write};
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
+use std::time::{Duration, Instant};
 
 use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
@@ -121,6 +129,9 @@ struct Shared<W: Write> {
     state: Mutex<State<W>>,
     /// The caller waits here for [`State::is_done`].
     done: Condvar,
+    /// The io thread waits here while the server wants no input (held at
+    /// its in-flight cap).
+    input_wanted: Condvar,
     jobs: Mutex<Jobs>,
     /// Idle workers wait here for a job.
     work: Condvar,
@@ -178,6 +189,9 @@ impl<W: Write> Shared<W> {
         }
         if state.is_done() {
             self.done.notify_all();
+        }
+        if state.server.wants_input() {
+            self.input_wanted.notify_one();
         }
     }
 
@@ -250,15 +264,34 @@ impl<W: Write> Shared<W> {
                     return;
                 }
             }
+            {
+                // Held at the in-flight cap: read nothing until an answer
+                // frees a slot (a worker's pump wakes this thread).
+                let mut state = self.lock_state();
+                while !state.server.wants_input() && !state.stopped && !state.is_done() {
+                    if state.server.is_input_closed() {
+                        return;
+                    }
+                    state = self
+                        .input_wanted
+                        .wait(state)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+                if state.stopped || state.is_done() {
+                    return;
+                }
+            }
             let read = input.read(&mut buffer);
             let mut state = self.lock_state();
             if state.stopped {
                 return;
             }
+            let mut ended = false;
             match read {
                 Ok(0) => {
                     state.log.bytes_received();
                     state.server.handle_end_of_input();
+                    ended = true;
                 }
                 Ok(count) => {
                     state.log.bytes_received();
@@ -270,10 +303,11 @@ impl<W: Write> Shared<W> {
                 Err(error) => {
                     state.server.handle_end_of_input();
                     state.failure.get_or_insert(ServeError::Read(error));
+                    ended = true;
                 }
             }
             self.pump(&mut state, &mut found);
-            let closed = state.server.is_input_closed() || state.is_done();
+            let closed = ended || state.server.is_input_closed() || state.is_done();
             drop(state);
             self.settle(&mut found);
             if closed {
@@ -329,8 +363,41 @@ impl<W: Write> Shared<W> {
         self.lock_jobs().closed = true;
         self.work.notify_all();
         self.room.notify_all();
+        self.input_wanted.notify_all();
     }
 }
+
+/// Asks a server started with [`serve_until`] to drain and return. Cheap
+/// to clone; [`Shutdown::request`] may be called from any thread (a
+/// signal handler's thread, say).
+#[derive(Clone, Debug, Default)]
+pub struct Shutdown {
+    requested: Arc<AtomicBool>,
+}
+
+impl Shutdown {
+    /// A handle nobody has triggered yet.
+    pub fn new() -> Self {
+        Shutdown::default()
+    }
+
+    /// Drain and return (see [`serve_until`]). Idempotent.
+    pub fn request(&self) {
+        self.requested.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`Shutdown::request`] was called.
+    pub fn is_requested(&self) -> bool {
+        self.requested.load(Ordering::SeqCst)
+    }
+}
+
+/// How often the waiting caller looks at its [`Shutdown`] and deadline.
+const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
+
+/// Default drain timeout of [`serve_until`]'s callers (the CLI's
+/// `[server] drain_timeout_ms`): 25 s, under the usual 30 s grace period.
+pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 
 /// Serve `service` (a [`evidence_wire_provider::Provider`] or a
 /// [`evidence_wire_provider::Service`]) on stdin/stdout with `workers`
@@ -377,6 +444,37 @@ where
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
+    serve_until(
+        service,
+        workers,
+        input,
+        output,
+        log,
+        &Shutdown::new(),
+        DEFAULT_DRAIN_TIMEOUT,
+    )
+}
+
+/// [`serve_with_log`] that also drains when `shutdown` is requested: it
+/// stops reading, answers every message already read (a new call with the
+/// retryable `OVERLOADED` error, saying that the server is shutting
+/// down), lets the queries in flight finish, and returns once every answer
+/// is written, or at `drain_timeout`, when the queries still running are
+/// answered with the same retryable error first. The validation log is
+/// flushed before it returns.
+pub fn serve_until<R, W>(
+    service: impl IntoService,
+    workers: usize,
+    input: R,
+    output: W,
+    log: &ValidationLog,
+    shutdown: &Shutdown,
+    drain_timeout: Duration,
+) -> Result<(), ServeError>
+where
+    R: Read + Send + 'static,
+    W: Write + Send + 'static,
+{
     let service = service.into_service()?;
     let server = service.connection();
     let handler = Arc::clone(service.handler());
@@ -392,6 +490,7 @@ where
             stopped: false,
         }),
         done: Condvar::new(),
+        input_wanted: Condvar::new(),
         jobs: Mutex::new(Jobs::default()),
         work: Condvar::new(),
         room: Condvar::new(),
@@ -426,11 +525,28 @@ where
 
     let outcome = {
         let mut state = shared.lock_state();
+        let mut deadline: Option<Instant> = None;
+        let mut found = Vec::new();
         while !state.is_done() {
+            if deadline.is_none() && shutdown.is_requested() {
+                // Drain: read nothing more, answer what was read, let the
+                // queries in flight finish.
+                deadline = Some(Instant::now() + drain_timeout);
+                state.server.drain();
+                shared.pump(&mut state, &mut found);
+                shared.input_wanted.notify_all();
+                continue;
+            }
+            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                state.server.expire_in_flight();
+                shared.pump(&mut state, &mut found);
+                continue;
+            }
             state = shared
                 .done
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+                .wait_timeout(state, SHUTDOWN_POLL)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
         }
         match (state.write_error.take(), state.failure.take()) {
             (Some(error), _) => Err(ServeError::Write(error)),
@@ -439,5 +555,6 @@ where
         }
     };
     shared.close();
+    log.flush();
     outcome
 }

@@ -445,6 +445,26 @@ impl ValidationLog {
             .and_then(|inner| lock(inner).path.clone())
     }
 
+    /// Makes every record written so far durable (the run file's data is
+    /// synced to disk): what a server calls last when it shuts down.
+    /// Records are written unbuffered, so nothing is lost without it on a
+    /// clean exit; this guards against a crash of the machine right after.
+    /// A failure is reported like a failed write (the server goes on).
+    pub fn flush(&self) {
+        let Some(inner) = &self.inner else {
+            return;
+        };
+        let mut inner = lock(inner);
+        let synced = match &inner.file {
+            Some(file) => file.sync_data(),
+            None => return,
+        };
+        if let Err(error) = synced {
+            let path = inner.path.clone().unwrap_or_default();
+            inner.report(&format!("cannot flush {}: {error}", path.display()));
+        }
+    }
+
     /// How many records reached the file.
     pub fn written(&self) -> u64 {
         self.inner.as_ref().map_or(0, |inner| lock(inner).written)

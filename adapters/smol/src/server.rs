@@ -7,8 +7,10 @@
 //! the `blocking` crate's thread pool; async work ([`Answer::Async`]) runs
 //! concurrently inside the serving future itself (no executor is needed,
 //! so it runs on smol, async-std or any other runtime). How many calls run
-//! at once is bounded by the core's `ServerConfig::max_in_flight` (more
-//! queries are answered `OVERLOADED`); a call the peer cancels is dropped
+//! at once is bounded by the core's `ServerConfig::max_in_flight`: at the cap
+//! input is not read until an answer frees a slot (backpressure; with
+//! `Overload::Refuse` more queries are answered `OVERLOADED`); a call the
+//! peer cancels is dropped
 //! (blocking work that has started runs to its end, unread).
 //!
 //! On end of input the server stops reading, waits for the answers in
@@ -163,7 +165,9 @@ where
         if server.is_finished() {
             break;
         }
-        let reading = !server.is_input_closed();
+        // At the in-flight cap the core holds the next message: read
+        // nothing more until an answer frees a slot.
+        let reading = server.wants_input();
         let step = match (reading, calls.running.is_empty()) {
             // Input closed and nothing runs: nothing can produce an answer.
             (false, true) => break,

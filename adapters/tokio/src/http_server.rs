@@ -38,9 +38,19 @@
 //! permit returned.
 //!
 //! [`serve_http`] refuses a listener on a non-loopback address unless a
-//! bearer token is configured, and stops gracefully when its shutdown
-//! future completes: it stops accepting, lets requests in progress finish
-//! (up to [`HttpServerConfig::shutdown_grace`]), then returns.
+//! bearer token is configured (and a server behind a proxy without one),
+//! and drains gracefully when its shutdown future completes: `/readyz`
+//! answers `503` from then on (a balancer stops routing here), every new
+//! call is refused `503 OVERLOADED` with `Retry-After` (the decision is
+//! [`http::admit_during`]'s), the calls in flight run to their end, up to
+//! [`HttpServerConfig::drain_timeout`]; what still runs then is answered
+//! with the same retryable error ([`Exchange::expire`]), never dropped.
+//! Connections are then closed gracefully (an answer being written is
+//! finished), the validation log is flushed, and it returns.
+//!
+//! Metrics: every request's events and answers are counted in
+//! [`HttpServerConfig::metrics`] ([`evidence_wire_metrics`]), served at
+//! `GET /metrics` when [`HttpPolicy::metrics`] allows it.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -56,10 +66,12 @@ use std::time::Duration;
 use bytes::Bytes;
 use evidence_wire::http::{
     self, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId, ConnectionLimits,
-    Exchange, HeaderField, HttpPolicy, HttpReply, RequestHead, Room,
+    Exchange, HeaderField, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused,
+    RequestHead, Room,
 };
 use evidence_wire_log::{HttpCall, ValidationLog};
-use evidence_wire_provider::{IntoService, ServeError, Service, complete, dispatch};
+use evidence_wire_metrics::{Metrics, Transport};
+use evidence_wire_provider::{Completion, IntoService, ServeError, Service, complete, dispatch};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -113,11 +125,18 @@ pub struct HttpServerConfig {
     /// past it the connection is closed, so a client that stops reading
     /// its answers cannot hold a connection slot.
     pub write_timeout: Duration,
-    /// How long shutdown waits for requests in progress (default 10 s).
-    pub shutdown_grace: Duration,
+    /// How long a graceful shutdown waits for the calls in flight
+    /// (default 25 s, under the usual 30 s an orchestrator grants after
+    /// SIGTERM); what still runs then is answered with a retryable error.
+    pub drain_timeout: Duration,
     /// Where each JSON-RPC request's validation outcomes are recorded
     /// (default: disabled).
     pub validation_log: ValidationLog,
+    /// Where requests, check latencies, refusals and dropped bodies are
+    /// counted (served at `GET /metrics` when [`HttpPolicy::metrics`]
+    /// allows it). Clone a [`Metrics`] in to share it with, e.g., process
+    /// clients' restart hooks.
+    pub metrics: Metrics,
 }
 
 impl Default for HttpServerConfig {
@@ -132,8 +151,9 @@ impl Default for HttpServerConfig {
             pressure_header_read_timeout: Duration::from_millis(250),
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
-            shutdown_grace: Duration::from_secs(10),
+            drain_timeout: Duration::from_secs(25),
             validation_log: ValidationLog::disabled(),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -175,6 +195,28 @@ impl HttpServerConfig {
         self.validation_log = log;
         self
     }
+
+    /// The same settings waiting at most `timeout` for the calls in
+    /// flight when shutting down.
+    pub fn with_drain_timeout(mut self, timeout: Duration) -> Self {
+        self.drain_timeout = timeout;
+        self
+    }
+
+    /// The same settings counting into `metrics`, served at `GET /metrics`
+    /// as `access` says.
+    pub fn with_metrics(mut self, metrics: Metrics, access: MetricsAccess) -> Self {
+        self.metrics = metrics;
+        self.policy.metrics = access;
+        self
+    }
+
+    /// The same settings trusting a reverse proxy in front (see
+    /// [`HttpPolicy::behind_proxy`]; needs a bearer token).
+    pub fn behind_proxy(mut self, behind_proxy: bool) -> Self {
+        self.policy.behind_proxy = behind_proxy;
+        self
+    }
 }
 
 impl std::fmt::Debug for HttpServerConfig {
@@ -199,7 +241,9 @@ impl std::fmt::Debug for HttpServerConfig {
             )
             .field("body_read_timeout", &self.body_read_timeout)
             .field("write_timeout", &self.write_timeout)
-            .field("shutdown_grace", &self.shutdown_grace)
+            .field("drain_timeout", &self.drain_timeout)
+            .field("behind_proxy", &self.policy.behind_proxy)
+            .field("metrics", &self.policy.metrics)
             .finish_non_exhaustive()
     }
 }
@@ -215,6 +259,9 @@ pub enum HttpServeError {
     /// The address is not loopback and no bearer token is configured.
     #[error(transparent)]
     Bind(#[from] BindRefused),
+    /// The server is behind a proxy and no bearer token is configured.
+    #[error(transparent)]
+    Proxy(#[from] ProxyRefused),
     /// The socket failed.
     #[error("HTTP listener failed: {0}")]
     Io(#[from] io::Error),
@@ -251,6 +298,10 @@ struct Shared {
     service: Service,
     config: HttpServerConfig,
     calls: Arc<Semaphore>,
+    /// The shutdown began: not ready, no new calls.
+    draining: AtomicBool,
+    /// Set at the drain deadline: answer what still runs, retryably.
+    expired: watch::Receiver<bool>,
     /// The listener's address: decides which `Host` names are ours.
     local: SocketAddr,
     connections: Connections,
@@ -404,9 +455,14 @@ where
 {
     let service = service.into_service()?;
     let local = listener.local_addr()?;
-    http::check_bind(local.ip(), http_config.policy.bearer_token.is_some())?;
+    let authenticated = http_config.policy.bearer_token.is_some();
+    http::check_bind(local.ip(), authenticated)?;
+    http::check_behind_proxy(http_config.policy.behind_proxy, authenticated)?;
+    let (expire, expired) = watch::channel(false);
     let shared = Arc::new(Shared {
         calls: Arc::new(Semaphore::new(http_config.max_concurrent_requests.max(1))),
+        draining: AtomicBool::new(false),
+        expired,
         service,
         local,
         connections: Connections::new(&http_config),
@@ -414,13 +470,66 @@ where
     });
     let (stop, stopped) = watch::channel(false);
     let mut open: JoinSet<()> = JoinSet::new();
-    let mut shutdown = std::pin::pin!(shutdown);
+    accept_until(&listener, &shared, &mut open, &stopped, shutdown).await?;
+    // Draining: keep accepting (probes answer 503, new calls are refused
+    // retryably) until the calls in flight are done or the deadline.
+    shared.draining.store(true, Ordering::SeqCst);
+    let drained = drain(&shared, &expire);
+    accept_until(&listener, &shared, &mut open, &stopped, drained).await?;
+    drop(listener);
+    // Close every connection gracefully: an answer being written is
+    // finished, idle keep-alive connections close.
+    let _ = stop.send(true);
+    let closed = tokio::time::timeout(CLOSE_GRACE, async {
+        while open.join_next().await.is_some() {}
+    })
+    .await;
+    if closed.is_err() {
+        open.shutdown().await;
+    }
+    shared.config.validation_log.flush();
+    Ok(())
+}
+
+/// How long connections may take to close after the drain (to finish
+/// writing their last answers) before they are dropped.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// How long the calls answered at the drain deadline get to hand over
+/// their replies.
+const EXPIRE_GRACE: Duration = Duration::from_secs(2);
+
+/// Waits until no call is in flight, or until the drain deadline; then
+/// tells the calls still running to answer retryably and waits briefly
+/// for their replies.
+async fn drain(shared: &Shared, expire: &watch::Sender<bool>) {
+    let all = u32::try_from(shared.config.max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
+    let idle = || Arc::clone(&shared.calls).acquire_many_owned(all);
+    if tokio::time::timeout(shared.config.drain_timeout, idle())
+        .await
+        .is_err()
+    {
+        let _ = expire.send(true);
+        let _ = tokio::time::timeout(EXPIRE_GRACE, idle()).await;
+    }
+}
+
+/// Accepts connections (as the budget allows) and serves each on its own
+/// task until `until` completes.
+async fn accept_until<U: Future<Output = ()>>(
+    listener: &TcpListener,
+    shared: &Arc<Shared>,
+    open: &mut JoinSet<()>,
+    stopped: &watch::Receiver<bool>,
+    until: U,
+) -> Result<(), HttpServeError> {
+    let mut until = std::pin::pin!(until);
     'serve: loop {
-        if !wait_for_room(&shared.connections, &mut shutdown, &mut open).await {
+        if !wait_for_room(&shared.connections, &mut until, open).await {
             break;
         }
         let stream = tokio::select! {
-            () = &mut shutdown => break 'serve,
+            () = &mut until => break 'serve,
             accepted = listener.accept() => match accepted {
                 Ok((stream, _peer)) => stream,
                 Err(error) if is_transient(&error) => {
@@ -439,32 +548,24 @@ where
             if let Some(opened) = shared.connections.open() {
                 break opened;
             }
-            if !wait_for_room(&shared.connections, &mut shutdown, &mut open).await {
+            if !wait_for_room(&shared.connections, &mut until, open).await {
                 break 'serve;
             }
         };
         let slot = Slot {
-            shared: Arc::clone(&shared),
+            shared: Arc::clone(shared),
             id,
         };
-        let stopped = stopped.clone();
-        open.spawn(serve_connection(stream, slot, shed, stopped));
-    }
-    let _ = stop.send(true);
-    let grace = shared.config.shutdown_grace;
-    let drained =
-        tokio::time::timeout(grace, async { while open.join_next().await.is_some() {} }).await;
-    if drained.is_err() {
-        open.shutdown().await;
+        open.spawn(serve_connection(stream, slot, shed, stopped.clone()));
     }
     Ok(())
 }
 
 /// Waits until the budget has room for a connection (reaping finished
-/// connection tasks meanwhile); false when `shutdown` completed first.
+/// connection tasks meanwhile); false when `until` completed first.
 async fn wait_for_room<F: Future<Output = ()>>(
     connections: &Connections,
-    shutdown: &mut Pin<&mut F>,
+    until: &mut Pin<&mut F>,
     open: &mut JoinSet<()>,
 ) -> bool {
     loop {
@@ -480,7 +581,7 @@ async fn wait_for_room<F: Future<Output = ()>>(
             }
         };
         tokio::select! {
-            () = shutdown.as_mut() => return false,
+            () = until.as_mut() => return false,
             () = later => {}
             () = connections.room.notified() => {}
             Some(_) = open.join_next(), if !open.is_empty() => {}
@@ -583,6 +684,12 @@ async fn answer(
     request: Request<Incoming>,
     mut call: Option<&mut HttpCall>,
 ) -> HttpReply {
+    let metrics = &shared.config.metrics;
+    let lifecycle = if shared.draining.load(Ordering::SeqCst) {
+        Lifecycle::Draining
+    } else {
+        Lifecycle::Serving
+    };
     let plan = {
         let headers = request.headers();
         let head = RequestHead {
@@ -597,31 +704,61 @@ async fn answer(
             session_id: field(headers, "mcp-session-id"),
             mcp_method: field(headers, "mcp-method"),
             mcp_name: field(headers, "mcp-name"),
+            forwarded: field(headers, "forwarded"),
+            x_forwarded_for: field(headers, "x-forwarded-for"),
+            x_forwarded_host: field(headers, "x-forwarded-host"),
+            x_real_ip: field(headers, "x-real-ip"),
             server_address: Some(shared.local),
         };
-        match http::admit(&shared.config.policy, &head) {
-            Admission::Reply(reply) => return reply,
+        match http::admit_during(&shared.config.policy, &head, lifecycle) {
+            Admission::Reply(reply) => {
+                let refused_call =
+                    matches!(http::route(head.method, head.path), http::Route::Call(_))
+                        && reply.status == 503;
+                if refused_call {
+                    metrics.overload_refused(Transport::Http);
+                }
+                return reply;
+            }
+            Admission::Metrics => return http::metrics_reply(metrics.encode().into_bytes()),
             Admission::Call(plan) => plan,
         }
     };
     let Ok(_permit) = Arc::clone(&shared.calls).try_acquire_owned() else {
+        metrics.overload_refused(Transport::Http);
         return http::overloaded_reply(shared.config.max_concurrent_requests);
     };
+    let mut expired = shared.expired.clone();
     let timeout = shared.config.body_read_timeout;
-    let body = match tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit))
-        .await
-    {
+    let read = tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit));
+    let body = tokio::select! {
+        read = read => read,
+        // The drain deadline passed while the body was still arriving.
+        _ = expired.wait_for(|expired| *expired) => {
+            metrics.overload_refused(Transport::Http);
+            return http::draining_reply();
+        }
+    };
+    let body = match body {
         Err(_) => {
+            metrics.frame_dropped(Transport::Http, "body_timeout");
             let reason = format!("it did not arrive within {} ms", timeout.as_millis());
             return http::unreadable_body_reply(&reason);
         }
-        Ok(Err(BodyError::TooLarge(limit))) => return http::payload_too_large_reply(limit),
-        Ok(Err(BodyError::Read(error))) => return http::unreadable_body_reply(&error.to_string()),
+        Ok(Err(BodyError::TooLarge(limit))) => {
+            metrics.frame_dropped(Transport::Http, "body_too_large");
+            return http::payload_too_large_reply(limit);
+        }
+        Ok(Err(BodyError::Read(error))) => {
+            metrics.frame_dropped(Transport::Http, "body_unreadable");
+            return http::unreadable_body_reply(&error.to_string());
+        }
         Ok(Ok(body)) => body,
     };
     let mut exchange = Exchange::start(shared.service.config(), plan, &body);
     drop(body);
     let handler = shared.service.handler().as_ref();
+    let mut counts = metrics.connection(Transport::Http);
     // Dropped with the request (a client that disconnects): its tasks are
     // aborted.
     let mut tasks = Tasks::new();
@@ -630,19 +767,38 @@ async fn answer(
             if let Some(call) = &mut call {
                 call.observe(&event);
             }
+            counts.observe(&event);
             // One message in, no stream: no fatal framing error here.
             let _ = tasks.run(dispatch(handler, event), &mut exchange);
         }
         if exchange.is_finished() {
             break;
         }
-        let Some((ticket, completion)) = tasks.next().await else {
+        let finished = tokio::select! {
+            finished = tasks.next() => finished,
+            // The drain deadline: answer what still runs, retryably.
+            _ = expired.wait_for(|expired| *expired) => {
+                exchange.expire();
+                counts.expired();
+                continue;
+            }
+        };
+        let Some((ticket, completion)) = finished else {
             break;
         };
+        counts.answered(ticket, error_code(&completion));
         // A cancelled ticket is refused: nothing to send for it.
         let _ = complete(&mut exchange, ticket, completion);
     }
     exchange.into_reply()
+}
+
+/// The evidence error code a completion carries, if any.
+fn error_code(completion: &Completion) -> Option<&str> {
+    match completion {
+        Completion::Evidence(result) => result.error.as_ref().map(|error| error.code.as_str()),
+        Completion::Tool(_) => None,
+    }
 }
 
 enum BodyError {

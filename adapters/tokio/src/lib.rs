@@ -6,8 +6,8 @@
 //!   `AsyncWrite` pair (stdin/stdout) serving a [`Provider`] or a
 //!   [`Service`] (the SDK's [`Handler`] vocabulary), answering queries
 //!   concurrently (blocking checks on tokio's blocking pool, async ones as
-//!   tasks; at most `ServerConfig::max_in_flight`, more are answered
-//!   `OVERLOADED` by the core) and returning on end of input once every
+//!   tasks; at most `ServerConfig::max_in_flight`, past which input is not
+//!   read until an answer frees a slot) and returning on end of input once every
 //!   answer in flight is written and flushed.
 //! - [`ProcessProvider`]: a child-process provider client with per-request
 //!   timeouts, the child's stderr forwarded to a [`LogSink`], and restarts

@@ -4,8 +4,11 @@
 //! call to the service's handler ([`dispatch`]) and writes answers as they
 //! finish, in any order. A ready answer (an inline check) is given at
 //! once; blocking work runs on tokio's blocking pool and async work as a
-//! task (the core caps the calls at `ServerConfig::max_in_flight` and
-//! answers the rest `OVERLOADED`); a cancelled call's task is aborted.
+//! task. The core caps the calls at `ServerConfig::max_in_flight`: at the
+//! cap it holds the next message and input is not read until an answer
+//! frees a slot (backpressure: a pipelining peer is slowed, not refused;
+//! with `Overload::Refuse` the rest are answered `OVERLOADED`); a
+//! cancelled call's task is aborted.
 //! Reading and writing are multiplexed in one `select!`, so a peer that is
 //! slow to read its answers never stops us from reading; when more than
 //! [`MAX_PENDING_OUTPUT`] bytes wait to be written, reading pauses until
@@ -107,7 +110,7 @@ where
             }
         }
         let unwritten = pending.get(written..).unwrap_or_default();
-        let can_read = !server.is_input_closed() && unwritten.len() < MAX_PENDING_OUTPUT;
+        let can_read = server.wants_input() && unwritten.len() < MAX_PENDING_OUTPUT;
         tokio::select! {
             result = output.write(unwritten), if !unwritten.is_empty() => {
                 match result {
