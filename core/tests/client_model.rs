@@ -410,7 +410,7 @@ impl Run {
             }
             Op::EndAndRestart => {
                 self.mark_lost();
-                self.client.handle_input(&[]);
+                self.client.handle_end_of_input();
                 self.pump();
                 self.restart();
             }

@@ -645,7 +645,7 @@ fn end_of_output_loses_the_connection() {
     let mut client = Client::new(ClientConfig::default());
     let a = client.query(&query("a"), &context(), 0);
     client.handle_input(b"Content-Length: 10\r\n\r\n{\"js");
-    client.handle_input(&[]);
+    client.handle_end_of_input();
     let got = events(&mut client);
     assert_eq!(answers(&got), [(a, Err("provider_unavailable".to_owned()))]);
     let Some(ClientEvent::Fatal(reason)) = got.last() else {

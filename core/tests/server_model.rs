@@ -217,7 +217,7 @@ fn check(framing: Framing, items: &[Item], ops: &[Op]) {
     if fed < stream.len() {
         model.server.handle_input(&stream[fed..]);
     }
-    model.server.handle_input(&[]);
+    model.server.handle_end_of_input();
     model.drain_events();
     while !model.open.is_empty() {
         model.respond_at(0);

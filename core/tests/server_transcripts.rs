@@ -827,7 +827,7 @@ fn end_of_input_mid_frame_is_reported_once_and_in_flight_survives() {
     let mut server = new_server();
     server.handle_input(&nl(&call(json!("x"), "c")));
     server.handle_input(br#"{"jsonrpc":"2.0","id":2,"met"#);
-    server.handle_input(&[]);
+    server.handle_end_of_input();
     let got = events(&mut server);
     assert_eq!(
         got.iter()
@@ -837,7 +837,7 @@ fn end_of_input_mid_frame_is_reported_once_and_in_flight_survives() {
         "{got:?}"
     );
     assert!(server.is_input_closed());
-    server.handle_input(&[]);
+    server.handle_end_of_input();
     assert!(events(&mut server).is_empty());
     server.respond(tickets(&got)[0], hello()).unwrap();
     assert_eq!(

@@ -346,7 +346,7 @@ fn a_provider_error_resets_the_backoff() {
 #[test]
 fn deferred_queries_expire_at_their_own_deadline() {
     let mut h = Harness::up(1000, 1000);
-    h.sup.handle_input(b"", 0);
+    h.sup.handle_end_of_input(0);
     let drained = h.drain();
     assert_eq!(drained.kills, 1, "end of output restarts the child");
     assert!(drained.logs.iter().any(|l| l.contains("stream broke")));
@@ -377,7 +377,7 @@ fn deferred_queries_expire_at_their_own_deadline() {
 #[test]
 fn deferred_queries_are_sent_when_the_child_starts() {
     let mut h = Harness::up(20, 20);
-    h.sup.handle_input(b"", 0);
+    h.sup.handle_end_of_input(0);
     h.drain();
     h.ask(1, 5);
     h.ask(2, 6);
@@ -474,7 +474,7 @@ fn output_ending_mid_message_fails_what_is_in_flight_and_restarts() {
         h.drain().answers.is_empty(),
         "half a message is not an answer"
     );
-    h.sup.handle_input(b"", 1);
+    h.sup.handle_end_of_input(1);
     let drained = h.drain();
     assert_eq!(drained.kills, 1);
     assert_eq!(drained.answers.len(), 2);
@@ -498,7 +498,7 @@ fn next_wake_is_the_earliest_deadline() {
     h.ask(2, 30);
     h.drain();
     assert_eq!(h.sup.poll_timeout(), Some(TIMEOUT), "the client's earliest");
-    h.sup.handle_input(b"", 40);
+    h.sup.handle_end_of_input(40);
     h.drain();
     assert_eq!(h.sup.poll_timeout(), Some(540), "the restart");
     h.ask(3, 45);
@@ -537,7 +537,7 @@ fn ignored_messages_are_logged_at_most_16_times_per_child() {
     h.sup.handle_input(&junk, 2);
     assert!(h.drain().logs.is_empty(), "the cap holds for this child");
     // A fresh child gets a fresh allowance.
-    h.sup.handle_input(b"", 3);
+    h.sup.handle_end_of_input(3);
     h.drain();
     h.sup.handle_timeout(4);
     assert_eq!(h.drain().spawns, 1);
@@ -553,7 +553,7 @@ fn ignored_messages_are_logged_at_most_16_times_per_child() {
 #[test]
 fn cancel_of_a_deferred_query_answers_it_and_never_sends_it() {
     let mut h = Harness::up(10, 10);
-    h.sup.handle_input(b"", 0);
+    h.sup.handle_end_of_input(0);
     h.drain();
     let kept = h.ask(1, 1);
     let dropped = h.ask(2, 1);
@@ -592,7 +592,7 @@ fn cancel_of_a_sent_query_tells_the_child() {
 #[test]
 fn abandoned_deferred_queries_are_dropped() {
     let mut h = Harness::up(10, 10);
-    h.sup.handle_input(b"", 0);
+    h.sup.handle_end_of_input(0);
     h.drain();
     h.ask(1, 1);
     h.ask(2, 1);

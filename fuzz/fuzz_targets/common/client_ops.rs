@@ -68,7 +68,7 @@ pub fn run(data: &[u8]) {
                     client.handle_input(chunk);
                 }
             }
-            6 => client.handle_input(&[]),
+            6 => client.handle_end_of_input(),
             _ => client.restart(now),
         }
         drain(&mut client, &issued, &mut answered);

@@ -83,7 +83,7 @@ pub fn run(data: &[u8]) {
                 }
             }
             _ => {
-                server.handle_input(&[]);
+                server.handle_end_of_input();
                 ended = true;
             }
         }
@@ -91,7 +91,7 @@ pub fn run(data: &[u8]) {
         check_output(&mut server, configured_framing);
         assert_eq!(server.in_flight(), open.len());
     }
-    server.handle_input(&[]);
+    server.handle_end_of_input();
     drain(&mut server, &mut open, &mut closed, &mut cancelled);
     for ticket in std::mem::take(&mut open) {
         assert_eq!(server.respond(ticket, result(ticket)), Ok(()));
