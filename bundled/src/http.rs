@@ -27,8 +27,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use evidence_wire::config::HostPattern;
 use evidence_wire::evidence::{EvidenceError, EvidenceRef, EvidenceResult};
+use evidence_wire_config::HostPattern;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};

@@ -53,12 +53,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evidence_wire::config::{BundledConfig, HostPattern};
 use evidence_wire::contract::ProviderContract;
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue,
 };
 use evidence_wire::server::{ServerConfig, ServerContract};
+use evidence_wire_config::{BundledConfig, HostPattern};
 use serde_json::Value;
 
 pub use crate::jsonpath::{
@@ -109,8 +109,8 @@ pub struct JsonSettings {
 impl Default for JsonSettings {
     fn default() -> Self {
         JsonSettings {
-            max_result_bytes: usize_from(evidence_wire::config::DEFAULT_MAX_RESULT_BYTES),
-            max_result_nodes: usize_from(evidence_wire::config::DEFAULT_MAX_RESULT_NODES),
+            max_result_bytes: usize_from(evidence_wire_config::DEFAULT_MAX_RESULT_BYTES),
+            max_result_nodes: usize_from(evidence_wire_config::DEFAULT_MAX_RESULT_NODES),
             max_concurrent: 4,
             queue_timeout: Duration::from_secs(30),
         }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use evidence_wire::docs::{
+use evidence_wire_docs::{
     DEFAULT_MAX_SECTIONS, DocRole, DocSource, DocsLimits, DocsRegistry, MAX_QUERY_CHARS,
     MAX_QUERY_TERMS, MAX_SECTIONS_CAP, SearchCallError, SearchError,
 };
