@@ -18,10 +18,10 @@ mod interop_support;
 use std::time::{Duration, Instant};
 
 use evidence_wire::client::{ClientConfig, QueryError};
-use evidence_wire::docs::{DocsLimits, DocsRegistry, SEARCH_TOOL_NAME};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::frame::Framing;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, ProviderError};
+use evidence_wire_docs::{DocsLimits, DocsRegistry, SEARCH_TOOL_NAME};
 use interop_support::{
     TRIGGER_TIME, assert_time_now_evidence, cli_binary, expected_time_now_evidence, peer_context,
 };

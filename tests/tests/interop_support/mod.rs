@@ -300,7 +300,7 @@ pub fn assert_time_now_evidence(actual: &Value, what: &str) {
 /// expectations: wire-facts hashes, our own client's view of the same
 /// query, and the docs registry the server embeds.
 pub fn check_mcp_sdk_report(report: &Value) {
-    use evidence_wire::docs::{DocsLimits, DocsRegistry, SEARCH_TOOL_NAME};
+    use evidence_wire_docs::{DocsLimits, DocsRegistry, SEARCH_TOOL_NAME};
     let context = |what: &str| format!("{what}\nreport: {report:#}");
 
     assert_eq!(

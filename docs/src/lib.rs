@@ -1,13 +1,17 @@
-//! Docs: an embedded documentation registry, deterministic section search
-//! and MCP resources, all backed by one set of bytes.
+//! # evidence-wire-docs
+//!
+//! Docs for agents: an embedded documentation registry, deterministic
+//! section search and MCP resources, all backed by one set of bytes, served
+//! by any evidence-wire server through the same tool and resource registry
+//! a provider uses ([`DocsSurface::install`]).
 //!
 //! A [`DocsRegistry`] holds documents ([`Doc`]): an id, a title, a
 //! [`DocRole`], a description, a `decision-gate://docs/<id>` URI and a
 //! Markdown body kept once as an `Arc<str>`. The default corpus is the
-//! project's own `spec/` documents, embedded at compile time
-//! ([`DocsRegistry::with_default_corpus`]); with the `std` feature, extra
-//! documents load from configured files and directories
-//! ([`load_extra`], [`DocsRegistry::load_extra_paths`]).
+//! project's own `spec/` documents, embedded at compile time from the copies
+//! in this crate's `corpus/` ([`DocsRegistry::with_default_corpus`]); extra
+//! documents load from configured files and directories ([`load_extra`],
+//! [`DocsRegistry::load_extra_paths`]).
 //!
 //! [`DocsRegistry::search`] cuts every document into sections at `## ` and
 //! `### ` headings and ranks them: +3 per query term found in the heading,
@@ -16,7 +20,8 @@
 //! order, heading, then position. Same registry and query, same bytes out.
 //! [`DocsRegistry::list`] and [`DocsRegistry::read`] serve the documents as
 //! MCP resources, byte for byte what the search index holds.
-//! [`DocsSurface`] puts both on a [`Server`] as `[docs]` configures them.
+//! [`DocsSurface`] puts both on a [`ServerConfig`] as `[docs]`
+//! ([`DocsConfig`]) configures them.
 //!
 //! Limits ([`DocsLimits`]) are fail-closed and checked before a document is
 //! stored: size per document, total size, number of documents, and sections
@@ -24,24 +29,31 @@
 //! [`MAX_QUERY_TERMS`]). Nothing here prints: problems with extra documents
 //! come back as [`DocsWarning`] data. The rules are in `spec/docs-search.md`.
 
-use alloc::borrow::ToOwned;
-use alloc::collections::BTreeSet;
-use alloc::format;
-use alloc::string::{String, ToString};
-use alloc::sync::Arc;
-use alloc::vec::Vec;
-use core::fmt;
-use core::ops::Range;
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
+
+use evidence_wire::server::{InlineTool, Resource, ServerConfig, ToolDefinition, ToolFailure};
+use evidence_wire_config::DocsConfig;
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use crate::server::{InlineTool, Resource, ServerConfig, ToolDefinition, ToolFailure};
-
 mod corpus;
-#[cfg(feature = "std")]
 mod extra;
 
-#[cfg(feature = "std")]
 pub use extra::{LoadedDocs, MAX_SCAN_DEPTH, MAX_SCAN_ENTRIES, load_extra};
 
 /// Name of the docs search tool in `tools/list` and `tools/call`.
@@ -920,10 +932,7 @@ impl DocsSurface {
     /// `include_default_docs`) and then `extra_paths`. A default document
     /// that breaks a limit is an error (start-up must fail); extra
     /// documents that cannot be used come back as warnings to log.
-    #[cfg(feature = "std")]
-    pub fn from_config(
-        config: &crate::config::DocsConfig,
-    ) -> Result<(DocsSurface, Vec<DocsWarning>), DocsError> {
+    pub fn from_config(config: &DocsConfig) -> Result<(DocsSurface, Vec<DocsWarning>), DocsError> {
         if !config.enabled {
             return Ok((DocsSurface::disabled(), Vec::new()));
         }

@@ -6,8 +6,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use evidence_wire::config::DocsConfig;
-use evidence_wire::docs::{
+use evidence_wire_config::DocsConfig;
+use evidence_wire_docs::{
     DocsError, DocsLimits, DocsProblem, DocsRegistry, DocsSurface, MAX_SCAN_DEPTH, load_extra,
 };
 
@@ -337,7 +337,7 @@ fn config_extra_paths_feed_the_surface() {
         "# Runbook\n\n## Paging\n\nPage the owner.\n",
     );
     let text = "[docs]\nextra_paths = [\"docs\"]\nmax_sections = 2\n";
-    let config = evidence_wire::config::Config::from_toml_str(text, Path::new(&dir.0)).unwrap();
+    let config = evidence_wire_config::Config::from_toml_str(text, Path::new(&dir.0)).unwrap();
     let (surface, warnings) = DocsSurface::from_config(&config.docs).unwrap();
     assert!(warnings.is_empty());
     let registry = surface.registry();

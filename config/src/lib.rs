@@ -1,34 +1,64 @@
-//! The `evidence-wire.toml` configuration: model, defaults and validation.
+//! # evidence-wire-config
 //!
-//! [`Config::from_toml_str`] parses TOML into the sections `[[providers]]`,
-//! `[server]` (with `[server.limits]`, `[server.auth]`, `[server.tools]`),
-//! `[docs]`, `[logging]` and `[bundled]`, then validates and resolves them:
-//! relative paths are joined to the config file's directory, each mcp
-//! provider's capabilities contract is read and checked
-//! ([`crate::contract`]), and trust keys are read. [`Config::default`] is the
-//! embedded default and works with no file at all.
+//! The `evidence-wire.toml` configuration of the evidence-wire crate family:
+//! its model, defaults and validation, every file it names, and the mapping
+//! from it to the settings of the libraries. The protocol core
+//! (`evidence-wire`) does no I/O; this crate does the reading.
+//!
+//! [`Config::load`] reads a file; [`Config::from_toml_str`] parses TOML into
+//! the sections `[[providers]]`, `[server]` (with `[server.limits]`,
+//! `[server.auth]`, `[server.tools]`), `[docs]`, `[logging]` and
+//! `[bundled]`, then validates and resolves them: relative paths are joined
+//! to the config file's directory, each mcp provider's capabilities contract
+//! is read and checked ([`evidence_wire::contract`]), trust keys and CA
+//! certificates are read, and a configured signing seed is read once
+//! ([`read_signing_seed`]). [`Config::default`] is the embedded default and
+//! works with no file at all.
+//!
+//! To the core's settings: [`ServerSection::server_config`] (limits,
+//! envelope policy, dialect, hash profile of a
+//! [`evidence_wire::server::ServerConfig`]), [`ServerSection::tool_policy`]
+//! (`[server.tools]` and `[server.auth] allowed_tools` as a
+//! [`evidence_wire::policy::ToolPolicy`]), [`HashProfileName::choice`],
+//! [`ProviderConfig::trust_policy`] and [`BundledSigningConfig::signer`].
+//! The other crates map their own section (`evidence-wire-docs` takes
+//! [`DocsConfig`], `evidence-wire-log` [`LoggingConfig`],
+//! `evidence-wire-bundled` [`BundledConfig`]).
 //!
 //! Every struct refuses unknown keys; a syntax error or an unknown key is a
 //! [`ConfigError::Syntax`] with the line and column of the offending key.
 //! Every other problem is one [`ConfigError::Invalid`] naming the field
 //! (`providers[2].timeouts.request_timeout_ms`), what is wrong and what to do.
-//! Files read here are capped before they are read: the config file at
-//! [`MAX_CONFIG_BYTES`], contracts at [`MAX_CONTRACT_BYTES`], key files at
-//! [`MAX_KEY_FILE_BYTES`]. The full reference is `spec/configuration.md`.
+//!
+//! Limits: every file is capped before it is read: the config file at
+//! [`MAX_CONFIG_BYTES`], contracts at [`MAX_CONTRACT_BYTES`], key and seed
+//! files at [`MAX_KEY_FILE_BYTES`], CA certificate files at
+//! [`MAX_CA_CERT_BYTES`]. The full reference is `spec/configuration.md`.
 
-use std::borrow::ToOwned;
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+#![cfg_attr(
+    not(test),
+    warn(
+        clippy::unwrap_used,
+        clippy::expect_used,
+        clippy::panic,
+        clippy::indexing_slicing
+    )
+)]
+
 use std::fmt;
-use std::format;
 use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::string::{String, ToString};
-use std::vec::Vec;
 
+use evidence_wire::contract::{MAX_CONTRACT_BYTES, ProviderContract};
+use evidence_wire::dialect::{Dialect, DialectChoice};
+use evidence_wire::envelope::Policy;
+use evidence_wire::policy::{PolicyError, ToolPolicy, VisibilityMode};
+use evidence_wire::server::ServerConfig;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-
-use crate::contract::{MAX_CONTRACT_BYTES, ProviderContract};
 
 /// The largest configuration file [`Config::load`] reads (1 MiB).
 pub const MAX_CONFIG_BYTES: u64 = 1024 * 1024;
@@ -40,7 +70,7 @@ pub const MAX_KEY_FILE_BYTES: u64 = 4096;
 pub const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
 
 /// Provider names reserved for Decision Gate's built-in providers.
-pub const RESERVED_PROVIDER_NAMES: [&str; 4] = crate::contract::RESERVED_PROVIDER_IDS;
+pub const RESERVED_PROVIDER_NAMES: [&str; 4] = evidence_wire::contract::RESERVED_PROVIDER_IDS;
 
 /// Why a configuration was refused.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -100,7 +130,7 @@ pub struct Config {
     /// Evidence providers a query can be sent to, by name.
     pub providers: Vec<ProviderConfig>,
     /// The server side of `evidence-wire serve`.
-    pub server: ServerConfig,
+    pub server: ServerSection,
     /// The embedded docs search and resources.
     pub docs: DocsConfig,
     /// Envelope validation logs.
@@ -212,13 +242,12 @@ impl ProviderConfig {
         }
     }
 
-    /// The trust policy for [`crate::evidence::verify`], built from the loaded keys.
-    #[cfg(feature = "signatures")]
-    pub fn trust_policy(&self) -> Result<crate::evidence::TrustPolicy, ConfigError> {
+    /// The trust policy for [`evidence_wire::evidence::verify`], built from the loaded keys.
+    pub fn trust_policy(&self) -> Result<evidence_wire::evidence::TrustPolicy, ConfigError> {
         match self.trust {
-            TrustConfig::Audit => Ok(crate::evidence::TrustPolicy::Audit),
+            TrustConfig::Audit => Ok(evidence_wire::evidence::TrustPolicy::Audit),
             TrustConfig::RequireSignature { .. } => {
-                let mut keys = crate::evidence::KeySet::new();
+                let mut keys = evidence_wire::evidence::KeySet::new();
                 for key in &self.trusted_keys {
                     keys.insert_bytes(key.key_id.clone(), &key.public_key)
                         .and_then(|()| {
@@ -235,7 +264,7 @@ impl ProviderConfig {
                             )
                         })?;
                 }
-                Ok(crate::evidence::TrustPolicy::RequireSignature { keys })
+                Ok(evidence_wire::evidence::TrustPolicy::RequireSignature { keys })
             }
         }
     }
@@ -315,7 +344,7 @@ impl Default for Timeouts {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
-pub struct ServerConfig {
+pub struct ServerSection {
     /// `stdio` (default) or `http`.
     pub transport: ServerTransport,
     /// Address of the HTTP listener (default `127.0.0.1:8080`).
@@ -343,9 +372,9 @@ pub struct ServerConfig {
     pub allowed_hosts: Vec<String>,
 }
 
-impl Default for ServerConfig {
+impl Default for ServerSection {
     fn default() -> Self {
-        ServerConfig {
+        ServerSection {
             transport: ServerTransport::Stdio,
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             limits: ServerLimits::default(),
@@ -359,7 +388,7 @@ impl Default for ServerConfig {
     }
 }
 
-impl ServerConfig {
+impl ServerSection {
     /// Refuses to serve HTTP on `bind` when it is not a loopback address and
     /// no authentication is configured. The CLI calls this again for an
     /// address given with `--http`.
@@ -373,6 +402,48 @@ impl ServerConfig {
             ));
         }
         Ok(())
+    }
+
+    /// The server state machine's settings `[server]` describes: frame
+    /// limits (`limits.max_body_bytes`, `limits.max_header_bytes`), queries
+    /// in flight (`limits.max_in_flight`), the envelope policy, the dialect
+    /// and the hash profile; every other field at its default. Tools,
+    /// resources, the contract and the signer are the embedder's to add;
+    /// [`ServerSection::tool_policy`] gives the tool visibility and
+    /// authorization.
+    pub fn server_config(&self) -> ServerConfig {
+        let mut server = ServerConfig::default();
+        server.limits.max_body_bytes = self.limits.max_body_bytes;
+        server.limits.max_header_bytes = self.limits.max_header_bytes;
+        server.max_in_flight = self.limits.max_in_flight;
+        server.policy = match self.envelope_policy {
+            EnvelopePolicyName::Mcp => Policy::mcp(),
+            EnvelopePolicyName::Jsonrpc => Policy::jsonrpc(),
+            EnvelopePolicyName::Strict => Policy::strict(),
+        };
+        server.dialect = match self.dialect {
+            DialectMode::Auto => DialectChoice::Auto,
+            DialectMode::DecisionGate => DialectChoice::Fixed(Dialect::DecisionGate),
+            DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
+        };
+        server.hash_profile = self.hash_profile.choice();
+        server
+    }
+
+    /// The tool policy `[server.tools]` (visibility) and `[server.auth]
+    /// allowed_tools` (authorization) describe; install it on a server
+    /// with [`ToolPolicy::apply`].
+    pub fn tool_policy(&self) -> Result<ToolPolicy, PolicyError> {
+        let mode = match self.tools.mode {
+            ToolsMode::Filter => VisibilityMode::Filter,
+            ToolsMode::Passthrough => VisibilityMode::Passthrough,
+        };
+        ToolPolicy::new(
+            mode,
+            &self.tools.allowlist,
+            &self.tools.denylist,
+            self.auth.allowed_tools.as_deref(),
+        )
     }
 }
 
@@ -426,7 +497,7 @@ pub enum DialectMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum HashProfileName {
     /// The profile the connection's dialect verifies with (see
-    /// [`crate::dialect`]): `decision-gate` for Decision Gate, `rfc8785` for MCP.
+    /// [`evidence_wire::dialect`]): `decision-gate` for Decision Gate, `rfc8785` for MCP.
     #[default]
     #[serde(rename = "auto")]
     Auto,
@@ -440,9 +511,9 @@ pub enum HashProfileName {
 
 impl HashProfileName {
     /// The core's choice for this name.
-    pub fn choice(self) -> crate::dialect::HashProfile {
-        use crate::canonical::Profile;
-        use crate::dialect::HashProfile;
+    pub fn choice(self) -> evidence_wire::dialect::HashProfile {
+        use evidence_wire::canonical::Profile;
+        use evidence_wire::dialect::HashProfile;
         match self {
             HashProfileName::Auto => HashProfile::FollowDialect,
             HashProfileName::Rfc8785 => HashProfile::Fixed(Profile::Rfc8785),
@@ -596,7 +667,7 @@ impl Default for LoggingConfig {
             enabled: true,
             dir: PathBuf::from("runs/mcp_server/envelope_validation"),
             deterministic: false,
-            max_bytes: crate::log::DEFAULT_LOG_MAX_BYTES,
+            max_bytes: evidence_wire::log::DEFAULT_LOG_MAX_BYTES,
         }
     }
 }
@@ -609,9 +680,9 @@ impl LoggingConfig {
         check_range(
             "logging.max_bytes",
             self.max_bytes,
-            crate::log::MIN_LOG_MAX_BYTES,
+            evidence_wire::log::MIN_LOG_MAX_BYTES,
             MAX_LOG_MAX_BYTES,
-            crate::log::DEFAULT_LOG_MAX_BYTES,
+            evidence_wire::log::DEFAULT_LOG_MAX_BYTES,
         )
     }
 }
@@ -915,18 +986,30 @@ fn resolve(base_dir: &Path, path: &Path) -> PathBuf {
     }
 }
 
-/// Reads at most `limit` bytes of `path`, refusing larger files before reading them.
+/// What to check when a file named in the configuration cannot be opened.
+const CONFIG_PATH_HINT: &str =
+    "check the path (relative paths are resolved against the config file's directory)";
+
+/// Reads at most `limit` bytes of `path`, refusing larger files before
+/// reading them; a file that cannot be opened is reported with
+/// [`CONFIG_PATH_HINT`].
 fn read_capped(field: &str, path: &Path, limit: u64) -> Result<Vec<u8>, ConfigError> {
+    read_capped_hinted(field, path, limit, CONFIG_PATH_HINT)
+}
+
+/// [`read_capped`] with `hint` saying what to check when `path` cannot be opened.
+fn read_capped_hinted(
+    field: &str,
+    path: &Path,
+    limit: u64,
+    hint: &str,
+) -> Result<Vec<u8>, ConfigError> {
     let io_error = |detail: String| ConfigError::Io {
         field: field.to_owned(),
         path: path.to_path_buf(),
         detail,
     };
-    let file = std::fs::File::open(path).map_err(|error| {
-        io_error(format!(
-            "{error}; check the path (relative paths are resolved against the config file's directory)"
-        ))
-    })?;
+    let file = std::fs::File::open(path).map_err(|error| io_error(format!("{error}; {hint}")))?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -1323,16 +1406,25 @@ impl ProviderConfig {
         for (cert_index, path) in self.tls.ca_certs.iter_mut().enumerate() {
             *path = resolve(base_dir, path);
             let field = format!("providers[{index}].tls.ca_certs[{cert_index}]");
-            pems.push(read_ca_cert(&field, path)?);
+            pems.push(read_ca_cert_hinted(&field, path, CONFIG_PATH_HINT)?);
         }
         self.ca_certs_pem = pems;
         Ok(())
     }
 }
 
-/// Reads a PEM file holding at least one certificate.
-fn read_ca_cert(field: &str, path: &Path) -> Result<String, ConfigError> {
-    let bytes = read_capped(field, path, MAX_CA_CERT_BYTES)?;
+/// Reads a PEM file holding at least one certificate (at most
+/// [`MAX_CA_CERT_BYTES`], refused before reading when larger), as the CLI's
+/// `--ca-cert` names one; errors name `field`. The configuration's
+/// `providers[].tls.ca_certs` are read this way when it loads
+/// ([`ProviderConfig::ca_certs_pem`]).
+pub fn read_ca_cert(field: &str, path: &Path) -> Result<String, ConfigError> {
+    read_ca_cert_hinted(field, path, "check the path")
+}
+
+/// [`read_ca_cert`] with `hint` saying what to check when `path` cannot be opened.
+fn read_ca_cert_hinted(field: &str, path: &Path, hint: &str) -> Result<String, ConfigError> {
+    let bytes = read_capped_hinted(field, path, MAX_CA_CERT_BYTES, hint)?;
     let text = String::from_utf8(bytes).map_err(|_| {
         invalid(
             field,
@@ -1387,7 +1479,6 @@ fn read_trusted_key(
             ),
         )
     })?;
-    #[cfg(feature = "signatures")]
     if ed25519_dalek::VerifyingKey::from_bytes(&public_key).is_err() {
         return Err(invalid(
             field,
@@ -1486,11 +1577,10 @@ impl BundledSigningConfig {
     }
 }
 
-#[cfg(feature = "signatures")]
 impl BundledSigningConfig {
     /// Reads the key file and makes the signer `serve` signs with; the key
     /// id is `key_id`, or the key file's stem.
-    pub fn signer(&self) -> Result<crate::evidence::EvidenceSigner, ConfigError> {
+    pub fn signer(&self) -> Result<evidence_wire::evidence::EvidenceSigner, ConfigError> {
         let seed = read_signing_seed("bundled.signing.key_file", &self.key_file)?;
         let key_id = match &self.key_id {
             Some(key_id) => key_id.clone(),
@@ -1510,7 +1600,9 @@ impl BundledSigningConfig {
                     )
                 })?,
         };
-        Ok(crate::evidence::EvidenceSigner::from_seed(key_id, &seed))
+        Ok(evidence_wire::evidence::EvidenceSigner::from_seed(
+            key_id, &seed,
+        ))
     }
 }
 
@@ -1527,7 +1619,7 @@ fn decode_hex_32(text: &str) -> Option<[u8; 32]> {
     Some(out)
 }
 
-impl ServerConfig {
+impl ServerSection {
     fn validate(&self) -> Result<(), ConfigError> {
         let limits = self.limits;
         check_range(

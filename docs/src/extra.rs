@@ -1,4 +1,4 @@
-//! Extra documents from `[docs] extra_paths` (std only): files and
+//! Extra documents from `[docs] extra_paths`: files and
 //! directories scanned for `.md` files, with every path canonicalized and
 //! every limit checked before a byte of a document is read.
 //!
@@ -20,13 +20,9 @@
 //!
 //! Problems never stop the loading: each one is a [`DocsWarning`].
 
-use std::borrow::ToOwned;
 use std::collections::BTreeSet;
-use std::format;
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::string::{String, ToString};
-use std::vec::Vec;
 
 use super::{DocSource, DocsError, DocsLimits, DocsProblem, DocsRegistry, DocsWarning};
 

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use evidence_wire::docs::{DocsLimits, DocsRegistry, MIME_TYPE, URI_PREFIX};
+use evidence_wire_docs::{DocsLimits, DocsRegistry, MIME_TYPE, URI_PREFIX};
 
 fn spec_dir() -> PathBuf {
     PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../spec"))
@@ -35,6 +35,13 @@ fn list_names_every_document_once() {
 
 #[test]
 fn default_corpus_embeds_the_spec_files_byte_for_byte() {
+    if !spec_dir().is_dir() {
+        eprintln!(
+            "note: {} is absent (a packaged crate): nothing to compare the corpus with",
+            spec_dir().display()
+        );
+        return;
+    }
     let registry = default_registry();
     let expected = [
         ("overview", "README.md"),
@@ -62,7 +69,7 @@ fn default_corpus_embeds_the_spec_files_byte_for_byte() {
             let text = std::fs::read_to_string(&path).unwrap();
             assert!(
                 embedded.contains(&text.as_str()),
-                "{} is not in the default corpus; add it to core/src/docs/corpus.rs",
+                "{} is not in the default corpus; copy it to docs/corpus/ and add it to docs/src/corpus.rs",
                 path.display()
             );
         }

@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use evidence_wire::config::DocsConfig;
-use evidence_wire::docs::{DocsLimits, DocsRegistry, DocsSurface, SEARCH_TOOL_NAME};
 use evidence_wire::server::{Server, ServerConfig};
+use evidence_wire_config::DocsConfig;
+use evidence_wire_docs::{DocsLimits, DocsRegistry, DocsSurface, SEARCH_TOOL_NAME};
 use serde_json::{Value, json};
 
 /// A server with the docs surface `docs` describes.

@@ -8,7 +8,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use evidence_wire::config::{
+use evidence_wire_config::{
     Config, ConfigError, DialectMode, EnvelopePolicyName, ProviderType, ServerAuthMode,
     ServerTransport, ToolsMode, TrustConfig,
 };
@@ -123,7 +123,6 @@ fn example_config_passes_and_covers_every_section() {
     assert_eq!(config.bundled.root_id, defaults.bundled.root_id);
 }
 
-#[cfg(feature = "signatures")]
 #[test]
 fn example_trust_becomes_a_key_set() {
     use evidence_wire::evidence::TrustPolicy;

@@ -1,5 +1,5 @@
 //! Tool visibility (`[server.tools]`) and authorization
-//! (`[server.auth] allowed_tools`) through `core::server::Server`, bytes in
+//! (`[server.auth] allowed_tools`) through `evidence_wire::server::Server`, bytes in
 //! and bytes out: filter vs passthrough, allowlist and denylist, hidden
 //! tools answered byte-for-byte like unknown ones, `FORBIDDEN` only for
 //! visible tools.
@@ -7,10 +7,10 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use evidence_wire::config::Config;
-use evidence_wire::docs::{DocsSurface, SEARCH_TOOL_NAME};
 use evidence_wire::policy::{Decision, PolicyError, ToolPolicy, VisibilityMode};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent, ToolDefinition};
+use evidence_wire_config::Config;
+use evidence_wire_docs::{DocsSurface, SEARCH_TOOL_NAME};
 use serde_json::{Value, json};
 
 fn names(list: &[&str]) -> Vec<String> {
@@ -218,7 +218,7 @@ fn hidden_tool_is_answered_exactly_like_an_unknown_tool() {
     .unwrap();
     let mut hidden = server(&deny_search, &[]);
     let mut config = ServerConfig::default();
-    let mut docs = evidence_wire::config::DocsConfig::default();
+    let mut docs = evidence_wire_config::DocsConfig::default();
     docs.enable_search = false;
     let (surface, _) = DocsSurface::from_config(&docs).unwrap();
     surface.install(&mut config);
@@ -344,7 +344,7 @@ denylist = ["decision_gate_docs_search"]
 allowed_tools = ["evidence_query"]
 "#;
     let config = Config::from_toml_str(text, Path::new(".")).unwrap();
-    let policy = ToolPolicy::from_config(&config.server).unwrap();
+    let policy = config.server.tool_policy().unwrap();
     assert_eq!(policy.mode(), VisibilityMode::Filter);
     let mut server = server(&policy, &["alpha", "beta"]);
     assert_eq!(list(&mut server), ["evidence_query", "alpha"]);
@@ -370,9 +370,7 @@ denylist = ["alpha"]
     let config = Config::from_toml_str(passthrough, Path::new("."));
     let refused = match config {
         Err(error) => error.to_string(),
-        Ok(config) => ToolPolicy::from_config(&config.server)
-            .unwrap_err()
-            .to_string(),
+        Ok(config) => config.server.tool_policy().unwrap_err().to_string(),
     };
     assert!(refused.contains("passthrough"), "{refused}");
 }

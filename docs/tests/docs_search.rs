@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use evidence_wire::docs::{
+use evidence_wire_docs::{
     DEFAULT_MAX_SECTIONS, DocRole, DocSource, DocsLimits, DocsRegistry, MAX_QUERY_CHARS,
     MAX_QUERY_TERMS, MAX_SECTIONS_CAP, SearchCallError, SearchError,
 };
@@ -369,5 +369,34 @@ fn output_matches_its_schema_shape() {
             .as_str()
             .unwrap()
             .starts_with("decision-gate://docs/")
+    );
+}
+
+#[test]
+fn the_decision_gate_guide_is_found() {
+    // The README links spec/guides/decision-gate.md; an agent asking how to
+    // set up Decision Gate is sent to it.
+    let registry = default_registry();
+    let output = registry
+        .search(
+            "how to configure decision gate to run the provider over stdio",
+            Some(3),
+        )
+        .unwrap();
+    assert_eq!(
+        output.sections.first().map(|hit| hit.doc_id),
+        Some("decision-gate"),
+        "{:?}",
+        output
+            .sections
+            .iter()
+            .map(|hit| (hit.doc_id, hit.heading))
+            .collect::<Vec<_>>()
+    );
+    let guide = registry.read("decision-gate://docs/decision-gate").unwrap();
+    assert!(
+        guide
+            .text
+            .starts_with("# Using evidence-wire with Decision Gate")
     );
 }

@@ -9,25 +9,23 @@
 //! passes; every key of the schema is a key of the code and has the code's
 //! default; and `spec/configuration.md` names every key.
 
-#![cfg(feature = "std")]
-
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use evidence_wire::config::{Config, ProviderConfig, ProviderType};
+use evidence_wire_config::{Config, ProviderConfig, ProviderType};
 use serde_json::{Value, json};
 
-fn core_dir() -> PathBuf {
+fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 fn data_dir() -> PathBuf {
-    core_dir().join("tests/data/config")
+    crate_dir().join("tests/data/config")
 }
 
 fn repo_file(relative: &str) -> PathBuf {
-    core_dir().join("..").join(relative)
+    crate_dir().join("..").join(relative)
 }
 
 fn schema() -> Value {
