@@ -1,6 +1,6 @@
 //! The `[docs]`, `[server.tools]` and `[server.auth]` toggles over HTTP
 //! (issue 8), with the same configuration files as the stdio side
-//! (`core/tests/docs_server.rs`, `core/tests/policy_tools.rs`): each flag's
+//! (`docs/tests/docs_server.rs`, `docs/tests/policy_tools.rs`): each flag's
 //! effect on `tools/list`, `tools/call` and `resources/*` on `POST /rpc`; a
 //! hidden tool answered byte for byte like an unknown one (body and
 //! status); `FORBIDDEN` from `allowed_tools` only for visible tools. Every

@@ -1,5 +1,5 @@
 //! The operation interpreter of the `server_ops` fuzz target, shared with
-//! `core/tests/server_fuzz_corpus.rs` (which replays the corpus through it).
+//! `core/tests/it/fuzz_corpus.rs` (which replays the corpus through it).
 //!
 //! Input: one configuration byte (framing, dialect, envelope policy), then
 //! operation bytes. `op % 8` in 0..=3 feeds the next `op / 8 + 1` input
