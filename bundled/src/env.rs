@@ -2,7 +2,7 @@
 //! configuration allows it by name (`[bundled.env] allow`, deny by
 //! default), and only up to `max_value_bytes` (refused past it, not cut).
 
-use evidence_wire::config::BundledEnvConfig;
+use evidence_wire_config::BundledEnvConfig;
 use evidence_wire_provider::CheckError;
 
 /// The value of `key`, or why it is not answered.

@@ -24,8 +24,8 @@ use std::path::{Component, Path, PathBuf};
 
 use std::sync::Arc;
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire::evidence::{EvidenceAnchor, EvidenceError};
+use evidence_wire_config::BundledConfig;
 use evidence_wire_provider::{CheckContext, CheckError};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};

@@ -27,8 +27,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use evidence_wire::config::{BundledHttpConfig, HostPattern};
 use evidence_wire::evidence::EvidenceError;
+use evidence_wire_config::{BundledHttpConfig, HostPattern};
 use evidence_wire_provider::{CheckContext, CheckError};
 use serde_json::json;
 use sha2::{Digest, Sha256};

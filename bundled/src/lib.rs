@@ -12,7 +12,7 @@
 //! as a panic.
 //!
 //! ```
-//! use evidence_wire::config::BundledConfig;
+//! use evidence_wire_config::BundledConfig;
 //! use evidence_wire_bundled::BundledProvider;
 //!
 //! let mut config = BundledConfig::default();
@@ -74,10 +74,10 @@ mod time;
 use std::sync::Arc;
 use std::time::Duration;
 
-use evidence_wire::config::{BundledConfig, HostPattern};
 use evidence_wire::contract::ProviderContract;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{ServerConfig, ServerContract};
+use evidence_wire_config::HostPattern;
 use evidence_wire_provider::{
     Answer, Check, CheckContext, CheckError, Handler, IntoService, Provider, ServeError, Service,
 };
@@ -85,6 +85,9 @@ use evidence_wire_provider::{
 pub use crate::jsonpath::{
     EVALUATION_COST_PER_FILE_BYTE, MAX_JSONPATH_CHARS, MAX_JSONPATH_NESTING, MAX_RESULT_DEPTH,
 };
+/// The `[bundled]` configuration section the provider is built from
+/// (re-exported from `evidence-wire-config`).
+pub use evidence_wire_config::BundledConfig;
 
 /// The threads that read, parse and evaluate `json_path` documents: how
 /// many (each holds one document at a time; the other queries wait their

@@ -12,11 +12,11 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire_bundled::{BundledProvider, MAX_RESULT_DEPTH};
+use evidence_wire_config::BundledConfig;
 use serde_json::{Value, json};
 
 struct Root(PathBuf);

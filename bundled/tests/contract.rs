@@ -15,9 +15,9 @@
 
 use std::path::PathBuf;
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire::contract::{Comparator, ProviderContract};
 use evidence_wire_bundled::{BundledProvider, MAX_JSONPATH_CHARS};
+use evidence_wire_config::BundledConfig;
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

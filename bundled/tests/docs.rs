@@ -7,9 +7,9 @@
 
 use std::path::PathBuf;
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire::contract::{CheckContract, Comparator, Determinism};
 use evidence_wire_bundled::BundledProvider;
+use evidence_wire_config::BundledConfig;
 use serde_json::Value;
 
 const BEGIN: &str = "<!-- BEGIN generated check table:";

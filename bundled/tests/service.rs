@@ -8,10 +8,10 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 use evidence_wire::server::Server;
 use evidence_wire_bundled::BundledProvider;
+use evidence_wire_config::BundledConfig;
 use evidence_wire_provider::{Answer, Handler, IntoService, Work, complete, dispatch};
 use serde_json::{Value, json};
 

@@ -469,13 +469,24 @@ impl<T, E> Supervisor<T, E> {
         self.step(now);
     }
 
-    /// Feed bytes the current child wrote; empty input means it closed its
-    /// output. Ignored while no child is up (output of a stopped child).
+    /// Feed bytes the current child wrote. Ignored while no child is up
+    /// (output of a stopped child).
     pub fn handle_input(&mut self, input: &[u8], now: u64) {
         if self.child != Child::Up {
             return;
         }
         self.client.handle_input(input);
+        self.step(now);
+    }
+
+    /// The current child closed its output (end of file on its stdout): it
+    /// is treated as gone (see the module docs: what it owed fails, a
+    /// restart is scheduled). Ignored while no child is up.
+    pub fn handle_end_of_input(&mut self, now: u64) {
+        if self.child != Child::Up {
+            return;
+        }
+        self.client.handle_end_of_input();
         self.step(now);
     }
 

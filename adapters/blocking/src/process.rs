@@ -237,7 +237,7 @@ impl Supervisor {
                 }
                 Ok(Command_::OutputEnd(generation)) => {
                     if self.is_current(generation) {
-                        self.core.handle_input(&[], now);
+                        self.core.handle_end_of_input(now);
                     }
                 }
                 Ok(Command_::Shutdown) | Err(RecvTimeoutError::Disconnected) => {

@@ -22,20 +22,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand, ValueEnum};
 use evidence_wire::canonical::{self, Options, Profile};
 use evidence_wire::client::ClientConfig;
-use evidence_wire::config::{Config, ProviderConfig, ProviderType};
 use evidence_wire::contract::ProviderContract;
 use evidence_wire::evidence::{
     self, EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, HashDigest, TriggerTime,
     TrustPolicy,
 };
 use evidence_wire::frame::Framing;
-use evidence_wire::server::ServerConfig;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, Service};
+use evidence_wire_config::{Config, ProviderConfig, ProviderType};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire_bundled::{BundledProvider, JsonPool};
+use evidence_wire_config::BundledConfig;
 
 #[derive(Parser)]
 #[command(
@@ -445,8 +444,8 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
         config.providers.len(),
         if config.providers.len() == 1 { "" } else { "s" },
         match config.server.transport {
-            evidence_wire::config::ServerTransport::Stdio => "stdio",
-            evidence_wire::config::ServerTransport::Http => "http",
+            evidence_wire_config::ServerTransport::Stdio => "stdio",
+            evidence_wire_config::ServerTransport::Http => "http",
         },
         if config.docs.enabled { "on" } else { "off" },
     );
@@ -473,29 +472,6 @@ fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledConfig {
     settings
 }
 
-/// The server state machine's settings from `[server]`.
-fn server_config(config: &Config) -> ServerConfig {
-    use evidence_wire::config::{DialectMode, EnvelopePolicyName};
-    use evidence_wire::envelope::Policy;
-    use evidence_wire::server::{Dialect, DialectChoice};
-    let mut server = ServerConfig::default();
-    server.limits.max_body_bytes = config.server.limits.max_body_bytes;
-    server.limits.max_header_bytes = config.server.limits.max_header_bytes;
-    server.max_in_flight = config.server.limits.max_in_flight;
-    server.policy = match config.server.envelope_policy {
-        EnvelopePolicyName::Mcp => Policy::mcp(),
-        EnvelopePolicyName::Jsonrpc => Policy::jsonrpc(),
-        EnvelopePolicyName::Strict => Policy::strict(),
-    };
-    server.dialect = match config.server.dialect {
-        DialectMode::Auto => DialectChoice::Auto,
-        DialectMode::DecisionGate => DialectChoice::Fixed(Dialect::DecisionGate),
-        DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
-    };
-    server.hash_profile = config.server.hash_profile.choice();
-    server
-}
-
 /// The signer `serve` uses: `--signing-key` (with `--key-id`), else
 /// `[bundled.signing]` (with `--key-id` overriding its key_id), else none.
 fn serve_signer(
@@ -504,7 +480,7 @@ fn serve_signer(
 ) -> Result<Option<evidence::EvidenceSigner>, Failure> {
     let signing = match (&args.signing_key, &config.bundled.signing) {
         (Some(key_file), _) => {
-            let mut signing = evidence_wire::config::BundledSigningConfig::new(key_file.clone());
+            let mut signing = evidence_wire_config::BundledSigningConfig::new(key_file.clone());
             signing.key_id = args.key_id.clone();
             signing
         }
@@ -533,15 +509,15 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     // As many json_path documents in memory as workers answering.
     let documents = JsonPool::new(args.workers.clamp(1, 64));
     let provider = BundledProvider::with_json_pool(&settings, documents).map_err(Failure::usage)?;
-    let mut server_config = provider.install(server_config(config));
+    let mut server_config = provider.install(config.server.server_config());
     if let Some(profile) = args.hash_profile {
         server_config.hash_profile = profile.choice();
     }
     server_config.signer = serve_signer(&args, config)?;
     docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args.http.or(match config.server.transport {
-        evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
-        evidence_wire::config::ServerTransport::Stdio => None,
+        evidence_wire_config::ServerTransport::Http => Some(config.server.bind),
+        evidence_wire_config::ServerTransport::Stdio => None,
     });
     logging::init_diagnostics();
     let log = logging::open_validation_log(&args, config);
@@ -563,7 +539,7 @@ fn serve_http(
     service: Service,
     log: evidence_wire_blocking::log::ValidationLog,
 ) -> Result<u8, Failure> {
-    use evidence_wire::config::ServerAuthMode;
+    use evidence_wire_config::ServerAuthMode;
     config
         .server
         .check_exposure(address)
@@ -784,46 +760,15 @@ fn target(
     })
 }
 
-/// The largest `--ca-cert` file read (1 MiB of PEM).
-const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
-
 /// Reads each `--ca-cert` file (capped before reading) as PEM text.
 fn read_ca_certs(paths: &[PathBuf]) -> Result<Vec<String>, Failure> {
-    let mut pems = Vec::with_capacity(paths.len());
-    for path in paths {
-        let file = std::fs::File::open(path).map_err(|error| {
-            Failure::usage(format!(
-                "--ca-cert {}: cannot open: {error}",
-                path.display()
-            ))
-        })?;
-        let mut bytes = Vec::new();
-        file.take(MAX_CA_CERT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|error| {
-                Failure::usage(format!(
-                    "--ca-cert {}: cannot read: {error}",
-                    path.display()
-                ))
-            })?;
-        if bytes.len() as u64 > MAX_CA_CERT_BYTES {
-            return Err(Failure::usage(format!(
-                "--ca-cert {}: larger than {MAX_CA_CERT_BYTES} bytes; give one PEM certificate file",
-                path.display()
-            )));
-        }
-        let text = String::from_utf8(bytes)
-            .ok()
-            .filter(|text| text.contains("-----BEGIN CERTIFICATE-----"));
-        let Some(text) = text else {
-            return Err(Failure::usage(format!(
-                "--ca-cert {}: holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA certificate in PEM form",
-                path.display()
-            )));
-        };
-        pems.push(text);
-    }
-    Ok(pems)
+    paths
+        .iter()
+        .map(|path| {
+            evidence_wire_config::read_ca_cert("--ca-cert", path)
+                .map_err(|error| Failure::usage(error.to_string()))
+        })
+        .collect()
 }
 
 /// `allow_raw = false`: a `kind: bytes` value is refused. Following Decision
@@ -1121,7 +1066,7 @@ fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
     std::fs::File::open(path)
         .and_then(|file| file.take(4097).read_to_end(&mut bytes))
         .map_err(|error| Failure::usage(format!("--key-file {}: {error}", path.display())))?;
-    evidence_wire::config::decode_key_bytes(&bytes).ok_or_else(|| {
+    evidence_wire_config::decode_key_bytes(&bytes).ok_or_else(|| {
         Failure::usage(format!(
             "--key-file {}: not an ed25519 public key (32 raw bytes, 64 hex digits or base64)",
             path.display()

@@ -344,7 +344,7 @@ impl Supervisor {
                 }
                 Step::Event(Event::OutputEnd(generation)) => {
                     if self.is_current(generation) {
-                        self.core.handle_input(&[], now);
+                        self.core.handle_end_of_input(now);
                     }
                 }
                 Step::Closed => {

@@ -245,7 +245,7 @@ impl Supervisor {
                     if let Some(running) = self.running.as_mut() {
                         running.stdout = None;
                     }
-                    self.core.handle_input(&[], now);
+                    self.core.handle_end_of_input(now);
                 }
                 Wake::Read(Ok(count)) => {
                     self.core
@@ -257,7 +257,7 @@ impl Supervisor {
                     }
                     self.core
                         .note(&format!("cannot read the provider's output: {error}"));
-                    self.core.handle_input(&[], now);
+                    self.core.handle_end_of_input(now);
                 }
                 Wake::Written(Ok(count)) => {
                     self.written = self.written.saturating_add(count).min(self.outgoing.len());

@@ -543,18 +543,15 @@ impl Server {
         count
     }
 
-    /// Feed bytes read from the peer. Empty input means end of stream.
+    /// Feed bytes read from the peer (empty input changes nothing: the
+    /// end of input is [`Server::handle_end_of_input`], the one way to say it).
     ///
     /// Every complete message in the buffer is handled before this returns,
     /// except at the in-flight cap under [`Overload::Backpressure`]: then
     /// the rest waits, unread, for an answer to free a slot (see
     /// [`Server::wants_input`]).
     pub fn handle_input(&mut self, input: &[u8]) {
-        if self.input_closed || self.end_pending {
-            return;
-        }
-        if input.is_empty() {
-            self.handle_end_of_input();
+        if self.input_closed || self.end_pending || input.is_empty() {
             return;
         }
         self.decoder.push(input);

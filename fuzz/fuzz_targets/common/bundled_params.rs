@@ -27,10 +27,10 @@
 use std::path::PathBuf;
 use std::sync::OnceLock;
 
-use evidence_wire::config::BundledConfig;
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
+use evidence_wire_bundled::BundledConfig;
 use evidence_wire_bundled::BundledProvider;
 use serde_json::{Value, json};
 
