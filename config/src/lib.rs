@@ -370,6 +370,57 @@ pub struct ServerSection {
     /// `gate.internal:8080`; on another bind, a non-empty list is the only
     /// `Host`s accepted. Default empty.
     pub allowed_hosts: Vec<String>,
+    /// How long a graceful shutdown (SIGTERM, SIGINT) waits for the
+    /// queries in flight before answering them with a retryable error,
+    /// 0..=600000 ms (default 25000: under the usual 30 s grace period).
+    pub drain_timeout_ms: u64,
+    /// The HTTP server runs behind a trusted reverse proxy (default
+    /// false): the forwarded `Host` is checked, against `allowed_hosts`
+    /// only, and loopback origins are not trusted. Needs
+    /// `auth.mode = "bearer_token"` (checked at load).
+    pub behind_proxy: bool,
+    /// `GET /metrics` (Prometheus).
+    pub metrics: MetricsSection,
+}
+
+/// Default of `[server] drain_timeout_ms`.
+pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = 25_000;
+
+/// Largest `[server] drain_timeout_ms` (10 minutes).
+pub const MAX_DRAIN_TIMEOUT_MS: u64 = 600_000;
+
+/// `[server.metrics]`: the Prometheus endpoint of the HTTP server.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct MetricsSection {
+    /// Serve `GET /metrics` (default false: it is `404`).
+    pub enabled: bool,
+    /// Ask for the bearer token like any call (default true); false
+    /// serves the metrics without it (the `Host`, `Origin` and proxy rules
+    /// still apply), for a scraper on a private network.
+    pub require_auth: bool,
+}
+
+impl Default for MetricsSection {
+    fn default() -> Self {
+        MetricsSection {
+            enabled: false,
+            require_auth: true,
+        }
+    }
+}
+
+impl MetricsSection {
+    /// Who may read `GET /metrics`, as the HTTP policy says it.
+    pub fn access(&self) -> evidence_wire::http::MetricsAccess {
+        use evidence_wire::http::MetricsAccess;
+        match (self.enabled, self.require_auth) {
+            (false, _) => MetricsAccess::Off,
+            (true, true) => MetricsAccess::Authenticated,
+            (true, false) => MetricsAccess::Public,
+        }
+    }
 }
 
 impl Default for ServerSection {
@@ -384,6 +435,9 @@ impl Default for ServerSection {
             auth: ServerAuth::default(),
             tools: ToolsConfig::default(),
             allowed_hosts: Vec::new(),
+            drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
+            behind_proxy: false,
+            metrics: MetricsSection::default(),
         }
     }
 }
@@ -1691,7 +1745,29 @@ impl ServerSection {
                 }
             }
         }
+        check_range(
+            "server.drain_timeout_ms",
+            self.drain_timeout_ms,
+            0,
+            MAX_DRAIN_TIMEOUT_MS,
+            DEFAULT_DRAIN_TIMEOUT_MS,
+        )?;
+        self.check_proxy(self.behind_proxy)?;
         self.check_exposure(self.bind)
+    }
+
+    /// Refuses to serve behind a proxy (`behind_proxy`, or `--behind-proxy`
+    /// on the command line) without authentication: behind a proxy every
+    /// request arrives from the proxy, so nothing tells a local caller from
+    /// the whole network. The CLI calls this again with the flag.
+    pub fn check_proxy(&self, behind_proxy: bool) -> Result<(), ConfigError> {
+        if behind_proxy && self.auth.mode == ServerAuthMode::None {
+            return Err(invalid(
+                "server.behind_proxy",
+                "is true but server.auth.mode is \"none\": behind a proxy every request arrives from the proxy, so nothing tells a local caller from the whole network; set server.auth.mode = \"bearer_token\" with bearer_tokens",
+            ));
+        }
+        Ok(())
     }
 }
 
