@@ -395,6 +395,9 @@ impl Shutdown {
 /// How often the waiting caller looks at its [`Shutdown`] and deadline.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 
+/// Far enough in the future to never pass (a day).
+const FOREVER: Duration = Duration::from_secs(86_400);
+
 /// Default drain timeout of [`serve_until`]'s callers (the CLI's
 /// `[server] drain_timeout_ms`): 25 s, under the usual 30 s grace period.
 pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
@@ -538,6 +541,9 @@ where
                 continue;
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+                // Once: answer what still runs, retryably; then wait for
+                // the answers to be written.
+                deadline = Some(Instant::now() + FOREVER);
                 state.server.expire_in_flight();
                 shared.pump(&mut state, &mut found);
                 continue;

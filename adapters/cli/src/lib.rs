@@ -162,6 +162,16 @@ struct ServeArgs {
     /// (default: [logging] max_bytes, or 268435456 = 256 MiB; at least 16384).
     #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..=1_099_511_627_776))]
     log_max_bytes: Option<u64>,
+    /// On SIGTERM or SIGINT, how long the queries in flight may run before
+    /// they are answered with a retryable error (default: [server]
+    /// drain_timeout_ms, or 25000).
+    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=600_000))]
+    drain_timeout_ms: Option<u64>,
+    /// The HTTP server runs behind a trusted reverse proxy: check the
+    /// forwarded Host, trust no loopback Origin; needs a bearer token
+    /// (default: [server] behind_proxy).
+    #[arg(long)]
+    behind_proxy: bool,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -523,12 +533,105 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     let log = logging::open_validation_log(&args, config);
     // One service (configuration and handler) for either transport.
     let service = Service::new(server_config, provider);
+    let drain = std::time::Duration::from_millis(
+        args.drain_timeout_ms
+            .unwrap_or(config.server.drain_timeout_ms),
+    );
     if let Some(address) = http {
-        return serve_http(args.workers, address, config, service, log);
+        let behind_proxy = args.behind_proxy || config.server.behind_proxy;
+        return serve_http(
+            args.workers,
+            address,
+            config,
+            service,
+            log,
+            drain,
+            behind_proxy,
+        );
     }
-    evidence_wire_blocking::serve_stdio_with_log(service, args.workers, &log)
-        .map_err(|error| Failure::evidence(error.to_string()))?;
+    // SIGTERM or SIGINT: stop reading, answer every query read, exit 0.
+    let shutdown = evidence_wire_blocking::Shutdown::new();
+    watch_signals_in_background(shutdown.clone());
+    evidence_wire_blocking::serve_until(
+        service,
+        args.workers,
+        std::io::stdin(),
+        std::io::stdout(),
+        &log,
+        &shutdown,
+        drain,
+    )
+    .map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
+}
+
+/// Installs SIGTERM and SIGINT handlers (elsewhere than Unix, Ctrl-C) and
+/// returns what completes on the first of them. Must run inside a tokio
+/// runtime. Once installed, the signals no longer end the process: the
+/// caller drains and exits. If a handler cannot be installed, a note goes
+/// to stderr and the signals keep their default action.
+fn termination_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) {
+            (Ok(mut term), Ok(mut int)) => Box::pin(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+            }),
+            (term, int) => {
+                for error in [term.err(), int.err()].into_iter().flatten() {
+                    eprintln!("evidence-wire: cannot watch for shutdown signals: {error}");
+                }
+                Box::pin(std::future::pending())
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        Box::pin(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
+/// Watches for SIGTERM and SIGINT on a thread of its own (a one-thread
+/// runtime) and requests `shutdown` on the first. Returns once the
+/// handlers are installed, so an early signal drains instead of killing.
+fn watch_signals_in_background(shutdown: evidence_wire_blocking::Shutdown) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("evidence-wire: cannot watch for shutdown signals: {error}");
+            return;
+        }
+    };
+    let (ready, installed) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("evidence-wire-signals".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let signal = termination_signal();
+                let _ = ready.send(());
+                signal.await;
+                eprintln!("evidence-wire: shutting down: answering the queries in flight");
+                shutdown.request();
+            });
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = installed.recv_timeout(std::time::Duration::from_secs(5));
+        }
+        Err(error) => eprintln!("evidence-wire: cannot watch for shutdown signals: {error}"),
+    }
 }
 
 /// `serve --http`: the bundled provider on hyper until Ctrl-C / SIGTERM.
@@ -538,17 +641,29 @@ fn serve_http(
     config: &Config,
     service: Service,
     log: evidence_wire_blocking::log::ValidationLog,
+    drain: std::time::Duration,
+    behind_proxy: bool,
 ) -> Result<u8, Failure> {
     use evidence_wire_config::ServerAuthMode;
     config
         .server
         .check_exposure(address)
         .map_err(|error| Failure::usage(error.to_string()))?;
+    config
+        .server
+        .check_proxy(behind_proxy)
+        .map_err(|error| Failure::usage(error.to_string()))?;
     let mut http_config = HttpServerConfig::default()
         .with_max_body_bytes(config.server.limits.max_body_bytes)
         .with_max_concurrent_requests(config.server.limits.max_in_flight)
         .with_allowed_hosts(config.server.allowed_hosts.clone())
-        .with_validation_log(log);
+        .with_validation_log(log)
+        .with_drain_timeout(drain)
+        .behind_proxy(behind_proxy)
+        .with_metrics(
+            evidence_wire_tokio::Metrics::new(),
+            config.server.metrics.access(),
+        );
     if config.server.auth.mode == ServerAuthMode::BearerToken {
         match config.server.auth.bearer_tokens.as_slice() {
             [token] => http_config = http_config.with_bearer_token(token.clone()),
@@ -565,7 +680,7 @@ fn serve_http(
         .enable_all()
         .build()
         .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
-    runtime.block_on(async move {
+    let served = runtime.block_on(async move {
         let listener = evidence_wire_tokio::bind_http(address, &http_config)
             .await
             .map_err(|error| Failure::usage(format!("cannot serve on {address}: {error}")))?;
@@ -573,13 +688,21 @@ fn serve_http(
             .local_addr()
             .map_err(|error| Failure::usage(error.to_string()))?;
         eprintln!("evidence-wire: serving HTTP on http://{local} (POST /rpc, POST /mcp)");
+        // SIGTERM or SIGINT: /readyz 503, new calls 503 + Retry-After,
+        // the calls in flight finish (up to the drain timeout), exit 0.
+        let signal = termination_signal();
         let shutdown = async {
-            let _ = tokio::signal::ctrl_c().await;
+            signal.await;
+            eprintln!("evidence-wire: shutting down: draining the calls in flight");
         };
         evidence_wire_tokio::serve_http(listener, service, http_config, shutdown)
             .await
             .map_err(|error| Failure::evidence(error.to_string()))
-    })?;
+    });
+    // Every call was answered (those past the drain deadline retryably):
+    // do not wait for checks still running on the blocking pool.
+    runtime.shutdown_background();
+    served?;
     Ok(0)
 }
 

@@ -48,6 +48,8 @@ mod stdio;
 mod tasks;
 
 pub use evidence_wire_log as log;
+pub use evidence_wire_metrics as metrics;
+pub use evidence_wire_metrics::Metrics;
 pub use evidence_wire_provider as provider;
 pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
 pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
