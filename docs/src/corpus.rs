@@ -126,4 +126,11 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         description: "Steps to run evidence-wire serve as a Decision Gate mcp provider over stdio or HTTP: the capabilities contract, Decision Gate's configuration, optional signing, a worked scenario and troubleshooting.",
         body: include_str!("../corpus/guides/decision-gate.md"),
     },
+    Embedded {
+        id: "deployment",
+        title: "Deploying replicas behind nginx",
+        role: DocRole::Pattern,
+        description: "Steps to run evidence-wire serve --http as N replicas behind nginx: configuration, retries of the idempotent evidence_query, health checks, graceful drain on SIGTERM, body limits, timeouts and Prometheus metrics.",
+        body: include_str!("../corpus/guides/deployment.md"),
+    },
 ];
