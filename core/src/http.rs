@@ -27,7 +27,7 @@
 //!    an HTTP parser may already refuse or merge some repeats itself (hyper
 //!    refuses two different `Content-Length`s and merges equal ones, which
 //!    RFC 9110 §8.6 allows).
-//! 2a. Proxies ([`proxied`]): a request carrying `Forwarded`,
+//! 3. Proxies ([`proxied`]): a request carrying `Forwarded`,
 //!    `X-Forwarded-For`, `X-Forwarded-Host` or `X-Real-IP` came through a
 //!    proxy, from anywhere the proxy serves; behind a proxy on the same host
 //!    every request arrives from loopback, so without a bearer token such a
@@ -39,7 +39,7 @@
 //!    only (the bind address says nothing about the names the proxy
 //!    serves), and a loopback `Origin` is not implicitly allowed (it names
 //!    the client's machine, not this one).
-//! 3. `Host` (DNS-rebinding defence, as the MCP transport spec recommends):
+//! 4. `Host` (DNS-rebinding defence, as the MCP transport spec recommends):
 //!    on a server bound to a loopback address ([`RequestHead::server_address`]),
 //!    `Host` must name that server, i.e. `localhost`, `127.0.0.0/8` or `[::1]`
 //!    with the bound port (no port means 80), or be one of
@@ -48,23 +48,22 @@
 //!    Request` with the canonical `FORBIDDEN` body ([`misdirected_reply`]):
 //!    a page whose DNS name was rebound to 127.0.0.1 still sends its own
 //!    name as `Host`, and cannot change it.
-//! 4. `Origin`: absent is accepted (non-browser clients); present, it must be
+//! 5. `Origin`: absent is accepted (non-browser clients); present, it must be
 //!    on the allow-list or, when [`HttpPolicy::allow_loopback_origins`] is set,
 //!    a loopback origin (`http://localhost:*`, `127.0.0.0/8`, `[::1]`).
 //!    Otherwise `403 FORBIDDEN` (DNS-rebinding defence the MCP spec asks for).
-//! 5. Bearer authentication when a token is configured: the header is
+//! 6. Bearer authentication when a token is configured: the header is
 //!    compared in constant time (both sides hashed with SHA-256, digests
 //!    compared with [`subtle`]); failure is `401 UNAUTHENTICATED` with
-//!    `WWW-Authenticate: Bearer`.
-//! 6. MCP headers: `Mcp-Session-Id` must be visible ASCII (it is echoed on
+//!    `WWW-Authenticate: Bearer`. `/metrics` stops here with
+//!    [`Admission::Metrics`]; with [`MetricsAccess::Public`] it does not
+//!    ask for the token (rules 2 to 5 still apply).
+//! 7. Draining ([`Lifecycle::Draining`]): a call is `503 OVERLOADED` with
+//!    `Retry-After` ([`draining_reply`]); a balancer retries it elsewhere.
+//! 8. MCP headers: `Mcp-Session-Id` must be visible ASCII (it is echoed on
 //!    the reply; this server keeps no sessions), `MCP-Protocol-Version` must
 //!    name a supported version (and selects the MCP dialect on `/rpc`).
-//! 5a. `/metrics`: with [`MetricsAccess::Public`] the bearer token is not
-//!    asked for (rules 2 to 4 still apply); then [`Admission::Metrics`].
-//! 5b. Draining ([`Lifecycle::Draining`]): a call is `503 OVERLOADED` with
-//!    `Retry-After` ([`draining_reply`]); a balancer retries it elsewhere.
-//! 6. MCP headers (see below).
-//! 7. A declared `Content-Length` over the body limit is `413
+//! 9. A declared `Content-Length` over the body limit is `413
 //!    PAYLOAD_TOO_LARGE` before any byte of the body is read; the adapter
 //!    also counts bytes while reading ([`BodyLimit`]).
 //!
