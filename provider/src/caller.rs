@@ -310,7 +310,8 @@ pub struct ProcessCore<T> {
     relay: StderrRelay,
     command: Vec<String>,
     restart_hook: Option<RestartHook>,
-    /// A child was asked for before: the next one is a restart.
+    /// A child has run: the next one started is a restart (counted by
+    /// `restart_hook` once it is up; failed attempts are not counted).
     spawned: bool,
 }
 
@@ -365,7 +366,15 @@ impl<T> ProcessCore<T> {
     /// Report how the start asked for by [`Step::Spawn`] went.
     pub fn started(&mut self, now: u64, outcome: Result<(), SpawnError>) {
         match outcome {
-            Ok(()) => self.supervisor.child_started(now),
+            Ok(()) => {
+                // A child ran before this one: this start is a restart.
+                if core::mem::replace(&mut self.spawned, true) {
+                    if let Some(hook) = &self.restart_hook {
+                        hook();
+                    }
+                }
+                self.supervisor.child_started(now);
+            }
             Err(error) => self.supervisor.spawn_failed(now, error),
         }
     }
@@ -373,16 +382,12 @@ impl<T> ProcessCore<T> {
     /// The next thing to do. The supervisor's log lines go to the relay
     /// here; failures become [`ProviderError`]s.
     pub fn poll(&mut self) -> Option<Step<T>> {
+        // The first child is started by the adapter itself (through the
+        // supervisor's `child_started`): note that one has run.
+        self.spawned |= self.supervisor.is_up();
         loop {
             match self.supervisor.poll_action()? {
-                Action::Spawn => {
-                    if core::mem::replace(&mut self.spawned, true) {
-                        if let Some(hook) = &self.restart_hook {
-                            hook();
-                        }
-                    }
-                    return Some(Step::Spawn);
-                }
+                Action::Spawn => return Some(Step::Spawn),
                 Action::Kill => return Some(Step::Kill),
                 Action::Answer { payload, outcome } => {
                     return Some(Step::Answer(payload, outcome.map_err(ProviderError::from)));

@@ -129,8 +129,9 @@ struct ServeArgs {
     /// Worker threads answering queries.
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// Serve HTTP on this address (POST /rpc and /mcp, GET /healthz and /readyz)
-    /// instead of stdio; default from [server] transport and bind.
+    /// Serve HTTP on this address (POST /rpc and /mcp, GET /healthz and /readyz,
+    /// GET /metrics with [server.metrics]) instead of stdio; default from
+    /// [server] transport and bind. SIGTERM or SIGINT drains (see --drain-timeout-ms).
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
     /// Do not write the envelope validation log (default: [logging] enabled, on).
