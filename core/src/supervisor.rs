@@ -167,9 +167,9 @@ impl SupervisorConfig {
 /// Identifies one query of a [`Supervisor`] (to cancel it); unique per
 /// supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ticket(u64);
+pub struct QueryTicket(u64);
 
-impl Ticket {
+impl QueryTicket {
     /// The ticket as a number.
     pub fn get(self) -> u64 {
         self.0
@@ -253,7 +253,7 @@ enum Child {
 
 #[derive(Debug)]
 struct Deferred<T> {
-    ticket: Ticket,
+    ticket: QueryTicket,
     query: EvidenceQuery,
     context: EvidenceContext,
     payload: T,
@@ -279,8 +279,8 @@ pub struct Supervisor<T, E = String> {
     last_answer: Option<u64>,
     /// Queries sent to the current child: ticket, payload, position of the
     /// send (in `events`).
-    waiting: BTreeMap<RequestId, (Ticket, T, u64)>,
-    sent: BTreeMap<Ticket, RequestId>,
+    waiting: BTreeMap<RequestId, (QueryTicket, T, u64)>,
+    sent: BTreeMap<QueryTicket, RequestId>,
     deferred: VecDeque<Deferred<T>>,
     actions: VecDeque<Action<T, E>>,
     shut_down: bool,
@@ -356,8 +356,8 @@ impl<T, E> Supervisor<T, E> {
         context: EvidenceContext,
         payload: T,
         now: u64,
-    ) -> Ticket {
-        let ticket = Ticket(self.next_ticket);
+    ) -> QueryTicket {
+        let ticket = QueryTicket(self.next_ticket);
         self.next_ticket = self.next_ticket.wrapping_add(1);
         if self.shut_down {
             self.answer(payload, Err(Failure::ShutDown));
@@ -387,7 +387,7 @@ impl<T, E> Supervisor<T, E> {
     /// Cancel a query: it is answered [`QueryError::Cancelled`]; if it was
     /// sent the provider is told (`notifications/cancelled`). False when
     /// the query already has its outcome.
-    pub fn cancel(&mut self, ticket: Ticket) -> bool {
+    pub fn cancel(&mut self, ticket: QueryTicket) -> bool {
         if let Some(index) = self.deferred.iter().position(|d| d.ticket == ticket) {
             if let Some(deferred) = self.deferred.remove(index) {
                 self.answer(deferred.payload, Err(Failure::Query(QueryError::Cancelled)));

@@ -32,7 +32,7 @@ use evidence_wire_log::relay::{RelayLimits, StderrRelay};
 use serde_json::json;
 
 /// Where the child's stderr lines and the supervisor's notes go.
-pub type LogSink = evidence_wire_log::relay::Sink;
+pub use evidence_wire_log::relay::LogSink;
 
 /// Longest piece of a stderr line read at once; longer lines are split
 /// (and each piece excerpted by the relay).
