@@ -22,16 +22,18 @@ use std::fs;
 use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 
-use evidence_wire::evidence::{
-    EvidenceAnchor, EvidenceError, EvidenceRef, EvidenceResult, EvidenceValue,
-};
-use serde_json::{Value, json};
-
 use std::sync::Arc;
 
+use evidence_wire::evidence::{EvidenceAnchor, EvidenceError};
+use evidence_wire_config::BundledConfig;
+use evidence_wire_provider::{CheckContext, CheckError};
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+
+use crate::checks::{JsonPathParams, SelectedJson};
 use crate::jsonpath::{self, DocumentSize, MAX_JSONPATH_CHARS, MAX_RESULT_DEPTH, Overflow, Shape};
 use crate::pool::Refused;
-use crate::{BundledSettings, EVALUATION_COST_PER_FILE_BYTE, Inner, json_result, string_param};
+use crate::{EVALUATION_COST_PER_FILE_BYTE, Inner};
 
 /// A path under the root, resolved.
 struct Resolved {
@@ -41,13 +43,13 @@ struct Resolved {
     display: String,
 }
 
-fn resolve(settings: &BundledSettings, relative: &str) -> Result<Resolved, EvidenceError> {
+fn resolve(config: &BundledConfig, relative: &str) -> Result<Resolved, EvidenceError> {
     let outside = || {
         EvidenceError::new(
             "path_outside_root",
             format!(
                 "{relative:?} is not inside the evidence root {:?}; give a relative path without `..`",
-                settings.root_id
+                config.root_id
             ),
         )
     };
@@ -59,12 +61,12 @@ fn resolve(settings: &BundledSettings, relative: &str) -> Result<Resolved, Evide
     {
         return Err(outside());
     }
-    let root = fs::canonicalize(&settings.root).map_err(|error| {
+    let root = fs::canonicalize(&config.root).map_err(|error| {
         EvidenceError::new(
             "root_unavailable",
             format!(
                 "the evidence root {} cannot be opened: {error}",
-                settings.root.display()
+                config.root.display()
             ),
         )
     })?;
@@ -119,11 +121,11 @@ fn regular_file(path: &Path, relative: &str) -> Result<fs::Metadata, EvidenceErr
 }
 
 fn read_file(
-    settings: &BundledSettings,
+    config: &BundledConfig,
     path: &Path,
     relative: &str,
 ) -> Result<Vec<u8>, EvidenceError> {
-    let limit = settings.max_file_bytes;
+    let limit = config.json.max_file_bytes;
     let metadata = regular_file(path, relative)?;
     if metadata.len() > limit {
         return Err(file_too_large(relative, limit));
@@ -157,77 +159,51 @@ fn file_too_large(relative: &str, limit: u64) -> EvidenceError {
     )
 }
 
-fn file_ref(settings: &BundledSettings, display: &str) -> EvidenceRef {
-    EvidenceRef {
-        uri: format!("dg+file://{}/{}", settings.root_id, display),
-    }
+/// Records the file as the answer's reference and anchor
+/// (`dg+file://<root_id>/<path>`, `file_path_rooted`).
+fn record_file(context: &CheckContext, config: &BundledConfig, display: &str, size: Option<u64>) {
+    context.set_ref(format!("dg+file://{}/{}", config.root_id, display));
+    context.set_anchor(EvidenceAnchor::file_path_rooted(
+        &config.root_id,
+        display,
+        size,
+    ));
 }
 
 /// `file_size`: the size of a regular file, from its metadata.
 pub(crate) fn file_size(
-    settings: &BundledSettings,
-    params: &Value,
-) -> Result<EvidenceResult, EvidenceError> {
-    let relative = string_param(params, "path")?;
-    let resolved = resolve(settings, relative)?;
+    config: &BundledConfig,
+    relative: &str,
+    context: &CheckContext,
+) -> Result<u64, CheckError> {
+    let resolved = resolve(config, relative)?;
     let size = regular_file(&resolved.path, relative)?.len();
-    let mut result = json_result(&Value::from(size))?;
-    result.evidence_ref = Some(file_ref(settings, &resolved.display));
-    result.evidence_anchor = Some(EvidenceAnchor::file_path_rooted(
-        &settings.root_id,
-        &resolved.display,
-        Some(size),
-    ));
-    Ok(result)
+    record_file(context, config, &resolved.display, Some(size));
+    Ok(size)
 }
 
 /// `json_path`: the file, or the nodes a JSONPath selects in it.
-pub(crate) fn json_path(inner: &Arc<Inner>, params: &Value) -> EvidenceResult {
-    let settings = &inner.settings;
-    let relative = match string_param(params, "file") {
-        Ok(relative) => relative,
-        Err(error) => return EvidenceResult::with_error(error),
-    };
-    let expression = match params.get("jsonpath") {
-        None | Some(Value::Null) => None,
-        Some(Value::String(expression)) => Some(expression.as_str()),
-        Some(_) => {
-            return EvidenceResult::with_error(EvidenceError::new(
-                "invalid_params",
-                "params.jsonpath must be a string (an RFC 9535 JSONPath)",
-            ));
-        }
-    };
-    let resolved = match resolve(settings, relative) {
-        Ok(resolved) => resolved,
-        Err(error) => return EvidenceResult::with_error(error),
-    };
-    let outcome = match expression.map(parse).transpose() {
-        Err(error) => Err(error),
-        Ok(path) => {
-            let job_inner = inner.clone();
-            let path_on_disk = resolved.path.clone();
-            let relative = relative.to_owned();
-            let pool = &inner.pool;
-            pool.run(settings.json.queue_timeout, move || {
-                select(&job_inner.settings, &path_on_disk, &relative, path)
-            })
-            .unwrap_or_else(|refused| Err(pool_refusal(refused, pool.capacity(), settings)))
-        }
-    };
-    let mut result = match outcome {
-        Ok(value) => EvidenceResult::with_value(value),
-        Err(error) => EvidenceResult::with_error(error),
-    };
-    // Success or failure, the answer names the file (Decision Gate's
-    // json.path keeps its reference and anchor on errors too).
-    result.evidence_ref = Some(file_ref(settings, &resolved.display));
-    result.evidence_anchor = Some(EvidenceAnchor::file_path_rooted(
-        &settings.root_id,
-        &resolved.display,
-        None,
-    ));
-    result
+pub(crate) fn json_path(
+    inner: &Arc<Inner>,
+    params: &JsonPathParams,
+    context: &CheckContext,
+) -> Result<SelectedJson, CheckError> {
+    let config = &inner.config;
+    let relative = params.file.as_str();
+    let resolved = resolve(config, relative)?;
+    // Success or failure, from here on the answer names the file (Decision
+    // Gate's json.path keeps its reference and anchor on errors too).
+    record_file(context, config, &resolved.display, None);
+    let path = params.jsonpath.as_deref().map(parse).transpose()?;
+    let job_inner = Arc::clone(inner);
+    let relative = relative.to_owned();
+    let pool = &inner.pool;
+    let raw = pool
+        .run(inner.queue_timeout, move || {
+            select(&job_inner.config, &resolved.path, &relative, path)
+        })
+        .unwrap_or_else(|refused| Err(pool_refusal(refused, pool.capacity(), inner)))?;
+    Ok(SelectedJson(raw))
 }
 
 /// An expression checked and parsed, ready for a document.
@@ -254,13 +230,13 @@ fn parse(expression: &str) -> Result<ParsedPath, EvidenceError> {
     })
 }
 
-fn pool_refusal(refused: Refused, capacity: usize, settings: &BundledSettings) -> EvidenceError {
+fn pool_refusal(refused: Refused, capacity: usize, inner: &Inner) -> EvidenceError {
     match refused {
         Refused::Busy => EvidenceError::new(
             "provider_busy",
             format!(
                 "all {capacity} json_path threads stayed busy for {} ms; try again later",
-                settings.json.queue_timeout.as_millis()
+                inner.queue_timeout.as_millis()
             ),
         )
         .with_details(json!({"limit": "max_concurrent", "max": capacity})),
@@ -273,13 +249,15 @@ fn pool_refusal(refused: Refused, capacity: usize, settings: &BundledSettings) -
 
 /// The bounded pipeline of `json_path` on a document thread.
 fn select(
-    settings: &BundledSettings,
+    config: &BundledConfig,
     path: &Path,
     relative: &str,
     parsed: Option<ParsedPath>,
-) -> Result<EvidenceValue, EvidenceError> {
-    let limits = &settings.json;
-    let bytes = read_file(settings, path, relative)?;
+) -> Result<Box<RawValue>, EvidenceError> {
+    let limits = &config.json;
+    let max_result_bytes = usize::try_from(limits.max_result_bytes).unwrap_or(usize::MAX);
+    let max_result_nodes = usize::try_from(limits.max_result_nodes).unwrap_or(usize::MAX);
+    let bytes = read_file(config, path, relative)?;
     let document: Value = serde_json::from_slice(&bytes).map_err(|error| {
         EvidenceError::new("invalid_json", format!("{relative:?} is not JSON: {error}"))
     })?;
@@ -290,10 +268,10 @@ fn select(
         path,
     }) = parsed
     else {
-        return encode(&[&document], true, limits.max_result_bytes);
+        return encode(&[&document], true, max_result_bytes);
     };
     let expression = expression.as_str();
-    let budget = settings
+    let budget = limits
         .max_file_bytes
         .saturating_mul(EVALUATION_COST_PER_FILE_BYTE);
     let cost = shape.cost(DocumentSize::of(&document));
@@ -316,10 +294,10 @@ fn select(
         )
         .with_details(json!({"jsonpath": expression})));
     }
-    if nodes.len() > limits.max_result_nodes {
+    if nodes.len() > max_result_nodes {
         return Err(size_limit(
             "max_result_nodes",
-            limits.max_result_nodes as u64,
+            limits.max_result_nodes,
             format!(
                 "{:?} selects {} nodes in {relative:?}, more than the {} allowed by [bundled.json] max_result_nodes; select fewer nodes",
                 excerpt(expression),
@@ -331,7 +309,7 @@ fn select(
     }
     let single = nodes.len() == 1;
     let nodes = nodes.all();
-    encode(&nodes, single, limits.max_result_bytes).map_err(|mut error| {
+    encode(&nodes, single, max_result_bytes).map_err(|mut error| {
         if let Some(Value::Object(members)) = &mut error.details {
             members.insert("jsonpath".to_owned(), Value::from(expression));
         }
@@ -344,9 +322,9 @@ fn encode(
     nodes: &[&Value],
     single: bool,
     max_bytes: usize,
-) -> Result<EvidenceValue, EvidenceError> {
+) -> Result<Box<RawValue>, EvidenceError> {
     match jsonpath::encode(nodes, single, max_bytes) {
-        Ok(raw) => Ok(EvidenceValue::Json(raw)),
+        Ok(raw) => Ok(raw),
         Err(Overflow::Bytes) => Err(size_limit(
             "max_result_bytes",
             max_bytes as u64,

@@ -27,23 +27,65 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use evidence_wire::config::HostPattern;
-use evidence_wire::evidence::{EvidenceError, EvidenceRef, EvidenceResult};
-use serde_json::{Value, json};
+use evidence_wire::evidence::EvidenceError;
+use evidence_wire_config::{BundledHttpConfig, HostPattern};
+use evidence_wire_provider::{CheckContext, CheckError};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
 use ureq::unversioned::transport::{DefaultConnector, NextTimeout};
 
-use crate::{HttpSettings, json_result, string_param};
+use crate::checks::{BodyHash, HashAlgorithm, HttpStatus};
 
-/// `http_status` (`body == false`) and `http_body_hash` (`body == true`).
-pub(crate) fn http_get(
-    settings: &HttpSettings,
+/// `http_status`: the status of a GET of `url`.
+pub(crate) fn http_status(
+    settings: &BundledHttpConfig,
     hosts: &[HostPattern],
-    params: &Value,
-    body: bool,
-) -> Result<EvidenceResult, EvidenceError> {
-    let url = string_param(params, "url")?;
+    url: &str,
+    context: &CheckContext,
+) -> Result<HttpStatus, CheckError> {
+    let response = get(settings, hosts, url)?;
+    context.set_ref(url);
+    Ok(HttpStatus(response.status().as_u16()))
+}
+
+/// `http_body_hash`: the SHA-256 of the body of a 2xx GET of `url`.
+pub(crate) fn http_body_hash(
+    settings: &BundledHttpConfig,
+    hosts: &[HostPattern],
+    url: &str,
+    context: &CheckContext,
+) -> Result<BodyHash, CheckError> {
+    let mut response = get(settings, hosts, url)?;
+    if !response.status().is_success() {
+        return Err(CheckError::new(
+            "http_status_not_success",
+            format!(
+                "GET {url} answered {}; the body of a non-2xx answer is not hashed (redirects are not followed)",
+                response.status().as_u16()
+            ),
+        ));
+    }
+    let digest = hash_body(
+        response.body_mut().as_reader(),
+        settings.max_body_bytes,
+        url,
+        settings.timeout_ms,
+    )?;
+    context.set_ref(url);
+    Ok(BodyHash {
+        algorithm: HashAlgorithm::Sha256,
+        value: digest,
+    })
+}
+
+/// One GET of `url` within the destination rules, up to the response's
+/// head (the body is left unread).
+fn get(
+    settings: &BundledHttpConfig,
+    hosts: &[HostPattern],
+    url: &str,
+) -> Result<ureq::http::Response<ureq::Body>, EvidenceError> {
     let uri: ureq::http::Uri = url.parse().map_err(|error| {
         EvidenceError::new(
             "invalid_params",
@@ -136,31 +178,7 @@ pub(crate) fn http_get(
             }
         }
     };
-    let mut response = agent.get(url).call().map_err(failed)?;
-    let status = response.status().as_u16();
-    let mut result = if body {
-        if !response.status().is_success() {
-            return Err(EvidenceError::new(
-                "http_status_not_success",
-                format!(
-                    "GET {url} answered {status}; the body of a non-2xx answer is not hashed (redirects are not followed)"
-                ),
-            ));
-        }
-        let digest = hash_body(
-            response.body_mut().as_reader(),
-            settings.max_body_bytes,
-            url,
-            settings.timeout_ms,
-        )?;
-        json_result(&json!({"algorithm": "sha256", "value": digest}))?
-    } else {
-        json_result(&Value::from(status))?
-    };
-    result.evidence_ref = Some(EvidenceRef {
-        uri: url.to_owned(),
-    });
-    Ok(result)
+    agent.get(url).call().map_err(failed)
 }
 
 /// The lowercase hex SHA-256 of a body read as it arrives, refused past

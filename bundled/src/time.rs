@@ -12,57 +12,45 @@
 //! input is at most a few dozen bytes by the time it reaches the converter;
 //! nothing here allocates in proportion to it beyond the error message.
 
-use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceResult, TriggerTime};
-use serde_json::Value;
+use evidence_wire::evidence::{EvidenceError, TriggerTime};
+use evidence_wire_provider::{CheckContext, CheckError, NoParams};
 
-use crate::json_result;
+use crate::checks::Timestamp;
 
-/// The trigger time as an integer (unix milliseconds, or the logical tick).
-pub(crate) fn time_now(context: &EvidenceContext) -> EvidenceResult {
-    let value = match context.trigger_time {
-        TriggerTime::UnixMillis(millis) => Value::from(millis),
-        TriggerTime::Logical(tick) => Value::from(tick),
-    };
-    json_result(&value).unwrap_or_else(EvidenceResult::with_error)
+/// `time_now`: the trigger time as an integer (unix milliseconds, or the
+/// logical tick).
+pub(crate) fn time_now(_: NoParams, context: &CheckContext) -> Result<i64, CheckError> {
+    Ok(match context.context().trigger_time {
+        TriggerTime::UnixMillis(millis) => millis,
+        TriggerTime::Logical(tick) => tick,
+    })
 }
 
 /// `time_after` (`after == true`: trigger time > timestamp) and
 /// `time_before` (trigger time < timestamp).
 pub(crate) fn compare_time(
-    context: &EvidenceContext,
-    params: &Value,
+    context: &CheckContext,
+    timestamp: Timestamp,
     after: bool,
-) -> Result<EvidenceResult, EvidenceError> {
-    let threshold = match params.get("timestamp") {
-        Some(Value::Number(number)) => number.as_i64().ok_or_else(|| {
-            EvidenceError::new(
-                "invalid_params",
-                "params.timestamp must be an integer (unix milliseconds) or an RFC 3339 string",
-            )
-        })?,
-        Some(Value::String(text)) => rfc3339_millis(text)?,
-        _ => {
-            return Err(EvidenceError::new(
-                "invalid_params",
-                "params.timestamp is required: unix milliseconds or an RFC 3339 string",
-            ));
-        }
+) -> Result<bool, CheckError> {
+    let threshold = match timestamp {
+        Timestamp::UnixMillis(millis) => millis,
+        Timestamp::Text(text) => rfc3339_millis(&text)?,
     };
-    let now = match context.trigger_time {
+    let now = match context.context().trigger_time {
         TriggerTime::UnixMillis(millis) => millis,
         TriggerTime::Logical(_) => {
-            return Err(EvidenceError::new(
+            return Err(CheckError::new(
                 "unsupported_trigger_time",
                 "time comparisons need a unix_millis trigger_time, not a logical one",
             ));
         }
     };
-    let holds = if after {
+    Ok(if after {
         now > threshold
     } else {
         now < threshold
-    };
-    json_result(&Value::Bool(holds))
+    })
 }
 
 /// An RFC 3339 date-time as unix milliseconds, or `invalid_params` naming

@@ -15,7 +15,8 @@ use std::time::Duration;
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
-use evidence_wire_bundled::{BundledProvider, BundledSettings, MAX_RESULT_DEPTH};
+use evidence_wire_bundled::{BundledProvider, MAX_RESULT_DEPTH};
+use evidence_wire_config::BundledConfig;
 use serde_json::{Value, json};
 
 struct Root(PathBuf);
@@ -36,11 +37,11 @@ impl Root {
         std::fs::write(self.0.join(name), text).expect("write");
     }
 
-    fn provider(&self, adjust: impl FnOnce(&mut BundledSettings)) -> BundledProvider {
-        let mut settings = BundledSettings::default();
-        settings.root = self.0.clone();
-        adjust(&mut settings);
-        BundledProvider::new(settings).expect("provider")
+    fn provider(&self, adjust: impl FnOnce(&mut BundledConfig)) -> BundledProvider {
+        let mut config = BundledConfig::default();
+        config.root = self.0.clone();
+        adjust(&mut config);
+        BundledProvider::new(&config).expect("provider")
     }
 }
 
@@ -244,9 +245,9 @@ fn the_result_is_capped_in_nodes_bytes_and_depth() {
     assert!(result.error.is_none(), "{:?}", result.error);
 
     // Lower limits from the settings apply.
-    let tight = root.provider(|settings| {
-        settings.json.max_result_nodes = 3;
-        settings.json.max_result_bytes = 1024;
+    let tight = root.provider(|config| {
+        config.json.max_result_nodes = 3;
+        config.json.max_result_bytes = 1024;
     });
     root.write("small.json", r#"{"a": [1, 2, 3, 4], "b": "x"}"#);
     let result = ask(
@@ -275,7 +276,7 @@ fn expressions_whose_evaluation_explodes_are_refused_before_it_runs() {
     // 20 levels of single-element arrays around a wide array.
     root.write("deep.json", &nested(20, 20_000));
     root.write("flat.json", &format!("[{}]", vec!["1"; 30_000].join(",")));
-    let provider = root.provider(|settings| settings.max_file_bytes = 64 * 1024);
+    let provider = root.provider(|config| config.json.max_file_bytes = 64 * 1024);
     for (file, expression) in [
         // Doubles the node list per segment: 2^20 copies of the bottom array.
         ("deep.json", format!("${}", "[0,0]".repeat(20))),
@@ -374,11 +375,11 @@ fn http_destinations_follow_host_port_and_address_rules() {
     let port = http_server(3);
     let url = format!("http://127.0.0.1:{port}/health");
     let make = |hosts: &[String], private: bool| {
-        Root::new().provider(|settings| {
-            settings.http.allow_hosts = hosts.to_vec();
-            settings.http.allow_insecure_http = true;
-            settings.http.allow_private_addresses = private;
-            settings.http.timeout_ms = 2000;
+        Root::new().provider(|config| {
+            config.http.allow_hosts = hosts.to_vec();
+            config.http.allow_insecure_http = true;
+            config.http.allow_private_addresses = private;
+            config.http.timeout_ms = 2000;
         })
     };
     let exact = format!("127.0.0.1:{port}");

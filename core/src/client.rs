@@ -52,8 +52,8 @@
 //! 1. **Inputs.** [`Client::query`] (and [`Client::cancel`]) with the time
 //!    `now`; [`Client::handle_input`] with the bytes the provider wrote
 //!    (framed), or [`Client::handle_message`] with one whole message (an
-//!    HTTP answer body); an empty read, [`Client::handle_input`] of `&[]`,
-//!    means the provider closed its output; [`Client::handle_timeout`] when
+//!    HTTP answer body); [`Client::handle_end_of_input`] once the provider
+//!    closed its output; [`Client::handle_timeout`] when
 //!    [`Client::poll_timeout`]'s deadline has passed.
 //! 2. **Output, until `None`.** [`Client::poll_transmit`] (framed in
 //!    [`ClientConfig::framing`]) or [`Client::poll_message`] (unframed)
@@ -740,19 +740,10 @@ impl Client {
         }
     }
 
-    /// Feed bytes the provider wrote. Empty input means it closed its output.
+    /// Feed bytes the provider wrote (empty input changes nothing: the end
+    /// of its output is [`Client::handle_end_of_input`]).
     pub fn handle_input(&mut self, input: &[u8]) {
-        if self.needs_restart {
-            return;
-        }
-        if input.is_empty() {
-            let reason = match self.decoder.finish() {
-                Ok(()) => "the provider closed its output".to_owned(),
-                Err(error) => format!("the provider closed its output mid-message: {error}"),
-            };
-            self.fail_all(&QueryError::ConnectionLost(reason.clone()));
-            self.needs_restart = true;
-            self.events.push_back(ClientEvent::Fatal(reason));
+        if self.needs_restart || input.is_empty() {
             return;
         }
         self.decoder.push(input);
@@ -784,6 +775,23 @@ impl Client {
                 }
             }
         }
+    }
+
+    /// The provider closed its output (end of file on its stdout, the
+    /// connection closed): every query still in flight fails with
+    /// [`QueryError::ConnectionLost`] and [`Client::needs_restart`] turns
+    /// true. A message cut short by the end is named in the reason.
+    pub fn handle_end_of_input(&mut self) {
+        if self.needs_restart {
+            return;
+        }
+        let reason = match self.decoder.finish() {
+            Ok(()) => "the provider closed its output".to_owned(),
+            Err(error) => format!("the provider closed its output mid-message: {error}"),
+        };
+        self.fail_all(&QueryError::ConnectionLost(reason.clone()));
+        self.needs_restart = true;
+        self.events.push_back(ClientEvent::Fatal(reason));
     }
 
     /// The next event.

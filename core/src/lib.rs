@@ -30,7 +30,6 @@
 //! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
 //! | [`supervisor`] | restart supervision of a child-process provider: backoff, deferred queries |
 //! | [`http`] | HTTP transport decisions: routes, auth, Origin, statuses, body limit, SSE |
-//! | [`docs`] | embedded docs registry, deterministic section search, MCP resources |
 //! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |
 //! | [`log`] | validation log records (data only; adapters write them) |
 
@@ -53,11 +52,8 @@ extern crate std;
 
 pub mod canonical;
 pub mod client;
-#[cfg(feature = "std")]
-pub mod config;
 pub mod contract;
 pub mod dialect;
-pub mod docs;
 pub mod envelope;
 pub mod error;
 pub mod evidence;

@@ -160,21 +160,6 @@ impl ToolPolicy {
         })
     }
 
-    /// The policy `[server.tools]` and `[server.auth]` describe.
-    #[cfg(feature = "std")]
-    pub fn from_config(server: &crate::config::ServerConfig) -> Result<Self, PolicyError> {
-        let mode = match server.tools.mode {
-            crate::config::ToolsMode::Filter => VisibilityMode::Filter,
-            crate::config::ToolsMode::Passthrough => VisibilityMode::Passthrough,
-        };
-        ToolPolicy::new(
-            mode,
-            &server.tools.allowlist,
-            &server.tools.denylist,
-            server.auth.allowed_tools.as_deref(),
-        )
-    }
-
     /// The visibility mode.
     pub fn mode(&self) -> VisibilityMode {
         self.mode

@@ -37,16 +37,22 @@ use crate::canonical;
 use crate::envelope::Id;
 use crate::error::{CanonicalError, ErrorObject};
 
-/// The JSON Schema of the `evidence_query` tool's arguments (`spec/schemas/`).
+/// The JSON Schema of the `evidence_query` tool's arguments
+/// (`spec/schemas/evidence_query.input.schema.json`, embedded from the copy
+/// in this crate's `schemas/`, which `scripts/sync-embedded` keeps equal).
 pub const EVIDENCE_QUERY_INPUT_SCHEMA: &str =
-    include_str!("../../spec/schemas/evidence_query.input.schema.json");
+    include_str!("../schemas/evidence_query.input.schema.json");
 
-/// The JSON Schema of the `evidence_query` tool's result, an EvidenceResult (`spec/schemas/`).
+/// The JSON Schema of the `evidence_query` tool's result, an EvidenceResult
+/// (`spec/schemas/evidence_query.output.schema.json`, embedded from this
+/// crate's copy in `schemas/`).
 pub const EVIDENCE_QUERY_OUTPUT_SCHEMA: &str =
-    include_str!("../../spec/schemas/evidence_query.output.schema.json");
+    include_str!("../schemas/evidence_query.output.schema.json");
 
-/// The JSON Schema of a strict JSON-RPC request envelope (`spec/schemas/`).
-pub const ENVELOPE_SCHEMA: &str = include_str!("../../spec/schemas/envelope.schema.json");
+/// The JSON Schema of a strict JSON-RPC request envelope
+/// (`spec/schemas/envelope.schema.json`, embedded from this crate's copy in
+/// `schemas/`).
+pub const ENVELOPE_SCHEMA: &str = include_str!("../schemas/envelope.schema.json");
 
 /// A tool's name, description and I/O schemas, as `tools/list` shows them.
 #[derive(Clone, Debug, PartialEq)]

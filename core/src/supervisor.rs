@@ -43,6 +43,14 @@
 //! Time is injected as milliseconds of any monotonic clock, the same one
 //! for every call. Nothing here spawns, reads a clock or blocks.
 //!
+//! The protocol settings of a process provider ([`SupervisorConfig`]: the
+//! client settings and the restart backoff) and the mapping of a
+//! [`Failure`] to the `EvidenceResult` Decision Gate records
+//! ([`Failure::to_evidence_result`]) live here too, so every adapter shares
+//! them. The adapter's own spawn error `E` travels in [`Failure::Spawn`]
+//! to every query that waited for the child that could not be started
+//! (default: its message as a `String`).
+//!
 //! Limits: the supervisor buffers nothing the client does not (frame limits
 //! from [`ClientConfig::limits`]); the deferred queue holds what callers
 //! asked while the child was down, each for at most its timeout; log lines
@@ -50,11 +58,20 @@
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
-use alloc::string::String;
+use alloc::string::{String, ToString};
 use alloc::vec::Vec;
+use core::fmt;
+use core::time::Duration;
 
 use crate::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
-use crate::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use crate::evidence::{
+    EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, VerifiedEvidence,
+};
+
+/// The `error.code` of a query that got no answer because the provider is
+/// not there: its process could not be started, or the client was shut
+/// down ([`Failure::to_evidence_result`]).
+pub const PROVIDER_UNAVAILABLE: &str = "provider_unavailable";
 
 /// Ignored (unparsable, unknown, late) provider messages logged per child;
 /// the rest are counted, so a child flooding its output with junk cannot
@@ -98,6 +115,55 @@ impl Default for RestartPolicy {
     }
 }
 
+/// The protocol settings of a provider run as a child process, whatever
+/// the runtime: how to talk to it and how soon to restart it.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct SupervisorConfig {
+    /// The protocol settings (framing, timeouts, trust, handshake).
+    pub client: ClientConfig,
+    /// First restart delay (default 50 ms); doubles after each consecutive
+    /// failure.
+    pub restart_backoff_initial: Duration,
+    /// Largest restart delay (default 5 s).
+    pub restart_backoff_max: Duration,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        SupervisorConfig {
+            client: ClientConfig::default(),
+            restart_backoff_initial: Duration::from_millis(50),
+            restart_backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+impl SupervisorConfig {
+    /// The same settings with `client`.
+    pub fn with_client(mut self, client: ClientConfig) -> Self {
+        self.client = client;
+        self
+    }
+
+    /// The same settings with restart delays from `initial` doubling up to
+    /// `max` (a `max` below `initial` counts as `initial`).
+    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
+        self.restart_backoff_initial = initial;
+        self.restart_backoff_max = max.max(initial);
+        self
+    }
+
+    /// The restart backoff in the supervisor's milliseconds (saturating).
+    pub fn restart_policy(&self) -> RestartPolicy {
+        let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
+        RestartPolicy::new(
+            millis(self.restart_backoff_initial),
+            millis(self.restart_backoff_max),
+        )
+    }
+}
+
 /// Identifies one query of a [`Supervisor`] (to cancel it); unique per
 /// supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -110,21 +176,45 @@ impl Ticket {
     }
 }
 
-/// Why a supervised query produced no evidence.
+/// Why a supervised query produced no evidence. `E` is the adapter's spawn
+/// error (default: its message).
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Failure {
+pub enum Failure<E = String> {
     /// The query itself failed (provider error, bad answer, verification,
     /// timeout, lost connection, cancelled).
     #[error(transparent)]
     Query(QueryError),
-    /// The child it waited for could not be started; the message is the
-    /// one given to [`Supervisor::spawn_failed`].
+    /// The child it waited for could not be started; the error is the one
+    /// given to [`Supervisor::spawn_failed`].
     #[error("{0}")]
-    Spawn(String),
+    Spawn(E),
     /// The supervisor was shut down before the query was sent.
     #[error("the provider client has shut down")]
     ShutDown,
+}
+
+impl<E: fmt::Display> Failure<E> {
+    /// A stable machine-readable name of the failure: the query error's
+    /// code, or [`PROVIDER_UNAVAILABLE`].
+    pub fn code(&self) -> &'static str {
+        match self {
+            Failure::Query(error) => error.code(),
+            Failure::Spawn(_) | Failure::ShutDown => PROVIDER_UNAVAILABLE,
+        }
+    }
+
+    /// The failure as an EvidenceResult carrying an error (what Decision
+    /// Gate records), as [`QueryError::to_evidence_result`] does for a
+    /// query error.
+    pub fn to_evidence_result(&self) -> EvidenceResult {
+        match self {
+            Failure::Query(error) => error.to_evidence_result(),
+            other => {
+                EvidenceResult::with_error(EvidenceError::new(other.code(), other.to_string()))
+            }
+        }
+    }
 }
 
 /// What the adapter must do next, in order.
@@ -133,7 +223,7 @@ pub enum Failure {
 // `Answer` is the common action and is moved once to its waiter; boxing it
 // would cost an allocation per answer for no gain.
 #[allow(clippy::large_enum_variant)]
-pub enum Action<T> {
+pub enum Action<T, E = String> {
     /// Start a child now, then report [`Supervisor::child_started`] or
     /// [`Supervisor::spawn_failed`] (before feeding anything else).
     Spawn,
@@ -145,7 +235,7 @@ pub enum Action<T> {
         /// The payload given to [`Supervisor::query`].
         payload: T,
         /// Verified evidence, or why there is none.
-        outcome: Result<VerifiedEvidence, Failure>,
+        outcome: Result<VerifiedEvidence, Failure<E>>,
     },
     /// A line for the adapter's log.
     Log(String),
@@ -170,9 +260,10 @@ struct Deferred<T> {
     deadline: u64,
 }
 
-/// Supervises one child-process provider. See the module docs.
+/// Supervises one child-process provider. See the module docs. `T` is the
+/// payload each query carries back, `E` the adapter's spawn error.
 #[derive(Debug)]
-pub struct Supervisor<T> {
+pub struct Supervisor<T, E = String> {
     client: Client,
     policy: RestartPolicy,
     request_timeout_ms: u64,
@@ -191,11 +282,11 @@ pub struct Supervisor<T> {
     waiting: BTreeMap<RequestId, (Ticket, T, u64)>,
     sent: BTreeMap<Ticket, RequestId>,
     deferred: VecDeque<Deferred<T>>,
-    actions: VecDeque<Action<T>>,
+    actions: VecDeque<Action<T, E>>,
     shut_down: bool,
 }
 
-impl<T> Supervisor<T> {
+impl<T, E> Supervisor<T, E> {
     /// A supervisor with no child yet: start the first child yourself and
     /// report [`Supervisor::child_started`], or ask a query (which issues
     /// [`Action::Spawn`]).
@@ -217,6 +308,11 @@ impl<T> Supervisor<T> {
             actions: VecDeque::new(),
             shut_down: false,
         }
+    }
+
+    /// A supervisor with the client settings and restart backoff of `config`.
+    pub fn with_config(config: &SupervisorConfig) -> Self {
+        Supervisor::new(config.client.clone(), config.restart_policy())
     }
 
     /// The client state machine (read-only).
@@ -342,14 +438,19 @@ impl<T> Supervisor<T> {
     }
 
     /// The child asked for by [`Action::Spawn`] could not be started:
-    /// `message` is logged, the deferred queries fail with
-    /// [`Failure::Spawn`], and the next attempt is scheduled with backoff.
-    pub fn spawn_failed(&mut self, now: u64, message: &str) {
+    /// `error` is logged, the deferred queries fail with
+    /// [`Failure::Spawn`] carrying it, and the next attempt is scheduled
+    /// with backoff.
+    pub fn spawn_failed(&mut self, now: u64, error: impl Into<E>)
+    where
+        E: Clone + fmt::Display,
+    {
+        let error = error.into();
         self.child = Child::Down;
-        self.log(String::from(message));
+        self.log(error.to_string());
         // Queries waiting for this child learn why it is not there.
         while let Some(deferred) = self.deferred.pop_front() {
-            self.answer(deferred.payload, Err(Failure::Spawn(String::from(message))));
+            self.answer(deferred.payload, Err(Failure::Spawn(error.clone())));
         }
         if !self.shut_down {
             self.schedule_restart("the provider could not be started", now);
@@ -368,13 +469,24 @@ impl<T> Supervisor<T> {
         self.step(now);
     }
 
-    /// Feed bytes the current child wrote; empty input means it closed its
-    /// output. Ignored while no child is up (output of a stopped child).
+    /// Feed bytes the current child wrote. Ignored while no child is up
+    /// (output of a stopped child).
     pub fn handle_input(&mut self, input: &[u8], now: u64) {
         if self.child != Child::Up {
             return;
         }
         self.client.handle_input(input);
+        self.step(now);
+    }
+
+    /// The current child closed its output (end of file on its stdout): it
+    /// is treated as gone (see the module docs: what it owed fails, a
+    /// restart is scheduled). Ignored while no child is up.
+    pub fn handle_end_of_input(&mut self, now: u64) {
+        if self.child != Child::Up {
+            return;
+        }
+        self.client.handle_end_of_input();
         self.step(now);
     }
 
@@ -406,7 +518,7 @@ impl<T> Supervisor<T> {
     }
 
     /// The next thing to do.
-    pub fn poll_action(&mut self) -> Option<Action<T>> {
+    pub fn poll_action(&mut self) -> Option<Action<T, E>> {
         self.actions.pop_front()
     }
 
@@ -558,11 +670,93 @@ impl<T> Supervisor<T> {
         timed_out_sent.is_some_and(|sent| self.last_answer.is_none_or(|answered| answered < sent))
     }
 
-    fn answer(&mut self, payload: T, outcome: Result<VerifiedEvidence, Failure>) {
+    fn answer(&mut self, payload: T, outcome: Result<VerifiedEvidence, Failure<E>>) {
         self.actions.push_back(Action::Answer { payload, outcome });
     }
 
     fn log(&mut self, line: String) {
         self.actions.push_back(Action::Log(line));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use alloc::vec;
+
+    /// The backoff of a config with these delays.
+    fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
+        let config = SupervisorConfig::default().with_backoff(initial, max);
+        Duration::from_millis(config.restart_policy().delay_ms(failures))
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_capped() {
+        let initial = Duration::from_millis(10);
+        let max = Duration::from_millis(100);
+        let delays: Vec<u128> = (0..6)
+            .map(|failures| backoff(initial, max, failures).as_millis())
+            .collect();
+        assert_eq!(delays, vec![10, 20, 40, 80, 100, 100]);
+        assert_eq!(backoff(initial, max, u32::MAX), max);
+        // A max below the first delay counts as the first delay.
+        assert_eq!(backoff(initial, Duration::ZERO, 3), initial);
+        // Durations past u64 milliseconds saturate.
+        let config = SupervisorConfig::default().with_backoff(Duration::MAX, Duration::MAX);
+        assert_eq!(config.restart_policy().delay_ms(0), u64::MAX);
+    }
+
+    #[test]
+    fn failures_become_evidence_results() {
+        let spawn: Failure = Failure::Spawn("cannot start provider [\"x\"]: not found".into());
+        let result = spawn.to_evidence_result();
+        let error = result.error.expect("an error");
+        assert_eq!(error.code, PROVIDER_UNAVAILABLE);
+        assert!(error.message.contains("not found"), "{}", error.message);
+        let shut: Failure = Failure::ShutDown;
+        assert_eq!(shut.code(), PROVIDER_UNAVAILABLE);
+        let timeout: Failure = Failure::Query(QueryError::Timeout(5));
+        assert_eq!(timeout.code(), "provider_timeout");
+        assert_eq!(
+            timeout.to_evidence_result(),
+            QueryError::Timeout(5).to_evidence_result()
+        );
+    }
+
+    /// The adapter's spawn error reaches every query that waited for the
+    /// child, whole (not only its message).
+    #[test]
+    fn a_spawn_error_reaches_the_deferred_queries() {
+        #[derive(Clone, Debug, PartialEq)]
+        struct NotFound(u32);
+        impl fmt::Display for NotFound {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "not found ({})", self.0)
+            }
+        }
+        let mut sup: Supervisor<u8, NotFound> =
+            Supervisor::with_config(&SupervisorConfig::default());
+        let context = EvidenceContext::adhoc(crate::evidence::TriggerTime::Logical(1));
+        sup.query(EvidenceQuery::new("p", "c"), context.clone(), 1, 0);
+        sup.query(EvidenceQuery::new("p", "c"), context, 2, 0);
+        assert!(matches!(sup.poll_action(), Some(Action::Spawn)));
+        sup.spawn_failed(1, NotFound(7));
+        let mut answered = Vec::new();
+        let mut logged = Vec::new();
+        while let Some(action) = sup.poll_action() {
+            match action {
+                Action::Answer { payload, outcome } => answered.push((payload, outcome.err())),
+                Action::Log(line) => logged.push(line),
+                _ => {}
+            }
+        }
+        assert_eq!(logged.first().map(String::as_str), Some("not found (7)"));
+        assert_eq!(
+            answered,
+            vec![
+                (1, Some(Failure::Spawn(NotFound(7)))),
+                (2, Some(Failure::Spawn(NotFound(7))))
+            ]
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Frame decoder on raw bytes under every framing choice: never panics,
 //! never holds more than one frame's worth of bytes, `finish` always
 //! answers. The checks are in `common/frame.rs`, shared with the corpus
-//! replay in `core/tests/frame_fuzz_corpus.rs`.
+//! replay in `core/tests/it/fuzz_corpus.rs`.
 #![no_main]
 
 #[path = "common/frame.rs"]

@@ -394,6 +394,19 @@ impl Check {
         &self.contract.check_id
     }
 
+    /// What the check answers (its contract description).
+    pub fn description(&self) -> &str {
+        &self.contract.description
+    }
+
+    /// Whether the check is answered where the query was read
+    /// ([`Check::inline`]); an adapter with its own notion of inline work
+    /// (such as a reading thread that answers cheap queries itself) asks
+    /// this.
+    pub fn is_inline(&self) -> bool {
+        self.inline
+    }
+
     /// The check's entry in the capabilities contract.
     pub fn contract(&self) -> &CheckContract {
         &self.contract

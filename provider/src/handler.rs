@@ -13,9 +13,19 @@
 //!   a [`Job`] to run for a ticket, a ticket to cancel, a fatal stream
 //!   error, or nothing (the event was handed to [`Handler::observe`]);
 //! - a [`Job`] runs to a [`Completion`], and a handler that panics still
-//!   completes, with an `internal_error` result ([`Job::run_blocking`],
-//!   [`Job::into_future`]), so no call is left unanswered;
-//! - [`complete`] hands a completion to the server.
+//!   completes, with an `internal_error` result (in [`dispatch`] itself,
+//!   [`Job::run_blocking`], [`Job::into_future`], [`Job::catch_blocking`],
+//!   [`Job::catch_async`]), so no call is left unanswered;
+//! - [`complete`] hands a completion to the server (a stdio [`Server`] or
+//!   an HTTP [`Exchange`]: anything that can [`Respond`]).
+//!
+//! Where each kind of answer runs, in every adapter: [`Answer::Ready`] is
+//! answered where the event was read, with no hand-off;
+//! [`Answer::Blocking`] on the runtime's blocking pool (the blocking
+//! adapter's worker threads, tokio's `spawn_blocking`, smol's `blocking`
+//! pool); [`Answer::Async`] as a task of the executor (the blocking adapter
+//! drives it to the end on a worker). A cancelled call's task is aborted
+//! where the runtime can.
 //!
 //! A [`Service`] is a server configuration and a handler, built once and
 //! shared by every connection; a [`crate::Provider`] is the usual handler,
@@ -29,6 +39,7 @@ use std::sync::Arc;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::frame::FrameError;
+use evidence_wire::http::Exchange;
 use evidence_wire::server::{RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure};
 use futures_lite::FutureExt as _;
 use serde_json::Value;
@@ -147,6 +158,12 @@ impl Completion {
         Completion::Evidence(Box::new(result))
     }
 
+    /// The answer of a call of `kind` whose task was aborted because the
+    /// peer cancelled it (the server drops it: nothing is sent).
+    pub fn cancelled(kind: CallKind) -> Self {
+        Completion::failed(kind, CANCELLED)
+    }
+
     /// The answer of a call of `kind` whose handler did not finish: it
     /// panicked, or its task was aborted.
     pub fn failed(kind: CallKind, reason: &str) -> Self {
@@ -175,9 +192,21 @@ pub struct Job {
     answer: Answer<Completion>,
 }
 
-const PANICKED: &str = "the provider's handler panicked while answering";
+/// The reason of the `internal_error` answer to a call whose handler panicked.
+const PANICKED: &str = "the provider's handler panicked while answering; see its log";
+
+/// The reason of the answer to a call whose task was aborted.
+const CANCELLED: &str = "the call was cancelled";
 
 impl Job {
+    /// The job of a call of `kind` whose answer `start` builds; a panic
+    /// while building it makes the job an `internal_error` answer.
+    fn guarded(kind: CallKind, start: impl FnOnce() -> Answer<Completion>) -> Self {
+        let answer = std::panic::catch_unwind(AssertUnwindSafe(start))
+            .unwrap_or_else(|_| Answer::Ready(Completion::failed(kind, PANICKED)));
+        Job { kind, answer }
+    }
+
     /// Which kind of call it answers.
     pub fn kind(&self) -> CallKind {
         self.kind
@@ -186,6 +215,32 @@ impl Job {
     /// Where the work runs; the adapter matches on it once.
     pub fn into_answer(self) -> Answer<Completion> {
         self.answer
+    }
+
+    /// The completion, when the job is [`Answer::Ready`] (answer it where
+    /// the call was read); else the job back, to run elsewhere.
+    pub fn into_ready(self) -> Result<Completion, Job> {
+        match self.answer {
+            Answer::Ready(completion) => Ok(completion),
+            answer => Err(Job {
+                kind: self.kind,
+                answer,
+            }),
+        }
+    }
+
+    /// Where the work runs, each kind already answering a panic with an
+    /// `internal_error` result: what an adapter hands to its blocking pool
+    /// ([`Answer::Blocking`]) or executor ([`Answer::Async`]).
+    pub fn into_guarded(self) -> Answer<Completion> {
+        let kind = self.kind;
+        match self.answer {
+            Answer::Ready(completion) => Answer::Ready(completion),
+            Answer::Blocking(work) => {
+                Answer::Blocking(Box::new(move || Job::catch_blocking(kind, work)))
+            }
+            Answer::Async(future) => Answer::Async(Job::catch_async(kind, future)),
+        }
     }
 
     /// Runs the job on this thread to its completion: blocking work is
@@ -270,6 +325,11 @@ pub enum Work {
 /// Turns one server event into work: calls go to the handler (which says
 /// where their work runs), every other event to [`Handler::observe`]
 /// (cancellations and fatal errors are observed too).
+///
+/// A handler method that panics while it builds its answer (an inline
+/// check computes its result right here) still yields a job: its answer is
+/// an `internal_error` result. [`Handler::observe`] is not guarded: a hook
+/// that panics is the adapter's to report.
 pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
     match event {
         ServerEvent::EvidenceQuery {
@@ -278,12 +338,11 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             context,
         } => Work::Run {
             ticket,
-            job: Job {
-                kind: CallKind::Evidence,
-                answer: handler
+            job: Job::guarded(CallKind::Evidence, || {
+                handler
                     .evidence_query(query, context)
-                    .map(Completion::evidence),
-            },
+                    .map(Completion::evidence)
+            }),
         },
         ServerEvent::ToolCall {
             ticket,
@@ -291,10 +350,9 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             arguments,
         } => Work::Run {
             ticket,
-            job: Job {
-                kind: CallKind::Tool,
-                answer: handler.tool_call(&name, arguments).map(Completion::Tool),
-            },
+            job: Job::guarded(CallKind::Tool, || {
+                handler.tool_call(&name, arguments).map(Completion::Tool)
+            }),
         },
         ServerEvent::Cancelled { ticket, reason } => {
             let event = ServerEvent::Cancelled { ticket, reason };
@@ -313,10 +371,53 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
     }
 }
 
-/// Hands `completion` to the server as the answer of `ticket`. A ticket
-/// the peer cancelled (or an unknown one) is refused: nothing is sent.
-pub fn complete(
-    server: &mut Server,
+/// What answers calls by ticket: a stdio [`Server`] or an HTTP
+/// [`Exchange`].
+pub trait Respond {
+    /// Answer the evidence query of `ticket`.
+    fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError>;
+
+    /// Answer the tool call of `ticket`.
+    fn respond_tool(
+        &mut self,
+        ticket: Ticket,
+        result: Result<Value, ToolFailure>,
+    ) -> Result<(), RespondError>;
+}
+
+impl Respond for Server {
+    fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
+        Server::respond(self, ticket, result)
+    }
+
+    fn respond_tool(
+        &mut self,
+        ticket: Ticket,
+        result: Result<Value, ToolFailure>,
+    ) -> Result<(), RespondError> {
+        Server::respond_tool(self, ticket, result)
+    }
+}
+
+impl Respond for Exchange {
+    fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
+        Exchange::respond(self, ticket, result)
+    }
+
+    fn respond_tool(
+        &mut self,
+        ticket: Ticket,
+        result: Result<Value, ToolFailure>,
+    ) -> Result<(), RespondError> {
+        Exchange::respond_tool(self, ticket, result)
+    }
+}
+
+/// Hands `completion` to the server (or exchange) as the answer of
+/// `ticket`. A ticket the peer cancelled (or an unknown one) is refused:
+/// nothing is sent.
+pub fn complete<R: Respond + ?Sized>(
+    server: &mut R,
     ticket: Ticket,
     completion: Completion,
 ) -> Result<(), RespondError> {
@@ -402,6 +503,13 @@ pub enum ServeError {
     /// The input stream broke beyond repair (a fatal framing error); the
     /// answers in flight were still written.
     Fatal(String),
+    /// A server thread could not be started (the system is out of threads
+    /// or memory); nothing was served.
+    Spawn(std::io::Error),
+    /// A hook called where the server's state is held
+    /// ([`Handler::observe`], or the validation log) panicked; serving
+    /// stopped because that state can no longer be trusted. Fix the hook.
+    HookPanicked(String),
 }
 
 impl fmt::Display for ServeError {
@@ -411,6 +519,10 @@ impl fmt::Display for ServeError {
             ServeError::Read(error) => write!(f, "cannot read from the peer: {error}"),
             ServeError::Write(error) => write!(f, "cannot write to the peer: {error}"),
             ServeError::Fatal(detail) => write!(f, "input stream broken: {detail}"),
+            ServeError::Spawn(error) => write!(f, "cannot start a server thread: {error}"),
+            ServeError::HookPanicked(detail) => {
+                write!(f, "a handler hook panicked, serving stopped: {detail}")
+            }
         }
     }
 }
@@ -418,7 +530,9 @@ impl fmt::Display for ServeError {
 impl std::error::Error for ServeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ServeError::Read(error) | ServeError::Write(error) => Some(error),
+            ServeError::Read(error) | ServeError::Write(error) | ServeError::Spawn(error) => {
+                Some(error)
+            }
             _ => None,
         }
     }

@@ -42,11 +42,14 @@
 //!   `internal_error` result.
 //!
 //! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
-//! server events, [`Job`]s and [`complete`].
+//! server events, [`Job`]s and [`complete`]; their process clients share
+//! [`caller`]: [`caller::ProcessConfig`], [`caller::ProviderError`] and
+//! [`caller::ProcessCore`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod caller;
 pub mod check;
 pub mod handler;
 mod provider;
@@ -54,8 +57,8 @@ mod provider;
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
 pub use evidence_wire::contract::{Comparator, Determinism};
 pub use handler::{
-    Answer, BoxFuture, CallKind, Completion, Handler, IntoService, Job, ServeError, Service, Work,
-    complete, dispatch,
+    Answer, BoxFuture, CallKind, Completion, Handler, IntoService, Job, Respond, ServeError,
+    Service, Work, complete, dispatch,
 };
 pub use provider::Provider;
 

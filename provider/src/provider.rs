@@ -116,6 +116,13 @@ impl Provider {
         &self.checks
     }
 
+    /// The check answering to `check_id`, if the provider has one.
+    pub fn find_check(&self, check_id: &str) -> Option<&Check> {
+        self.index
+            .get(check_id)
+            .and_then(|position| self.checks.get(*position))
+    }
+
     /// The capabilities contract, generated from the checks: what
     /// `capabilities_path` holds for Decision Gate.
     pub fn contract(&self) -> ProviderContract {
@@ -150,11 +157,7 @@ impl Provider {
     /// does not have is answered `unknown_check` (a server with the
     /// contract refuses it before it gets here).
     pub fn answer(&self, query: EvidenceQuery, context: EvidenceContext) -> Answer<EvidenceResult> {
-        let check = self
-            .index
-            .get(&query.check_id)
-            .and_then(|position| self.checks.get(*position));
-        let Some(check) = check else {
+        let Some(check) = self.find_check(&query.check_id) else {
             let ids: Vec<&str> = self.checks.iter().map(Check::id).collect();
             return Answer::Ready(EvidenceResult::with_error(EvidenceError::new(
                 UNKNOWN_CHECK,

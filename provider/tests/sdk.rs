@@ -235,3 +235,90 @@ fn cancellation_and_observation_are_routed() {
     }
     assert_eq!(observed, 1);
 }
+
+/// A handler whose method panics while it builds its answer (an inline
+/// check computes its result inside `dispatch`) still gets its call
+/// answered: `dispatch` yields a ready `internal_error` job instead of
+/// unwinding into the adapter's read loop.
+#[test]
+fn a_handler_that_panics_in_dispatch_is_answered() {
+    let inline_boom = Provider::new("git", "Panics inline.").check(
+        Check::new(
+            "boom",
+            "Panics where the query is read.",
+            |_: NoParams, _: &CheckContext| -> Result<bool, CheckError> {
+                panic!("a bug in an inline check")
+            },
+        )
+        .inline(),
+    );
+    let answer = ask_with(inline_boom, "boom", json!({}));
+    assert_eq!(answer["error"]["code"], "internal_error", "{answer}");
+
+    struct Broken;
+    impl evidence_wire_provider::Handler for Broken {
+        fn evidence_query(
+            &self,
+            _: evidence_wire::evidence::EvidenceQuery,
+            _: EvidenceContext,
+        ) -> Answer<evidence_wire::evidence::EvidenceResult> {
+            panic!("a bug before any answer exists")
+        }
+    }
+    let service = evidence_wire_provider::Service::new(
+        evidence_wire::server::ServerConfig::default(),
+        Broken,
+    );
+    let mut server = service.connection();
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "evidence_query", "arguments": {
+            "query": {"provider_id": "any", "check_id": "any"},
+            "context": {"tenant_id": 1, "namespace_id": 1, "run_id": "r", "scenario_id": "s",
+                "stage_id": "st", "trigger_id": "t",
+                "trigger_time": {"kind": "logical", "value": 1}}
+        }}
+    });
+    server.handle_input(format!("{body}\n").as_bytes());
+    let mut answered = 0;
+    while let Some(event) = server.poll_event() {
+        if let Work::Run { ticket, job } = dispatch(service.handler().as_ref(), event) {
+            let completion = job.into_ready().expect("a ready internal_error answer");
+            complete(&mut server, ticket, completion).expect("in flight");
+            answered += 1;
+        }
+    }
+    assert_eq!(answered, 1);
+    let out = String::from_utf8(server.poll_transmit().expect("an answer")).unwrap();
+    let body: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(
+        body["result"]["content"][0]["json"]["error"]["code"], "internal_error",
+        "{body}"
+    );
+}
+
+#[test]
+fn only_a_ready_job_is_taken_where_it_was_read() {
+    let service = provider(Arc::default()).into_service().unwrap();
+    let handler = service.handler();
+    let context = EvidenceContext::adhoc(TriggerTime::UnixMillis(1));
+    let query = |check: &str| evidence_wire::evidence::EvidenceQuery::new("git", check);
+    let mut server = service.connection();
+    for (check, ready) in [
+        ("is_clean", true),
+        ("head_commit", false),
+        ("slow_count", false),
+    ] {
+        let body = json!({
+            "jsonrpc": "2.0", "id": check, "method": "tools/call",
+            "params": {"name": "evidence_query", "arguments": {
+                "query": query(check), "context": context.clone()}}
+        });
+        server.handle_input(format!("{body}\n").as_bytes());
+        while let Some(event) = server.poll_event() {
+            if let Work::Run { job, .. } = dispatch(handler.as_ref(), event) {
+                assert_eq!(job.into_ready().is_ok(), ready, "{check}");
+            }
+        }
+    }
+}

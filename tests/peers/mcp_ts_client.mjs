@@ -1,5 +1,7 @@
 // Drive an MCP server with the official MCP TypeScript SDK client
-// (@modelcontextprotocol/sdk).
+// (@modelcontextprotocol/sdk): the current one from .peers/node, or with
+// EVIDENCE_WIRE_PEERS_NODE=.peers/node-old the pinned old-generation 1.12.x
+// (MCP 2025-03-26); the API used here is the same in both.
 //
 // Usage:
 //   node mcp_ts_client.mjs --stdio PROGRAM [ARG...]   spawn the server, newline-delimited stdio
@@ -7,13 +9,17 @@
 //
 // The same sequence as mcp_python_client.py: initialize, tools/list,
 // tools/call evidence_query (parsed by the SDK's result schema),
-// tools/call decision_gate_docs_search, resources/list, resources/read, an
-// unknown resource and an unknown tool. Checks that need only the SDK's view
-// are made here; the report (one JSON line on stdout) goes to the Rust test.
-// Exit status 0 = every check here held, 1 = one failed, 2 = usage.
+// tools/call decision_gate_docs_search, resources/list, resources/read,
+// resources/templates/list, an unknown resource, a call with bad arguments
+// and an unknown tool. Checks that need only the SDK's view are made here;
+// the report (one JSON line on stdout) carries the SDK's view and every
+// request and response as they went over the wire (`exchanges`) to the Rust
+// test. Exit status 0 = every check here held, 1 = one failed, 2 = usage.
 
 import { createHash } from "node:crypto";
-import { peerRequire } from "./peer_modules.mjs";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { peerFolder, peerRequire } from "./peer_modules.mjs";
 
 const require = peerRequire();
 const { Client } = require("@modelcontextprotocol/sdk/client/index.js");
@@ -32,6 +38,8 @@ const CONTEXT = {
   trigger_time: { kind: "unix_millis", value: TRIGGER_TIME },
   correlation_id: null,
 };
+// Bad arguments: `tenant_id` 0 is outside the schema (an integer >= 1).
+const BAD_CONTEXT = { ...CONTEXT, tenant_id: 0 };
 const TIMEOUT = { timeout: 20000 };
 
 class CheckFailed extends Error {}
@@ -54,11 +62,61 @@ function deepEqual(a, b) {
   return canonical(a) === canonical(b);
 }
 
-async function run(transport) {
-  const report = { sdk: "@modelcontextprotocol/sdk (TypeScript)" };
+// Write down every message `transport` carries, as sent: each request with
+// its response (matched by id), in order.
+function record(transport) {
+  const exchanges = [];
+  const byId = new Map();
+  const send = transport.send.bind(transport);
+  transport.send = async (message, options) => {
+    if (message.method !== undefined) {
+      const exchange = { method: message.method, params: message.params ?? null };
+      if (message.id !== undefined) {
+        exchange.id = message.id;
+        byId.set(JSON.stringify(message.id), exchange);
+      } else {
+        exchange.notification = true;
+      }
+      exchanges.push(exchange);
+    }
+    return send(message, options);
+  };
+  let handler;
+  Object.defineProperty(transport, "onmessage", {
+    configurable: true,
+    get: () => handler,
+    set: (next) => {
+      handler =
+        typeof next === "function"
+          ? (message, extra) => {
+              if (message.method === undefined) {
+                const exchange = byId.get(JSON.stringify(message.id));
+                if (exchange === undefined) exchanges.push({ method: null, unmatched_response: message });
+                else if (message.error !== undefined) exchange.error = message.error;
+                else exchange.result = message.result;
+              }
+              return next(message, extra);
+            }
+          : next;
+    },
+  });
+  return exchanges;
+}
+
+async function run(transport, report) {
+  report.sdk = "@modelcontextprotocol/sdk (TypeScript)";
+  report.sdk_version = JSON.parse(
+    readFileSync(join(peerFolder(), "node_modules/@modelcontextprotocol/sdk/package.json"), "utf8"),
+  ).version;
+  report.mode = "initialize";
+  report.exchanges = record(transport);
   const client = new Client({ name: "evidence-wire-interop", version: "0.0.0" });
   await client.connect(transport, TIMEOUT);
   try {
+    // The SDK refuses (and disconnects) a version it does not speak; the
+    // one it accepted is in the initialize result.
+    const initialize = report.exchanges.find((exchange) => exchange.method === "initialize");
+    report.protocol_version = initialize?.result?.protocolVersion ?? null;
     report.server_name = client.getServerVersion()?.name ?? null;
     const capabilities = client.getServerCapabilities() ?? {};
     check(capabilities.tools, "server did not announce the tools capability");
@@ -82,11 +140,12 @@ async function run(transport) {
       TIMEOUT,
     );
     check(!result.isError, `evidence_query failed: ${JSON.stringify(result)}`);
-    check(result.structuredContent, "evidence_query result has no structuredContent");
     const texts = result.content.filter((item) => item.type === "text").map((item) => item.text);
     check(texts.length === 1, `expected exactly one text item, got ${result.content.map((item) => item.type)}`);
-    check(deepEqual(JSON.parse(texts[0]), result.structuredContent), "the text item and structuredContent disagree");
-    const evidence = result.structuredContent;
+    const evidence = JSON.parse(texts[0]);
+    if (result.structuredContent !== undefined) {
+      check(deepEqual(evidence, result.structuredContent), "the text item and structuredContent disagree");
+    }
     if (evidence.value?.kind === "json") {
       // The hash computed here, independently of the server; a hash the
       // server sent must agree with it.
@@ -97,45 +156,58 @@ async function run(transport) {
       report.computed_hash = ours;
     }
     report.evidence = {
-      structured_content: evidence,
+      structured_content: result.structuredContent ?? null,
       text: texts[0],
       content_types: result.content.map((item) => item.type),
     };
 
-    if (names.includes("decision_gate_docs_search")) {
-      const docs = await client.callTool(
-        { name: "decision_gate_docs_search", arguments: { query: "evidence hash", max_sections: 2 } },
+    const docs = await client.callTool(
+      { name: "decision_gate_docs_search", arguments: { query: "evidence hash", max_sections: 2 } },
+      undefined,
+      TIMEOUT,
+    );
+    check(!docs.isError, `docs search failed: ${JSON.stringify(docs)}`);
+    report.docs_search = {
+      structured_content: docs.structuredContent ?? null,
+      content_types: docs.content.map((item) => item.type),
+      text: docs.content.find((item) => item.type === "text")?.text ?? null,
+    };
+
+    check(capabilities.resources, "server did not announce the resources capability");
+    const resources = await client.listResources(undefined, TIMEOUT);
+    report.resources = resources.resources;
+    check(resources.resources.length > 0, "resources/list is empty");
+    const first = resources.resources[0];
+    const read = await client.readResource({ uri: first.uri }, TIMEOUT);
+    check(read.contents.length === 1, `resources/read returned ${read.contents.length} items`);
+    report.resource_read = {
+      uri: read.contents[0].uri,
+      mime_type: read.contents[0].mimeType ?? null,
+      text: read.contents[0].text ?? null,
+    };
+    const templates = await client.listResourceTemplates(undefined, TIMEOUT);
+    report.resource_templates = templates.resourceTemplates;
+    try {
+      await client.readResource({ uri: "decision-gate://docs/no-such-document" }, TIMEOUT);
+      report.unknown_resource_error = null;
+    } catch (error) {
+      check(error instanceof McpError, `unknown resource: not a JSON-RPC error: ${error}`);
+      report.unknown_resource_error = error.code;
+    }
+
+    try {
+      const bad = await client.callTool(
+        { name: "evidence_query", arguments: { query: { provider_id: "evidence-wire", check_id: "time_now" }, context: BAD_CONTEXT } },
         undefined,
         TIMEOUT,
       );
-      check(!docs.isError, `docs search failed: ${JSON.stringify(docs)}`);
-      report.docs_search = {
-        structured_content: docs.structuredContent ?? null,
-        content_types: docs.content.map((item) => item.type),
-        text: docs.content.find((item) => item.type === "text")?.text ?? null,
+      report.bad_arguments = {
+        is_error: bad.isError ?? false,
+        texts: bad.content.filter((item) => item.type === "text").map((item) => item.text),
       };
-    }
-
-    if (capabilities.resources) {
-      const resources = await client.listResources(undefined, TIMEOUT);
-      report.resources = resources.resources;
-      if (resources.resources.length > 0) {
-        const first = resources.resources[0];
-        const read = await client.readResource({ uri: first.uri }, TIMEOUT);
-        check(read.contents.length === 1, `resources/read returned ${read.contents.length} items`);
-        report.resource_read = {
-          uri: read.contents[0].uri,
-          mime_type: read.contents[0].mimeType ?? null,
-          text: read.contents[0].text ?? null,
-        };
-      }
-      try {
-        await client.readResource({ uri: "decision-gate://docs/no-such-document" }, TIMEOUT);
-        report.unknown_resource_error = null;
-      } catch (error) {
-        check(error instanceof McpError, `unknown resource: not a JSON-RPC error: ${error}`);
-        report.unknown_resource_error = error.code;
-      }
+    } catch (error) {
+      check(error instanceof McpError, `bad arguments: not a JSON-RPC error: ${error}`);
+      report.bad_arguments = { error_code: error.code, error_data: error.data ?? null };
     }
 
     try {
@@ -161,12 +233,14 @@ async function main(argv) {
     console.error("usage: mcp_ts_client.mjs --stdio PROGRAM [ARG...] | --http URL");
     return 2;
   }
+  const report = {};
   try {
-    const report = await run(transport);
+    await run(transport, report);
     console.log(JSON.stringify(report));
     return 0;
   } catch (error) {
     console.error(`mcp_ts_client: ${error instanceof CheckFailed ? "check failed" : "error"}: ${error?.stack ?? error}`);
+    console.error(`partial report: ${JSON.stringify(report)}`);
     return 1;
   }
 }

@@ -10,7 +10,7 @@
 //!   written to the real `evidence-wire serve` binary: the answer must be
 //!   the one Content-Length frame Decision Gate can read (`content[0]` a
 //!   `json` item holding an EvidenceResult). The sans-IO replay of the same
-//!   bytes lives in `core/tests/server_transcripts.rs`; this is end to end.
+//!   bytes lives in `core/tests/it/server_transcripts.rs`; this is end to end.
 //!
 //! Needs only `python3` (standard library), so these tests never skip.
 

@@ -21,8 +21,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue};
-use evidence_wire::server::{Server, ServerConfig, ToolDefinition, ToolFailure};
+use evidence_wire::server::{ServerConfig, ToolDefinition, ToolFailure};
 use evidence_wire_blocking::log::{LogSettings, ValidationLog};
+use evidence_wire_provider::{Answer, Handler, Service};
 use serde_json::{Map, Value, json};
 
 const GOLDEN: &str = concat!(
@@ -64,19 +65,14 @@ fn answer() -> EvidenceResult {
     EvidenceResult::with_value(EvidenceValue::Json(value))
 }
 
-impl evidence_wire_blocking::Handler for Golden {
-    fn evidence_query(&self, _query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
-        answer()
-    }
-}
-
-impl evidence_wire_tokio::Handler for Golden {
-    async fn evidence_query(
+/// One handler for both transports (the SDK's vocabulary).
+impl Handler for Golden {
+    fn evidence_query(
         &self,
         _query: EvidenceQuery,
         _context: EvidenceContext,
-    ) -> EvidenceResult {
-        answer()
+    ) -> Answer<EvidenceResult> {
+        Answer::Ready(answer())
     }
 }
 
@@ -101,8 +97,8 @@ fn golden_config() -> ServerConfig {
     config
 }
 
-fn new_server() -> Server {
-    Server::new(golden_config())
+fn new_service() -> Service {
+    Service::new(golden_config(), Golden)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -140,8 +136,7 @@ fn run_stdio(messages: &[&str], log: &ValidationLog) -> Vec<u8> {
     }
     let output = Output::default();
     evidence_wire_blocking::serve_with_log(
-        new_server(),
-        Golden,
+        new_service(),
         2,
         Cursor::new(input),
         output.clone(),
@@ -171,15 +166,9 @@ fn run_http(messages: &[&str], log: &ValidationLog) -> Vec<u16> {
             address_tx
                 .send(listener.local_addr().expect("local address"))
                 .expect("report the address");
-            evidence_wire_tokio::serve_http(
-                listener,
-                golden_config(),
-                Golden,
-                config,
-                async move {
-                    let _ = stop_rx.await;
-                },
-            )
+            evidence_wire_tokio::serve_http(listener, new_service(), config, async move {
+                let _ = stop_rx.await;
+            })
             .await
             .expect("the HTTP server runs");
         });

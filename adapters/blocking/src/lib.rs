@@ -4,11 +4,12 @@
 //! `std` I/O: threads, `std::process` and `std::sync::mpsc`.
 //!
 //! - [`serve`] / [`serve_stdio`]: a provider server on any reader/writer
-//!   pair (stdin/stdout), answering queries concurrently on a small worker
-//!   pool and exiting cleanly on end of input after flushing every answer.
-//!   One io thread reads, feeds the state machine and writes; queries the
-//!   [`Handler`] marks as quick ([`Handler::answer_inline`]) are answered on
-//!   that thread without any hand-off, the others on a worker, which writes
+//!   pair (stdin/stdout) serving a [`Provider`] or a [`Service`] (the SDK's
+//!   [`Handler`] vocabulary), answering queries concurrently on a small
+//!   worker pool and exiting cleanly on end of input after flushing every
+//!   answer. One io thread reads, feeds the state machine and writes;
+//!   ready answers ([`Answer::Ready`], an inline check) are given on that
+//!   thread without any hand-off, the others on a worker, which writes
 //!   its answer itself; the calling thread only waits for the end (or a
 //!   failed write, which returns at once even if input never ends). Input
 //!   is read 64 KiB at a time and reading pauses while
@@ -32,8 +33,8 @@ mod process;
 mod server;
 
 pub use evidence_wire_log as log;
-pub use process::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
-pub use server::{
-    Handler, MAX_OUTSTANDING_JOBS, ServeError, serve, serve_stdio, serve_stdio_with_log,
-    serve_with_log,
-};
+pub use evidence_wire_provider as provider;
+pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
+pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
+pub use process::ProcessProvider;
+pub use server::{MAX_OUTSTANDING_JOBS, serve, serve_stdio, serve_stdio_with_log, serve_with_log};

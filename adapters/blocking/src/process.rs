@@ -11,9 +11,10 @@
 //! happens, calls the sink from a thread of its own, and drops (and counts)
 //! what it cannot pass on, so a stderr nobody reads never stalls a query or
 //! its timeout. This file is plumbing only: it
-//! spawns and kills the child, moves bytes, sleeps until the core's next
-//! deadline and maps outcomes to [`ProviderError`]; the restart policy lives
-//! in the core.
+//! spawns and kills the child, moves bytes and sleeps until the core's next
+//! deadline; the restart policy lives in the core, the settings, errors and
+//! the mapping of the supervisor's actions in
+//! [`evidence_wire_provider::caller`].
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout without answering anything
@@ -35,136 +36,26 @@
 //!
 //! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::MAX_SKIPPED_LOGGED
 
-use std::io::{self, BufRead, BufReader, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::supervisor::{Action, Failure, RestartPolicy, Supervisor as CoreSupervisor};
-use evidence_wire_log::relay::{RelayLimits, StderrRelay};
+use evidence_wire_log::relay::StderrRelay;
+use evidence_wire_provider::caller::{
+    MAX_STDERR_LINE, ProcessConfig, ProcessCore, ProviderError, SpawnError, Step,
+};
+
+#[cfg(doc)]
+use evidence_wire::client::ClientConfig;
 
 /// Bytes read from the child's stdout at once.
 const READ_CHUNK: usize = 64 * 1024;
-/// Longest piece of a stderr line read at once (longer lines are split).
-const MAX_STDERR_LINE: usize = 64 * 1024;
 /// Output chunks read from the child but not yet decoded, at most.
 pub const OUTPUT_QUEUE: usize = 16;
-
-/// Where the child's stderr lines and the supervisor's notes go.
-pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// How to run a provider process.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ProcessConfig {
-    /// The program and its arguments (no shell).
-    pub command: Vec<String>,
-    /// The protocol settings (framing, timeouts, trust, handshake).
-    pub client: ClientConfig,
-    /// First restart delay; doubles after each consecutive failure.
-    pub restart_backoff_initial: Duration,
-    /// Largest restart delay.
-    pub restart_backoff_max: Duration,
-    /// Where stderr lines of the child go (default: this process's stderr,
-    /// prefixed with the program name). Called from the relay's own
-    /// thread; it may block without blocking anything else.
-    pub log: LogSink,
-    /// How much of the child's stderr is relayed to `log`.
-    pub stderr_limits: RelayLimits,
-}
-
-impl ProcessConfig {
-    /// Run `command` with default settings.
-    pub fn new(command: Vec<String>) -> Self {
-        let name = command.first().cloned().unwrap_or_default();
-        ProcessConfig {
-            command,
-            client: ClientConfig::default(),
-            restart_backoff_initial: Duration::from_millis(50),
-            restart_backoff_max: Duration::from_secs(5),
-            log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
-            stderr_limits: RelayLimits::default(),
-        }
-    }
-
-    /// The same settings with `limits` on the relayed stderr.
-    pub fn with_stderr_limits(mut self, limits: RelayLimits) -> Self {
-        self.stderr_limits = limits;
-        self
-    }
-
-    /// The same settings with `client`.
-    pub fn with_client(mut self, client: ClientConfig) -> Self {
-        self.client = client;
-        self
-    }
-
-    /// The same settings with `log`.
-    pub fn with_log(mut self, log: LogSink) -> Self {
-        self.log = log;
-        self
-    }
-
-    /// The same settings with restart delays from `initial` doubling up to `max`.
-    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.restart_backoff_initial = initial;
-        self.restart_backoff_max = max;
-        self
-    }
-}
-
-impl std::fmt::Debug for ProcessConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessConfig")
-            .field("command", &self.command)
-            .field("client", &self.client)
-            .field("restart_backoff_initial", &self.restart_backoff_initial)
-            .field("restart_backoff_max", &self.restart_backoff_max)
-            .field("stderr_limits", &self.stderr_limits)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why a query through a [`ProcessProvider`] failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProviderError {
-    /// The query failed (provider error, bad answer, verification, timeout,
-    /// lost connection).
-    #[error(transparent)]
-    Query(QueryError),
-    /// The child could not be started.
-    #[error("cannot start provider {command:?}: {source}")]
-    Spawn {
-        /// The command.
-        command: Vec<String>,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The provider client was shut down.
-    #[error("the provider client has shut down")]
-    ShutDown,
-}
-
-impl ProviderError {
-    /// The failure as an EvidenceResult carrying an error.
-    pub fn to_evidence_result(&self) -> evidence_wire::evidence::EvidenceResult {
-        match self {
-            ProviderError::Query(error) => error.to_evidence_result(),
-            other => evidence_wire::evidence::EvidenceResult::with_error(
-                evidence_wire::evidence::EvidenceError::new(
-                    "provider_unavailable",
-                    other.to_string(),
-                ),
-            ),
-        }
-    }
-}
 
 type Reply = Sender<Result<VerifiedEvidence, ProviderError>>;
 
@@ -197,7 +88,7 @@ impl ProcessProvider {
     pub fn spawn(config: ProcessConfig) -> Result<Self, ProviderError> {
         let (commands, receiver) = mpsc::channel();
         let command = config.command.clone();
-        let mut supervisor = Supervisor::new(config, commands.clone());
+        let mut supervisor = Supervisor::new(&config, commands.clone());
         supervisor.start_first_child()?;
         thread::Builder::new()
             .name("evidence-wire-provider".into())
@@ -232,33 +123,25 @@ struct Running {
     output_credit: Receiver<()>,
 }
 
-/// The plumbing around the core [`CoreSupervisor`] (which decides about
-/// deferred queries, timeouts, restarts and backoff): the child process,
-/// its pump threads, the clock, and the reply channels.
+/// The plumbing around the core supervisor (which decides about deferred
+/// queries, timeouts, restarts and backoff): the child process, its pump
+/// threads, the clock, and the reply channels.
 struct Supervisor {
-    config: ProcessConfig,
-    core: CoreSupervisor<Reply>,
+    core: ProcessCore<Reply>,
     commands: Sender<Command_>,
-    /// The child's stderr and the supervisor's notes go through it.
-    relay: StderrRelay,
     running: Option<Running>,
     generation: u64,
     epoch: Instant,
-    /// Why the last spawn failed, for the queries that waited for it.
-    spawn_error: Option<(io::ErrorKind, String)>,
 }
 
 impl Supervisor {
-    fn new(config: ProcessConfig, commands: Sender<Command_>) -> Self {
+    fn new(config: &ProcessConfig, commands: Sender<Command_>) -> Self {
         Supervisor {
-            core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
-            relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
-            config,
+            core: ProcessCore::new(config),
             commands,
             running: None,
             generation: 0,
             epoch: Instant::now(),
-            spawn_error: None,
         }
     }
 
@@ -269,28 +152,21 @@ impl Supervisor {
     /// Start the first child (before the supervisor thread runs).
     fn start_first_child(&mut self) -> Result<(), ProviderError> {
         self.start_child()?;
-        self.core.child_started(self.now());
+        let now = self.now();
+        self.core.child_started(now);
         self.perform();
         Ok(())
     }
 
-    fn start_child(&mut self) -> Result<(), ProviderError> {
-        let Some((program, args)) = self.config.command.split_first() else {
-            return Err(ProviderError::Spawn {
-                command: self.config.command.clone(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "empty command"),
-            });
-        };
+    fn start_child(&mut self) -> Result<(), SpawnError> {
+        let (program, args) = self.core.program()?;
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|source| ProviderError::Spawn {
-                command: self.config.command.clone(),
-                source,
-            })?;
+            .map_err(|error| self.core.spawn_error(&error))?;
         self.generation += 1;
         let generation = self.generation;
         let stdout = child.stdout.take();
@@ -304,7 +180,7 @@ impl Supervisor {
                 .spawn(move || read_loop(stdout, generation, &commands, &credit_tx));
         }
         if let Some(stderr) = stderr {
-            let relay = self.relay.clone();
+            let relay = self.core.relay().clone();
             let _ = thread::Builder::new()
                 .name("evidence-wire-provider-stderr".into())
                 .spawn(move || stderr_loop(stderr, &relay));
@@ -361,7 +237,7 @@ impl Supervisor {
                 }
                 Ok(Command_::OutputEnd(generation)) => {
                     if self.is_current(generation) {
-                        self.core.handle_input(&[], now);
+                        self.core.handle_end_of_input(now);
                     }
                 }
                 Ok(Command_::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
@@ -378,47 +254,19 @@ impl Supervisor {
 
     /// Do what the core supervisor asks, in order.
     fn perform(&mut self) {
-        while let Some(action) = self.core.poll_action() {
-            match action {
-                Action::Spawn => {
+        while let Some(step) = self.core.poll() {
+            match step {
+                Step::Spawn => {
                     self.stop_child();
-                    match self.start_child() {
-                        Ok(()) => {
-                            self.spawn_error = None;
-                            self.core.child_started(self.now());
-                        }
-                        Err(error) => {
-                            if let ProviderError::Spawn { source, .. } = &error {
-                                self.spawn_error = Some((source.kind(), source.to_string()));
-                            }
-                            self.core.spawn_failed(self.now(), &error.to_string());
-                        }
-                    }
+                    let started = self.start_child();
+                    let now = self.now();
+                    self.core.started(now, started);
                 }
-                Action::Kill => self.stop_child(),
-                Action::Answer { payload, outcome } => {
-                    let _ = payload.send(outcome.map_err(|failure| self.provider_error(failure)));
-                }
-                Action::Log(line) => self.relay.note(&line),
-                _ => {}
-            }
-        }
-    }
-
-    fn provider_error(&self, failure: Failure) -> ProviderError {
-        match failure {
-            Failure::Query(error) => ProviderError::Query(error),
-            Failure::Spawn(message) => {
-                let (kind, message) = self
-                    .spawn_error
-                    .clone()
-                    .unwrap_or((io::ErrorKind::Other, message));
-                ProviderError::Spawn {
-                    command: self.config.command.clone(),
-                    source: io::Error::new(kind, message),
+                Step::Kill => self.stop_child(),
+                Step::Answer(reply, outcome) => {
+                    let _ = reply.send(outcome);
                 }
             }
-            _ => ProviderError::ShutDown,
         }
     }
 
@@ -439,15 +287,6 @@ impl Supervisor {
             }
         }
     }
-}
-
-/// The restart backoff of `config` in the core's milliseconds.
-fn restart_policy(config: &ProcessConfig) -> RestartPolicy {
-    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    RestartPolicy::new(
-        millis(config.restart_backoff_initial),
-        millis(config.restart_backoff_max),
-    )
 }
 
 /// Moves the child's stdout to the supervisor in chunks; waits for a
@@ -507,23 +346,6 @@ fn write_loop(mut stdin: ChildStdin, bytes: Receiver<Vec<u8>>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The backoff of a config with these delays.
-    fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
-        let config = ProcessConfig::new(Vec::new()).with_backoff(initial, max);
-        Duration::from_millis(restart_policy(&config).delay_ms(failures))
-    }
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        let initial = Duration::from_millis(10);
-        let max = Duration::from_millis(100);
-        let delays: Vec<u128> = (0..6)
-            .map(|failures| backoff(initial, max, failures).as_millis())
-            .collect();
-        assert_eq!(delays, vec![10, 20, 40, 80, 100, 100]);
-        assert_eq!(backoff(initial, max, u32::MAX), max);
-    }
 
     #[test]
     fn an_empty_command_is_a_spawn_error() {

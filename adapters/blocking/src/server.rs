@@ -10,14 +10,17 @@
 //!   to 64 KiB, then, holding the lock, feeds the bytes to the server,
 //!   drains its events (observers and the validation log are called here,
 //!   in order) and writes and flushes what the server has to send. It never
-//!   holds the lock while blocked in `read`. Queries whose handler hint
-//!   ([`Handler::answer_inline`], [`Handler::answer_tool_inline`]) says they
-//!   are quick are answered right there, outside the lock, and their answers
-//!   written by the io thread: one request at a time costs no thread
-//!   hand-off at all. Every other query goes to the job queue.
-//! - **`workers` worker threads** take jobs from the queue; a worker that
+//!   holds the lock while blocked in `read`. Calls are handed to the
+//!   handler ([`dispatch`]) outside the lock: an [`Answer::Ready`] answer
+//!   (an inline check) is given right there and written by the io thread,
+//!   so one request at a time costs no thread hand-off at all. Every other
+//!   call goes to the job queue.
+//! - **`workers` worker threads** (the blocking pool) take jobs from the
+//!   queue and run them to the end ([`Job::run_blocking`]: blocking work is
+//!   called, async work driven to completion on the worker); a worker that
 //!   finishes one locks the shared state, answers it and writes and flushes
-//!   the output itself (one hand-off per query, none back).
+//!   the output itself (one hand-off per query, none back). A thread cannot
+//!   be aborted: a cancelled call runs on, and the server drops its answer.
 //! - **The calling thread** only waits until the server is finished (end of
 //!   input, every answer written) or a write fails, then returns. Because
 //!   the io thread is detached, a write failure returns promptly even while
@@ -27,8 +30,9 @@
 //!
 //! On end of input the server stops reading, the answers in flight are
 //! written as they come, and [`serve`] returns once the last one is
-//! flushed. A handler that panics gets its query answered with an error
-//! (the panic message goes to stderr through the default hook).
+//! flushed. A handler that panics gets its query answered with an
+//! `internal_error` result (the panic message goes to stderr through the
+//! default hook).
 //!
 //! # Limits
 //!
@@ -49,83 +53,14 @@ use std::panic::{self, AssertUnwindSafe};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread;
 
-use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
-use evidence_wire::server::{Server, ServerEvent, Ticket, ToolFailure};
+use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
-use serde_json::Value;
+use evidence_wire_provider::{
+    Completion, Handler, IntoService, Job, ServeError, Work, complete, dispatch,
+};
 
-/// Answers the queries of a provider.
-///
-/// Queries run on worker threads, or on the thread that reads the input
-/// when the hints [`Handler::answer_inline`] / [`Handler::answer_tool_inline`]
-/// say so.
-pub trait Handler: Send + Sync + 'static {
-    /// Answer one `evidence_query`. Expected failures (a missing file, bad
-    /// params) are results carrying an error, not panics.
-    fn evidence_query(&self, query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult;
-
-    /// Answer a call of a tool registered on the server with
-    /// `Server::register_tool`. The default refuses every call.
-    fn tool_call(&self, name: &str, arguments: Value) -> Result<Value, ToolFailure> {
-        let _ = arguments;
-        Err(ToolFailure::Failed(format!("tool {name:?} has no handler")))
-    }
-
-    /// Called for every event the server reports that is not a query
-    /// (validation outcomes, framing errors, cancellations): the place for
-    /// logs. Called with the server's lock held, in the order of events:
-    /// keep it short. The default ignores them.
-    fn observe(&self, event: &ServerEvent) {
-        let _ = event;
-    }
-
-    /// Hint: true when answering `query` is quick and does no blocking I/O
-    /// (no files, no network, no sleeping, no waiting on locks held long).
-    ///
-    /// Such queries are answered on the thread that reads the input, without
-    /// a hand-off to a worker: the fastest path for one request at a time.
-    /// A slow inline answer delays reading (and so every later request);
-    /// when in doubt, return false. Called for every query before it is
-    /// answered, so it must itself be cheap. The default is false: every
-    /// query runs on a worker.
-    fn answer_inline(&self, query: &EvidenceQuery) -> bool {
-        let _ = query;
-        false
-    }
-
-    /// Hint: true when a call of tool `name` is quick and does no blocking
-    /// I/O; such calls are answered on the reading thread, without a
-    /// hand-off (see [`Handler::answer_inline`] for the trade-off). The
-    /// default is false.
-    fn answer_tool_inline(&self, name: &str) -> bool {
-        let _ = name;
-        false
-    }
-}
-
-/// Why [`serve`] stopped with an error.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServeError {
-    /// Writing answers failed (the peer closed its input).
-    #[error("cannot write to the peer: {0}")]
-    Write(#[source] io::Error),
-    /// Reading input failed.
-    #[error("cannot read from the peer: {0}")]
-    Read(#[source] io::Error),
-    /// The input stream broke beyond repair (a fatal framing error).
-    #[error("input stream broken: {0}")]
-    Fatal(String),
-    /// A server thread could not be started (the system is out of threads
-    /// or memory); nothing was served.
-    #[error("cannot start a server thread: {0}")]
-    Spawn(#[source] io::Error),
-    /// A handler hook called with the server's lock held
-    /// ([`Handler::observe`]) panicked; serving stopped because the
-    /// server's state can no longer be trusted. Fix the hook.
-    #[error("a handler hook panicked, serving stopped: {0}")]
-    HookPanicked(String),
-}
+#[cfg(doc)]
+use evidence_wire_provider::Answer;
 
 /// Queries waiting in the job queue or running on workers, at most, before
 /// the io thread stops reading input (it resumes when the count drops
@@ -138,49 +73,6 @@ const READ_CHUNK: usize = 64 * 1024;
 
 /// Capacity of the output buffer (flushed after every batch of answers).
 const OUTPUT_BUFFER: usize = 64 * 1024;
-
-/// A query to answer.
-enum Job {
-    Evidence(Ticket, EvidenceQuery, EvidenceContext),
-    Tool(Ticket, String, Value),
-}
-
-/// The answer to a [`Job`]. Moved once, from the handler to the server:
-/// boxing the evidence result would cost an allocation per query.
-#[allow(clippy::large_enum_variant)]
-enum Answer {
-    Evidence(Ticket, EvidenceResult),
-    Tool(Ticket, Result<Value, ToolFailure>),
-}
-
-/// Run one job; a handler that panics gets its query answered with an
-/// error instead of leaving it unanswered forever.
-fn run_job<H: Handler>(handler: &H, job: Job) -> Answer {
-    match job {
-        Job::Evidence(ticket, query, context) => {
-            let result = panic::catch_unwind(AssertUnwindSafe(|| {
-                handler.evidence_query(query, context)
-            }))
-            .unwrap_or_else(|_| {
-                EvidenceResult::with_error(EvidenceError::new(
-                    "internal_error",
-                    "the provider's handler panicked while answering this query; see its log",
-                ))
-            });
-            Answer::Evidence(ticket, result)
-        }
-        Job::Tool(ticket, name, arguments) => {
-            let result =
-                panic::catch_unwind(AssertUnwindSafe(|| handler.tool_call(&name, arguments)))
-                    .unwrap_or_else(|_| {
-                        Err(ToolFailure::Failed(format!(
-                            "the handler of tool {name:?} panicked; see the provider's log"
-                        )))
-                    });
-            Answer::Tool(ticket, result)
-        }
-    }
-}
 
 /// What the io thread, the workers and the caller share behind one lock.
 struct State<W: Write> {
@@ -204,23 +96,16 @@ impl<W: Write> State<W> {
         self.write_error.is_some() || self.broken || self.server.is_finished()
     }
 
-    fn answer(&mut self, answer: Answer) {
+    fn answer(&mut self, ticket: Ticket, completion: Completion) {
         // A cancelled or unknown ticket is dropped: nothing to send.
-        match answer {
-            Answer::Evidence(ticket, result) => {
-                let _ = self.server.respond(ticket, result);
-            }
-            Answer::Tool(ticket, result) => {
-                let _ = self.server.respond_tool(ticket, result);
-            }
-        }
+        let _ = complete(&mut self.server, ticket, completion);
     }
 }
 
 /// The job queue and its counters.
 #[derive(Default)]
 struct Jobs {
-    queue: VecDeque<Job>,
+    queue: VecDeque<(Ticket, Job)>,
     /// Jobs queued or running on a worker.
     outstanding: usize,
     /// Workers waiting for a job.
@@ -231,8 +116,8 @@ struct Jobs {
     closed: bool,
 }
 
-struct Shared<H, W: Write> {
-    handler: H,
+struct Shared<W: Write> {
+    handler: Arc<dyn Handler>,
     state: Mutex<State<W>>,
     /// The caller waits here for [`State::is_done`].
     done: Condvar,
@@ -243,7 +128,7 @@ struct Shared<H, W: Write> {
     room: Condvar,
 }
 
-impl<H: Handler, W: Write> Shared<H, W> {
+impl<W: Write> Shared<W> {
     /// The shared state; a lock poisoned by a panicking hook is taken
     /// anyway (the panic is reported through [`State::broken`]).
     fn lock_state(&self) -> MutexGuard<'_, State<W>> {
@@ -254,31 +139,25 @@ impl<H: Handler, W: Write> Shared<H, W> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Drain the server's events (queries into `found`, the rest to the
-    /// observers), then write and flush what it has to send. Wakes the
-    /// caller when serving is over.
-    fn pump(&self, state: &mut State<W>, found: &mut Vec<Job>) {
+    /// Drain the server's events (calls into `found`, the rest to the
+    /// validation log and the handler's observer), then write and flush
+    /// what it has to send. Wakes the caller when serving is over.
+    fn pump(&self, state: &mut State<W>, found: &mut Vec<ServerEvent>) {
         while let Some(event) = state.server.poll_event() {
+            state.log.observe(&event, state.server.framing());
             match event {
-                ServerEvent::EvidenceQuery {
-                    ticket,
-                    query,
-                    context,
-                } => found.push(Job::Evidence(ticket, query, context)),
-                ServerEvent::ToolCall {
-                    ticket,
-                    name,
-                    arguments,
-                } => found.push(Job::Tool(ticket, name, arguments)),
-                ServerEvent::Fatal(error) => {
-                    self.handler.observe(&ServerEvent::Fatal(error.clone()));
-                    state
-                        .failure
-                        .get_or_insert(ServeError::Fatal(error.to_string()));
+                ServerEvent::EvidenceQuery { .. } | ServerEvent::ToolCall { .. } => {
+                    found.push(event);
                 }
                 other => {
-                    state.log.observe(&other, state.server.framing());
-                    self.handler.observe(&other);
+                    // Observed here, under the lock, in the order of events;
+                    // a thread cannot be aborted, so a cancellation is only
+                    // observed.
+                    if let Work::Fatal(error) = dispatch(self.handler.as_ref(), other) {
+                        state
+                            .failure
+                            .get_or_insert(ServeError::Fatal(error.to_string()));
+                    }
                 }
             }
         }
@@ -302,27 +181,19 @@ impl<H: Handler, W: Write> Shared<H, W> {
         }
     }
 
-    /// True when the handler says `job` may run on the current thread; a
-    /// panicking hint counts as false.
-    fn is_inline(&self, job: &Job) -> bool {
-        panic::catch_unwind(AssertUnwindSafe(|| match job {
-            Job::Evidence(_, query, _) => self.handler.answer_inline(query),
-            Job::Tool(_, name, _) => self.handler.answer_tool_inline(name),
-        }))
-        .unwrap_or(false)
-    }
-
-    /// Queue the jobs in `found` that must run on a worker and answer the
-    /// inline ones here, until answering finds no new query.
-    fn settle(&self, found: &mut Vec<Job>) {
-        let mut inline = Vec::new();
+    /// Hand the calls in `found` to the handler (outside the lock), queue
+    /// the jobs that must run on a worker and answer the ready ones here,
+    /// until answering finds no new call.
+    fn settle(&self, found: &mut Vec<ServerEvent>) {
+        let mut ready = Vec::new();
         let mut queued = Vec::new();
         while !found.is_empty() {
-            for job in found.drain(..) {
-                if self.is_inline(&job) {
-                    inline.push(job);
-                } else {
-                    queued.push(job);
+            for event in found.drain(..) {
+                if let Work::Run { ticket, job } = dispatch(self.handler.as_ref(), event) {
+                    match job.into_ready() {
+                        Ok(completion) => ready.push((ticket, completion)),
+                        Err(job) => queued.push((ticket, job)),
+                    }
                 }
             }
             if !queued.is_empty() {
@@ -338,19 +209,15 @@ impl<H: Handler, W: Write> Shared<H, W> {
                     self.work.notify_one();
                 }
             }
-            if inline.is_empty() {
+            if ready.is_empty() {
                 return;
             }
-            let answers: Vec<Answer> = inline
-                .drain(..)
-                .map(|job| run_job(&self.handler, job))
-                .collect();
             let mut state = self.lock_state();
             if state.stopped {
                 return;
             }
-            for answer in answers {
-                state.answer(answer);
+            for (ticket, completion) in ready.drain(..) {
+                state.answer(ticket, completion);
             }
             self.pump(&mut state, found);
         }
@@ -442,12 +309,13 @@ impl<H: Handler, W: Write> Shared<H, W> {
                     jobs = self.work.wait(jobs).unwrap_or_else(PoisonError::into_inner);
                 }
             };
-            let answer = run_job(&self.handler, job);
+            let (ticket, job) = job;
+            let completion = job.run_blocking();
             let mut state = self.lock_state();
             if state.stopped {
                 return;
             }
-            state.answer(answer);
+            state.answer(ticket, completion);
             self.pump(&mut state, &mut found);
             drop(state);
             self.settle(&mut found);
@@ -464,65 +332,54 @@ impl<H: Handler, W: Write> Shared<H, W> {
     }
 }
 
-/// Serve `handler` on stdin/stdout with `workers` worker threads (at least one).
-pub fn serve_stdio<H: Handler>(
-    server: Server,
-    handler: H,
-    workers: usize,
-) -> Result<(), ServeError> {
-    serve(server, handler, workers, io::stdin(), io::stdout())
+/// Serve `service` (a [`evidence_wire_provider::Provider`] or a
+/// [`evidence_wire_provider::Service`]) on stdin/stdout with `workers`
+/// worker threads (at least one).
+pub fn serve_stdio(service: impl IntoService, workers: usize) -> Result<(), ServeError> {
+    serve(service, workers, io::stdin(), io::stdout())
 }
 
-/// Serve `handler` on `input`/`output` until end of input, then flush
+/// Serve `service` on `input`/`output` until end of input, then flush
 /// every answer still in flight and return. See the module docs for the
 /// threads and limits.
-pub fn serve<H, R, W>(
-    server: Server,
-    handler: H,
+pub fn serve<R, W>(
+    service: impl IntoService,
     workers: usize,
     input: R,
     output: W,
 ) -> Result<(), ServeError>
 where
-    H: Handler,
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
-    serve_with_log(
-        server,
-        handler,
-        workers,
-        input,
-        output,
-        &ValidationLog::disabled(),
-    )
+    serve_with_log(service, workers, input, output, &ValidationLog::disabled())
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
-pub fn serve_stdio_with_log<H: Handler>(
-    server: Server,
-    handler: H,
+pub fn serve_stdio_with_log(
+    service: impl IntoService,
     workers: usize,
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
-    serve_with_log(server, handler, workers, io::stdin(), io::stdout(), log)
+    serve_with_log(service, workers, io::stdin(), io::stdout(), log)
 }
 
 /// [`serve`] writing one validation log record per message to `log`
 /// (a failing log never stops the server; see `evidence_wire_log`).
-pub fn serve_with_log<H, R, W>(
-    server: Server,
-    handler: H,
+pub fn serve_with_log<R, W>(
+    service: impl IntoService,
     workers: usize,
     input: R,
     output: W,
     log: &ValidationLog,
 ) -> Result<(), ServeError>
 where
-    H: Handler,
     R: Read + Send + 'static,
     W: Write + Send + 'static,
 {
+    let service = service.into_service()?;
+    let server = service.connection();
+    let handler = Arc::clone(service.handler());
     let shared = Arc::new(Shared {
         handler,
         state: Mutex::new(State {

@@ -13,8 +13,8 @@ use evidence_wire::evidence::{
     EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::frame::{self, Decoder, Framing, Limits};
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_blocking::{Handler, ServeError, serve};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_blocking::{Answer, Handler, ServeError, Service, serve};
 use serde_json::{Value, json};
 
 /// Answers `{"n": n}` after `delay_ms * (8 - n)` ms; panics for `n == 99`.
@@ -23,18 +23,25 @@ struct Echo {
 }
 
 impl Handler for Echo {
-    fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
-        let n = query
-            .params
-            .as_ref()
-            .and_then(|params| params.get("n"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        assert_ne!(n, 99, "the handler panics on purpose for n = 99");
-        std::thread::sleep(Duration::from_millis(
-            self.delay_ms.saturating_mul(8u64.saturating_sub(n)),
-        ));
-        EvidenceResult::with_value(EvidenceValue::json(&json!({"n": n})).unwrap())
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        let delay_ms = self.delay_ms;
+        Answer::blocking(move || {
+            let n = query
+                .params
+                .as_ref()
+                .and_then(|params| params.get("n"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            assert_ne!(n, 99, "the handler panics on purpose for n = 99");
+            std::thread::sleep(Duration::from_millis(
+                delay_ms.saturating_mul(8u64.saturating_sub(n)),
+            ));
+            EvidenceResult::with_value(EvidenceValue::json(&json!({"n": n})).unwrap())
+        })
     }
 }
 
@@ -71,14 +78,8 @@ impl Write for SharedOutput {
 
 fn exchange(input: Vec<u8>, delay_ms: u64, workers: usize) -> (Result<(), ServeError>, Vec<u8>) {
     let output = SharedOutput::default();
-    let server = Server::new(ServerConfig::default());
-    let outcome = serve(
-        server,
-        Echo { delay_ms },
-        workers,
-        Cursor::new(input),
-        output.clone(),
-    );
+    let service = Service::new(ServerConfig::default(), Echo { delay_ms });
+    let outcome = serve(service, workers, Cursor::new(input), output.clone());
     let written = output.0.lock().unwrap().clone();
     (outcome, written)
 }

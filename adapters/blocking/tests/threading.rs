@@ -21,8 +21,8 @@ use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::frame::{self, Decoder, Framing, Limits};
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_blocking::{Handler, MAX_OUTSTANDING_JOBS, ServeError, serve};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_blocking::{Answer, Handler, MAX_OUTSTANDING_JOBS, ServeError, Service, serve};
 use serde_json::{Value, json};
 
 /// Longest a `serve` call may take in these tests.
@@ -66,33 +66,42 @@ impl Probe {
 struct ProbeHandler(Arc<Probe>);
 
 impl Handler for ProbeHandler {
-    fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
-        let params = query.params.clone().unwrap_or(Value::Null);
-        let id = params["id"].as_u64().unwrap_or(0);
-        match query.check_id.as_str() {
-            "slow" => thread::sleep(Duration::from_millis(params["ms"].as_u64().unwrap_or(0))),
-            "gated" => {
-                self.0.gated_started.fetch_add(1, Ordering::SeqCst);
-                if !self.0.wait_gate() {
-                    return EvidenceResult::with_error(EvidenceError::new(
-                        "gate_timeout",
-                        "the test never opened the gate",
-                    ));
-                }
-            }
-            _ => {}
+    /// `quick` is answered where it is read (ready), the rest on a worker.
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        if query.check_id == "quick" {
+            return Answer::ready(probe_answer(&self.0, &query));
         }
-        self.0.answered_on.lock().unwrap().push((
-            id,
-            query.check_id.clone(),
-            thread::current().id(),
-        ));
-        EvidenceResult::with_value(EvidenceValue::json(&json!({"id": id})).unwrap())
+        let probe = Arc::clone(&self.0);
+        Answer::blocking(move || probe_answer(&probe, &query))
     }
+}
 
-    fn answer_inline(&self, query: &EvidenceQuery) -> bool {
-        query.check_id == "quick"
+fn probe_answer(probe: &Probe, query: &EvidenceQuery) -> EvidenceResult {
+    let params = query.params.clone().unwrap_or(Value::Null);
+    let id = params["id"].as_u64().unwrap_or(0);
+    match query.check_id.as_str() {
+        "slow" => thread::sleep(Duration::from_millis(params["ms"].as_u64().unwrap_or(0))),
+        "gated" => {
+            probe.gated_started.fetch_add(1, Ordering::SeqCst);
+            if !probe.wait_gate() {
+                return EvidenceResult::with_error(EvidenceError::new(
+                    "gate_timeout",
+                    "the test never opened the gate",
+                ));
+            }
+        }
+        _ => {}
     }
+    probe
+        .answered_on
+        .lock()
+        .unwrap()
+        .push((id, query.check_id.clone(), thread::current().id()));
+    EvidenceResult::with_value(EvidenceValue::json(&json!({"id": id})).unwrap())
 }
 
 /// One newline-delimited `evidence_query` call with JSON-RPC id `id`.
@@ -184,7 +193,7 @@ where
     let (done_tx, done_rx) = mpsc::channel();
     let handler = ProbeHandler(Arc::clone(probe));
     thread::spawn(move || {
-        let outcome = serve(Server::new(config), handler, workers, input, output);
+        let outcome = serve(Service::new(config, handler), workers, input, output);
         let _ = done_tx.send(outcome);
     });
     done_rx

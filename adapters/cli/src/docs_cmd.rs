@@ -14,10 +14,9 @@ use std::path::Path;
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use evidence_wire::config::{Config, DocsConfig};
-use evidence_wire::docs::{DocsRegistry, DocsSurface, MAX_SECTIONS_CAP};
-use evidence_wire::policy::ToolPolicy;
 use evidence_wire::server::ServerConfig;
+use evidence_wire_config::{Config, DocsConfig};
+use evidence_wire_docs::{DocsRegistry, DocsSurface, MAX_SECTIONS_CAP};
 use serde_json::json;
 
 /// The docs subcommands.
@@ -75,7 +74,10 @@ pub fn main(cmd: DocsCommand, config: Option<&Path>) -> ExitCode {
 /// tool and the docs resources (or none). Warnings about skipped extra
 /// documents go to stderr.
 pub fn prepare_server(config: &Config, server_config: &mut ServerConfig) -> Result<(), String> {
-    let policy = ToolPolicy::from_config(&config.server).map_err(|error| error.to_string())?;
+    let policy = config
+        .server
+        .tool_policy()
+        .map_err(|error| error.to_string())?;
     policy.apply(server_config);
     let surface = load_surface(&config.docs)?;
     surface.install(server_config);

@@ -23,19 +23,19 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use clap::{Parser, Subcommand, ValueEnum};
 use evidence_wire::canonical::{self, Options, Profile};
 use evidence_wire::client::ClientConfig;
-use evidence_wire::config::{Config, ProviderConfig, ProviderType};
 use evidence_wire::contract::ProviderContract;
 use evidence_wire::evidence::{
     self, EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, HashDigest, TriggerTime,
     TrustPolicy,
 };
 use evidence_wire::frame::Framing;
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+use evidence_wire_blocking::{ProcessConfig, ProcessProvider, Service};
+use evidence_wire_config::{Config, ProviderConfig, ProviderType};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, HttpServerConfig};
 use serde_json::Value;
 
-use evidence_wire_bundled::{BundledProvider, BundledSettings};
+use evidence_wire_bundled::{BundledProvider, JsonPool};
+use evidence_wire_config::BundledConfig;
 
 #[derive(Parser)]
 #[command(
@@ -224,7 +224,7 @@ impl From<ProfileArg> for Profile {
 #[derive(clap::Args)]
 struct QueryArgs {
     /// The check to run.
-    #[arg(long)]
+    #[arg(long, long_help = format!("The check to run.\n\n{}", BundledProvider::checks_help()))]
     check: String,
     /// The check's params as JSON.
     #[arg(long)]
@@ -455,8 +455,8 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
         config.providers.len(),
         if config.providers.len() == 1 { "" } else { "s" },
         match config.server.transport {
-            evidence_wire::config::ServerTransport::Stdio => "stdio",
-            evidence_wire::config::ServerTransport::Http => "http",
+            evidence_wire_config::ServerTransport::Stdio => "stdio",
+            evidence_wire_config::ServerTransport::Http => "http",
         },
         if config.docs.enabled { "on" } else { "off" },
     );
@@ -464,8 +464,8 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
 }
 
 /// The bundled provider's settings: `[bundled]`, then the command line.
-fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
-    let mut settings = BundledSettings::from_config(&config.bundled);
+fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledConfig {
+    let mut settings = config.bundled.clone();
     if let Some(root) = &args.root {
         settings.root = root.clone();
     }
@@ -476,36 +476,11 @@ fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledSettings {
         settings.provider_id = provider_id.clone();
     }
     for key in &args.allow_env {
-        if !settings.env_allow.contains(key) {
-            settings.env_allow.push(key.clone());
+        if !settings.env.allow.contains(key) {
+            settings.env.allow.push(key.clone());
         }
     }
-    // As many json_path documents in memory as workers answering.
-    settings.json.max_concurrent = args.workers.clamp(1, 64);
     settings
-}
-
-/// The server state machine's settings from `[server]`.
-fn server_config(config: &Config) -> ServerConfig {
-    use evidence_wire::config::{DialectMode, EnvelopePolicyName};
-    use evidence_wire::envelope::Policy;
-    use evidence_wire::server::{Dialect, DialectChoice};
-    let mut server = ServerConfig::default();
-    server.limits.max_body_bytes = config.server.limits.max_body_bytes;
-    server.limits.max_header_bytes = config.server.limits.max_header_bytes;
-    server.max_in_flight = config.server.limits.max_in_flight;
-    server.policy = match config.server.envelope_policy {
-        EnvelopePolicyName::Mcp => Policy::mcp(),
-        EnvelopePolicyName::Jsonrpc => Policy::jsonrpc(),
-        EnvelopePolicyName::Strict => Policy::strict(),
-    };
-    server.dialect = match config.server.dialect {
-        DialectMode::Auto => DialectChoice::Auto,
-        DialectMode::DecisionGate => DialectChoice::Fixed(Dialect::DecisionGate),
-        DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
-    };
-    server.hash_profile = config.server.hash_profile.choice();
-    server
 }
 
 /// The signer `serve` uses: `--signing-key` (with `--key-id`), else
@@ -516,7 +491,7 @@ fn serve_signer(
 ) -> Result<Option<evidence::EvidenceSigner>, Failure> {
     let signing = match (&args.signing_key, &config.bundled.signing) {
         (Some(key_file), _) => {
-            let mut signing = evidence_wire::config::BundledSigningConfig::new(key_file.clone());
+            let mut signing = evidence_wire_config::BundledSigningConfig::new(key_file.clone());
             signing.key_id = args.key_id.clone();
             signing
         }
@@ -542,24 +517,27 @@ fn serve_signer(
 
 fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     let settings = bundled_settings(config, &args);
-    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
-    let mut server_config = provider.install(server_config(config));
+    // As many json_path documents in memory as workers answering.
+    let documents = JsonPool::new(args.workers.clamp(1, 64));
+    let provider = BundledProvider::with_json_pool(&settings, documents).map_err(Failure::usage)?;
+    let mut server_config = provider.install(config.server.server_config());
     if let Some(profile) = args.hash_profile {
         server_config.hash_profile = profile.choice();
     }
     server_config.signer = serve_signer(&args, config)?;
     docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args.http.or(match config.server.transport {
-        evidence_wire::config::ServerTransport::Http => Some(config.server.bind),
-        evidence_wire::config::ServerTransport::Stdio => None,
+        evidence_wire_config::ServerTransport::Http => Some(config.server.bind),
+        evidence_wire_config::ServerTransport::Stdio => None,
     });
     logging::init_diagnostics();
     let log = logging::open_validation_log(&args, config);
+    // One service (configuration and handler) for either transport.
+    let service = Service::new(server_config, provider);
     if let Some(address) = http {
-        return serve_http(args.workers, address, config, server_config, provider, log);
+        return serve_http(args.workers, address, config, service, log);
     }
-    let server = Server::new(server_config);
-    evidence_wire_blocking::serve_stdio_with_log(server, provider, args.workers, &log)
+    evidence_wire_blocking::serve_stdio_with_log(service, args.workers, &log)
         .map_err(|error| Failure::evidence(error.to_string()))?;
     Ok(0)
 }
@@ -569,11 +547,10 @@ fn serve_http(
     workers: usize,
     address: std::net::SocketAddr,
     config: &Config,
-    server_config: ServerConfig,
-    provider: BundledProvider,
+    service: Service,
     log: evidence_wire_blocking::log::ValidationLog,
 ) -> Result<u8, Failure> {
-    use evidence_wire::config::ServerAuthMode;
+    use evidence_wire_config::ServerAuthMode;
     config
         .server
         .check_exposure(address)
@@ -610,7 +587,7 @@ fn serve_http(
         let shutdown = async {
             let _ = tokio::signal::ctrl_c().await;
         };
-        evidence_wire_tokio::serve_http(listener, server_config, provider, http_config, shutdown)
+        evidence_wire_tokio::serve_http(listener, service, http_config, shutdown)
             .await
             .map_err(|error| Failure::evidence(error.to_string()))
     })?;
@@ -771,7 +748,7 @@ fn target(
         command.push("--root".to_owned());
         command.push(root.to_string_lossy().into_owned());
     }
-    let mut settings = BundledSettings::from_config(&config.bundled);
+    let mut settings = config.bundled.clone();
     if let Some(provider_id) = &args.provider_id {
         settings.provider_id = provider_id.clone();
         // The served contract checks query.provider_id: serve under the same id.
@@ -779,7 +756,7 @@ fn target(
         command.push(provider_id.clone());
     }
     let provider_id = settings.provider_id.clone();
-    let contract = BundledProvider::new(settings)
+    let contract = BundledProvider::new(&settings)
         .map_err(Failure::usage)?
         .contract();
     Ok(Target {
@@ -794,46 +771,15 @@ fn target(
     })
 }
 
-/// The largest `--ca-cert` file read (1 MiB of PEM).
-const MAX_CA_CERT_BYTES: u64 = 1024 * 1024;
-
 /// Reads each `--ca-cert` file (capped before reading) as PEM text.
 fn read_ca_certs(paths: &[PathBuf]) -> Result<Vec<String>, Failure> {
-    let mut pems = Vec::with_capacity(paths.len());
-    for path in paths {
-        let file = std::fs::File::open(path).map_err(|error| {
-            Failure::usage(format!(
-                "--ca-cert {}: cannot open: {error}",
-                path.display()
-            ))
-        })?;
-        let mut bytes = Vec::new();
-        file.take(MAX_CA_CERT_BYTES + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|error| {
-                Failure::usage(format!(
-                    "--ca-cert {}: cannot read: {error}",
-                    path.display()
-                ))
-            })?;
-        if bytes.len() as u64 > MAX_CA_CERT_BYTES {
-            return Err(Failure::usage(format!(
-                "--ca-cert {}: larger than {MAX_CA_CERT_BYTES} bytes; give one PEM certificate file",
-                path.display()
-            )));
-        }
-        let text = String::from_utf8(bytes)
-            .ok()
-            .filter(|text| text.contains("-----BEGIN CERTIFICATE-----"));
-        let Some(text) = text else {
-            return Err(Failure::usage(format!(
-                "--ca-cert {}: holds no PEM certificate (-----BEGIN CERTIFICATE-----); give the CA certificate in PEM form",
-                path.display()
-            )));
-        };
-        pems.push(text);
-    }
-    Ok(pems)
+    paths
+        .iter()
+        .map(|path| {
+            evidence_wire_config::read_ca_cert("--ca-cert", path)
+                .map_err(|error| Failure::usage(error.to_string()))
+        })
+        .collect()
 }
 
 /// `allow_raw = false`: a `kind: bytes` value is refused. Following Decision
@@ -1131,7 +1077,7 @@ fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
     std::fs::File::open(path)
         .and_then(|file| file.take(4097).read_to_end(&mut bytes))
         .map_err(|error| Failure::usage(format!("--key-file {}: {error}", path.display())))?;
-    evidence_wire::config::decode_key_bytes(&bytes).ok_or_else(|| {
+    evidence_wire_config::decode_key_bytes(&bytes).ok_or_else(|| {
         Failure::usage(format!(
             "--key-file {}: not an ed25519 public key (32 raw bytes, 64 hex digits or base64)",
             path.display()
@@ -1222,11 +1168,11 @@ fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
 }
 
 fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
-    let mut settings = BundledSettings::from_config(&config.bundled);
+    let mut settings = config.bundled.clone();
     if let Some(provider_id) = args.provider_id {
         settings.provider_id = provider_id;
     }
-    let provider = BundledProvider::new(settings).map_err(Failure::usage)?;
+    let provider = BundledProvider::new(&settings).map_err(Failure::usage)?;
     match args.check {
         None => {
             println!("{}", provider.server_contract().contract_json());

@@ -17,9 +17,9 @@
 //! record's correlation id so it can be found in the JSONL file. Nothing is
 //! ever written to stdout, which carries the protocol on stdio.
 
-use evidence_wire::config::Config;
 use evidence_wire::log::ValidationRecord;
 use evidence_wire_blocking::log::{LogSettings, ValidationLog};
+use evidence_wire_config::Config;
 use std::sync::Arc;
 use tracing::level_filters::LevelFilter;
 

@@ -71,12 +71,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use evidence_wire::config::LoggingConfig;
 use evidence_wire::frame::Framing;
 use evidence_wire::http::{CONTENT_TYPE_SSE, HttpReply};
 use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport, ValidationRecord};
 pub use evidence_wire::log::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 use evidence_wire::server::{Outcome, ServerEvent};
+use evidence_wire_config::LoggingConfig;
 
 /// The default log directory, relative to the working directory.
 pub const DEFAULT_DIR: &str = "runs/mcp_server/envelope_validation";

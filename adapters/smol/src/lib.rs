@@ -7,9 +7,10 @@
 //! on async-std, and its client futures run on tokio too.
 //!
 //! - [`serve`] / [`serve_stdio`]: a provider server on any reader/writer
-//!   pair (stdin/stdout), running an async [`Handler`]'s futures
-//!   concurrently and exiting cleanly on end of input after flushing every
-//!   answer.
+//!   pair (stdin/stdout) serving a [`Provider`] or a [`Service`] (the SDK's
+//!   [`Handler`] vocabulary): blocking checks on the `blocking` thread
+//!   pool, async ones concurrently inside the serving future, exiting
+//!   cleanly on end of input after flushing every answer.
 //! - [`ProcessProvider`]: a child-process provider client that enforces
 //!   per-request timeouts, forwards the child's stderr to a log callback,
 //!   and restarts the child with bounded exponential backoff when it dies,
@@ -45,5 +46,8 @@ mod process;
 mod server;
 
 pub use evidence_wire_log as log;
-pub use process::{LogSink, ProcessConfig, ProcessProvider, ProviderError};
-pub use server::{Handler, ServeError, serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+pub use evidence_wire_provider as provider;
+pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
+pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
+pub use process::ProcessProvider;
+pub use server::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};

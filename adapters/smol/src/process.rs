@@ -13,7 +13,8 @@
 //! stderr nobody reads); the supervisor's notes take the same way. [`ProcessProvider::query`] is an
 //! ordinary future that only waits on a channel: it runs on smol, async-std,
 //! tokio or any other executor. This file is plumbing only: the restart
-//! policy lives in the core.
+//! policy lives in the core, the settings, errors and the mapping of the
+//! supervisor's actions in [`evidence_wire_provider::caller`].
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout without answering anything
@@ -49,133 +50,21 @@ use async_channel::{Receiver, Sender};
 use async_executor::{LocalExecutor, Task};
 use async_io::Timer;
 use async_process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
-use evidence_wire::client::{ClientConfig, QueryError};
-use evidence_wire::evidence::{
-    EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, VerifiedEvidence,
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::supervisor::Ticket;
+use evidence_wire_log::relay::StderrRelay;
+use evidence_wire_provider::caller::{
+    MAX_STDERR_LINE, ProcessConfig, ProcessCore, ProviderError, SpawnError, Step as Do,
 };
-use evidence_wire::supervisor::{
-    Action, Failure, RestartPolicy, Supervisor as CoreSupervisor, Ticket,
-};
-use evidence_wire_log::relay::{RelayLimits, StderrRelay};
 use futures_lite::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-/// Longest stderr line read in one piece; longer lines are split (and
-/// each piece excerpted by the relay).
-const MAX_LOG_LINE: usize = 64 * 1024;
+#[cfg(doc)]
+use evidence_wire::client::ClientConfig;
+
 /// Bytes read from the child's stdout at once.
 const READ_CHUNK: usize = 64 * 1024;
 /// Output chunks queued between the stdout pump and the supervisor.
 const OUTPUT_QUEUE: usize = 16;
-
-/// Where the child's stderr lines and the supervisor's notes go.
-pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// How to run a provider process.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ProcessConfig {
-    /// The program and its arguments (no shell).
-    pub command: Vec<String>,
-    /// The protocol settings (framing, timeouts, trust, handshake).
-    pub client: ClientConfig,
-    /// First restart delay; doubles after each consecutive failure.
-    pub restart_backoff_initial: Duration,
-    /// Largest restart delay.
-    pub restart_backoff_max: Duration,
-    /// Where stderr lines of the child go (default: this process's stderr,
-    /// prefixed with the program name). Called from the relay's own
-    /// thread; it may block without blocking anything else.
-    pub log: LogSink,
-    /// How much of the child's stderr is relayed to `log`.
-    pub stderr_limits: RelayLimits,
-}
-
-impl ProcessConfig {
-    /// Run `command` with default settings.
-    pub fn new(command: Vec<String>) -> Self {
-        let name = command.first().cloned().unwrap_or_default();
-        ProcessConfig {
-            command,
-            client: ClientConfig::default(),
-            restart_backoff_initial: Duration::from_millis(50),
-            restart_backoff_max: Duration::from_secs(5),
-            log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
-            stderr_limits: RelayLimits::default(),
-        }
-    }
-
-    /// The same settings with `limits` on the relayed stderr.
-    pub fn with_stderr_limits(mut self, limits: RelayLimits) -> Self {
-        self.stderr_limits = limits;
-        self
-    }
-
-    /// The same settings with `client`.
-    pub fn with_client(mut self, client: ClientConfig) -> Self {
-        self.client = client;
-        self
-    }
-
-    /// The same settings with `log`.
-    pub fn with_log(mut self, log: LogSink) -> Self {
-        self.log = log;
-        self
-    }
-
-    /// The same settings with restart delays from `initial` doubling up to `max`.
-    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.restart_backoff_initial = initial;
-        self.restart_backoff_max = max;
-        self
-    }
-}
-
-impl std::fmt::Debug for ProcessConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessConfig")
-            .field("command", &self.command)
-            .field("client", &self.client)
-            .field("restart_backoff_initial", &self.restart_backoff_initial)
-            .field("restart_backoff_max", &self.restart_backoff_max)
-            .field("stderr_limits", &self.stderr_limits)
-            .finish_non_exhaustive()
-    }
-}
-
-/// Why a query through a [`ProcessProvider`] failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ProviderError {
-    /// The query failed (provider error, bad answer, verification, timeout,
-    /// lost connection).
-    #[error(transparent)]
-    Query(QueryError),
-    /// The child could not be started (check the command and its permissions).
-    #[error("cannot start provider {command:?}: {source}")]
-    Spawn {
-        /// The command.
-        command: Vec<String>,
-        /// Why.
-        #[source]
-        source: io::Error,
-    },
-    /// The provider client was shut down.
-    #[error("the provider client has shut down")]
-    ShutDown,
-}
-
-impl ProviderError {
-    /// The failure as an EvidenceResult carrying an error.
-    pub fn to_evidence_result(&self) -> EvidenceResult {
-        match self {
-            ProviderError::Query(error) => error.to_evidence_result(),
-            other => EvidenceResult::with_error(EvidenceError::new(
-                "provider_unavailable",
-                other.to_string(),
-            )),
-        }
-    }
-}
 
 type Reply = Sender<Result<VerifiedEvidence, ProviderError>>;
 
@@ -222,7 +111,7 @@ impl ProcessProvider {
             .name("evidence-wire-provider".into())
             .spawn(move || {
                 let executor = Rc::new(LocalExecutor::new());
-                let mut supervisor = Supervisor::new(config, Rc::clone(&executor));
+                let mut supervisor = Supervisor::new(&config, Rc::clone(&executor));
                 let started = supervisor.start_first_child();
                 let ok = started.is_ok();
                 let _ = started_tx.send(started);
@@ -312,14 +201,11 @@ enum Step {
     Tick,
 }
 
-/// The plumbing around the core [`CoreSupervisor`] (which decides about
-/// deferred queries, timeouts, restarts and backoff): the child process,
-/// its pumps, the clock, and the reply channels.
+/// The plumbing around the core supervisor (which decides about deferred
+/// queries, timeouts, restarts and backoff): the child process, its pumps,
+/// the clock, and the reply channels.
 struct Supervisor {
-    config: ProcessConfig,
-    core: CoreSupervisor<Waiting>,
-    /// The child's stderr and the supervisor's notes go through it.
-    relay: StderrRelay,
+    core: ProcessCore<Waiting>,
     executor: Rc<LocalExecutor<'static>>,
     events_tx: Sender<Event>,
     events: Receiver<Event>,
@@ -328,17 +214,13 @@ struct Supervisor {
     /// The core's ticket of each query not answered yet, by caller token.
     tickets: HashMap<u64, Ticket>,
     epoch: Instant,
-    /// Why the last spawn failed, for the queries that waited for it.
-    spawn_error: Option<(io::ErrorKind, String)>,
 }
 
 impl Supervisor {
-    fn new(config: ProcessConfig, executor: Rc<LocalExecutor<'static>>) -> Self {
+    fn new(config: &ProcessConfig, executor: Rc<LocalExecutor<'static>>) -> Self {
         let (events_tx, events) = async_channel::bounded(OUTPUT_QUEUE);
         Supervisor {
-            core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
-            relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
-            config,
+            core: ProcessCore::new(config),
             executor,
             events_tx,
             events,
@@ -346,7 +228,6 @@ impl Supervisor {
             generation: 0,
             tickets: HashMap::new(),
             epoch: Instant::now(),
-            spawn_error: None,
         }
     }
 
@@ -354,28 +235,17 @@ impl Supervisor {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn spawn_error(&self, source: io::Error) -> ProviderError {
-        ProviderError::Spawn {
-            command: self.config.command.clone(),
-            source,
-        }
-    }
-
     /// Start the first child (before the supervisor runs).
     fn start_first_child(&mut self) -> Result<(), ProviderError> {
         self.start_child()?;
-        self.core.child_started(self.now());
+        let now = self.now();
+        self.core.child_started(now);
         self.perform();
         Ok(())
     }
 
-    fn start_child(&mut self) -> Result<(), ProviderError> {
-        let Some((program, args)) = self.config.command.split_first() else {
-            return Err(self.spawn_error(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "empty command: name the provider program and its arguments",
-            )));
-        };
+    fn start_child(&mut self) -> Result<(), SpawnError> {
+        let (program, args) = self.core.program()?;
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -383,7 +253,7 @@ impl Supervisor {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|source| self.spawn_error(source))?;
+            .map_err(|error| self.core.spawn_error(&error))?;
         self.generation = self.generation.wrapping_add(1);
         let generation = self.generation;
         let mut pumps = Vec::with_capacity(2);
@@ -394,7 +264,7 @@ impl Supervisor {
         if let Some(stderr) = child.stderr.take() {
             // Detached: it outlives a stop of the child, so the last lines a
             // dying child wrote still reach the log; it ends at end of file.
-            let relay = self.relay.clone();
+            let relay = self.core.relay().clone();
             self.executor.spawn(stderr_pump(stderr, relay)).detach();
         }
         let (stdin_tx, stdin_rx) = async_channel::unbounded();
@@ -474,7 +344,7 @@ impl Supervisor {
                 }
                 Step::Event(Event::OutputEnd(generation)) => {
                     if self.is_current(generation) {
-                        self.core.handle_input(&[], now);
+                        self.core.handle_end_of_input(now);
                     }
                 }
                 Step::Closed => {
@@ -491,46 +361,20 @@ impl Supervisor {
 
     /// Do what the core supervisor asks, in order.
     fn perform(&mut self) {
-        while let Some(action) = self.core.poll_action() {
-            match action {
-                Action::Spawn => {
+        while let Some(step) = self.core.poll() {
+            match step {
+                Do::Spawn => {
                     self.stop_child();
-                    match self.start_child() {
-                        Ok(()) => {
-                            self.spawn_error = None;
-                            self.core.child_started(self.now());
-                        }
-                        Err(error) => {
-                            if let ProviderError::Spawn { source, .. } = &error {
-                                self.spawn_error = Some((source.kind(), source.to_string()));
-                            }
-                            self.core.spawn_failed(self.now(), &error.to_string());
-                        }
-                    }
+                    let started = self.start_child();
+                    let now = self.now();
+                    self.core.started(now, started);
                 }
-                Action::Kill => self.stop_child(),
-                Action::Answer { payload, outcome } => {
-                    self.tickets.remove(&payload.token);
-                    let outcome = outcome.map_err(|failure| self.provider_error(failure));
-                    let _ = payload.reply.try_send(outcome);
+                Do::Kill => self.stop_child(),
+                Do::Answer(waiting, outcome) => {
+                    self.tickets.remove(&waiting.token);
+                    let _ = waiting.reply.try_send(outcome);
                 }
-                Action::Log(line) => self.relay.note(&line),
-                _ => {}
             }
-        }
-    }
-
-    fn provider_error(&self, failure: Failure) -> ProviderError {
-        match failure {
-            Failure::Query(error) => ProviderError::Query(error),
-            Failure::Spawn(message) => {
-                let (kind, message) = self
-                    .spawn_error
-                    .clone()
-                    .unwrap_or((io::ErrorKind::Other, message));
-                self.spawn_error(io::Error::new(kind, message))
-            }
-            _ => ProviderError::ShutDown,
         }
     }
 
@@ -553,15 +397,6 @@ impl Supervisor {
     }
 }
 
-/// The restart backoff of `config` in the core's milliseconds.
-fn restart_policy(config: &ProcessConfig) -> RestartPolicy {
-    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    RestartPolicy::new(
-        millis(config.restart_backoff_initial),
-        millis(config.restart_backoff_max),
-    )
-}
-
 async fn stdout_pump(mut stdout: ChildStdout, generation: u64, events: Sender<Event>) {
     let mut buffer = vec![0u8; READ_CHUNK];
     loop {
@@ -581,7 +416,7 @@ async fn stdout_pump(mut stdout: ChildStdout, generation: u64, events: Sender<Ev
 }
 
 /// Drains the child's stderr into the relay, one line (or piece of at most
-/// [`MAX_LOG_LINE`]) at a time, until its end; the relay never blocks, so
+/// [`MAX_STDERR_LINE`]) at a time, until its end; the relay never blocks, so
 /// neither does this pump (nor the executor it runs on).
 async fn stderr_pump(stderr: ChildStderr, relay: StderrRelay) {
     let mut reader = BufReader::new(stderr);
@@ -595,11 +430,11 @@ async fn stderr_pump(stderr: ChildStderr, relay: StderrRelay) {
             Some(index) => (index.saturating_add(1), true),
             None => (available.len(), false),
         };
-        let room = MAX_LOG_LINE.saturating_sub(line.len());
+        let room = MAX_STDERR_LINE.saturating_sub(line.len());
         let piece = take.min(room);
         line.extend_from_slice(available.get(..piece).unwrap_or_default());
         reader.consume(piece);
-        if (ends_line && piece == take) || line.len() >= MAX_LOG_LINE {
+        if (ends_line && piece == take) || line.len() >= MAX_STDERR_LINE {
             relay.line(&line);
             line.clear();
         }
@@ -615,27 +450,5 @@ async fn stdin_pump(mut stdin: ChildStdin, chunks: Receiver<Vec<u8>>) {
         if stdin.write_all(&chunk).await.is_err() || stdin.flush().await.is_err() {
             return;
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The backoff of a config with these delays.
-    fn backoff(initial: Duration, max: Duration, failures: u32) -> Duration {
-        let config = ProcessConfig::new(Vec::new()).with_backoff(initial, max);
-        Duration::from_millis(restart_policy(&config).delay_ms(failures))
-    }
-
-    #[test]
-    fn backoff_doubles_and_is_capped() {
-        let initial = Duration::from_millis(10);
-        let max = Duration::from_millis(100);
-        let delays: Vec<u128> = (0..6)
-            .map(|failures| backoff(initial, max, failures).as_millis())
-            .collect();
-        assert_eq!(delays, vec![10, 20, 40, 80, 100, 100]);
-        assert_eq!(backoff(initial, max, u32::MAX), max);
     }
 }

@@ -1,172 +1,155 @@
 //! The stdio provider server on `futures-io` traits.
 //!
-//! [`serve`] owns the [`Server`] state machine, one reader and one writer.
-//! Handler futures run concurrently inside the serving future itself (no
-//! executor is needed, so it runs on smol, async-std or any other
-//! runtime); how many run at once is bounded by the core's
-//! `ServerConfig::max_in_flight` (more queries are answered `OVERLOADED`).
+//! [`serve`] owns the [`Server`] state machine, one reader and one writer,
+//! and hands every call to the service's handler ([`dispatch`]). Where the
+//! work runs: a ready answer ([`Answer::Ready`], an inline check) is given
+//! where the call was read; blocking work ([`Answer::Blocking`]) runs on
+//! the `blocking` crate's thread pool; async work ([`Answer::Async`]) runs
+//! concurrently inside the serving future itself (no executor is needed,
+//! so it runs on smol, async-std or any other runtime). How many calls run
+//! at once is bounded by the core's `ServerConfig::max_in_flight` (more
+//! queries are answered `OVERLOADED`); a call the peer cancels is dropped
+//! (blocking work that has started runs to its end, unread).
 //!
 //! On end of input the server stops reading, waits for the answers in
 //! flight, writes and flushes them, and returns. A handler that panics
-//! gets its query answered with an error instead of tearing the server
-//! down. Nothing is written to stdout but protocol frames.
-//! [`serve_with_log`] also writes one validation log record per message
-//! (`evidence_wire_log`, the sink the blocking and tokio servers use);
-//! [`serve`] writes none. The log's file writes are small, unbuffered and
-//! made on the serving task, like the blocking adapter's.
+//! gets its query answered with an `internal_error` result instead of
+//! tearing the server down. Nothing is written to stdout but protocol
+//! frames. [`serve_with_log`] also writes one validation log record per
+//! message (`evidence_wire_log`, the sink the blocking and tokio servers
+//! use); [`serve`] writes none. The log's file writes are small, unbuffered
+//! and made on the serving task, like the blocking adapter's.
 
-use std::future::Future;
+use std::collections::HashMap;
 use std::io;
-use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
 
-use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
-use evidence_wire::server::{Server, ServerEvent, Ticket, ToolFailure};
+use evidence_wire::server::Ticket;
+
+#[cfg(doc)]
+use evidence_wire::server::Server;
 use evidence_wire_log::ValidationLog;
+use evidence_wire_provider::{
+    Answer, BoxFuture, Completion, IntoService, Job, ServeError, Work, complete, dispatch,
+};
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_util::FutureExt;
+use futures_util::future::{AbortHandle, abortable};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use serde_json::Value;
 
 /// Bytes read from the peer at once.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Answers the queries of a provider. Its futures run concurrently inside
-/// the serving future.
-pub trait Handler: Send + Sync {
-    /// Answer one `evidence_query`. Expected failures (a missing file, bad
-    /// params) are results carrying an error, not panics.
-    fn evidence_query(
-        &self,
-        query: EvidenceQuery,
-        context: EvidenceContext,
-    ) -> impl Future<Output = EvidenceResult> + Send;
-
-    /// Answer a call of a tool registered on the server with
-    /// `Server::register_tool`. The default refuses every call.
-    fn tool_call(
-        &self,
-        name: &str,
-        arguments: Value,
-    ) -> impl Future<Output = Result<Value, ToolFailure>> + Send {
-        let _ = arguments;
-        let refusal = ToolFailure::Failed(format!("tool {name:?} has no handler"));
-        async move { Err(refusal) }
-    }
-
-    /// Called for every event the server reports that is not a query
-    /// (validation outcomes, framing errors, cancellations): the place for
-    /// logs. The default ignores them.
-    fn observe(&self, event: &ServerEvent) {
-        let _ = event;
-    }
-}
-
-/// Why [`serve`] stopped with an error.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServeError {
-    /// Writing answers failed (the peer closed its input).
-    #[error("cannot write to the peer: {0}")]
-    Write(#[source] io::Error),
-    /// Reading input failed.
-    #[error("cannot read from the peer: {0}")]
-    Read(#[source] io::Error),
-    /// The input stream broke beyond repair (a fatal framing error); the
-    /// answers in flight were still written.
-    #[error("input stream broken: {0}")]
-    Fatal(String),
-}
-
-enum Answer {
-    Evidence(Ticket, Box<EvidenceResult>),
-    Tool(Ticket, Result<Value, ToolFailure>),
-}
-
 enum Step {
     Read(io::Result<usize>),
-    Answer(Option<Answer>),
+    Answer(Option<(Ticket, Completion)>),
 }
 
-type Running<'a> = FuturesUnordered<Pin<Box<dyn Future<Output = Answer> + Send + 'a>>>;
+/// The calls in flight: their futures, polled by the serving future, and
+/// a way to drop each one when the peer cancels it.
+#[derive(Default)]
+struct Calls {
+    running: FuturesUnordered<BoxFuture<(Ticket, Completion)>>,
+    aborts: HashMap<Ticket, AbortHandle>,
+}
 
-/// Serve `handler` on this process's stdin/stdout until end of input.
+impl Calls {
+    /// Start the work of `ticket`: blocking work on the blocking pool,
+    /// async work in the serving future.
+    fn start(&mut self, ticket: Ticket, job: Job) {
+        let kind = job.kind();
+        let work: BoxFuture<Completion> = match job.into_guarded() {
+            Answer::Ready(completion) => Box::pin(std::future::ready(completion)),
+            Answer::Blocking(work) => Box::pin(blocking::unblock(work)),
+            Answer::Async(future) => future,
+        };
+        let (work, abort) = abortable(work);
+        self.aborts.insert(ticket, abort);
+        self.running.push(Box::pin(async move {
+            let completion = work.await.unwrap_or_else(|_| Completion::cancelled(kind));
+            (ticket, completion)
+        }));
+    }
+
+    fn cancel(&mut self, ticket: Ticket) {
+        if let Some(abort) = self.aborts.remove(&ticket) {
+            abort.abort();
+        }
+    }
+
+    async fn next(&mut self) -> Option<(Ticket, Completion)> {
+        let (ticket, completion) = self.running.next().await?;
+        self.aborts.remove(&ticket);
+        Some((ticket, completion))
+    }
+}
+
+/// Serve `service` (a [`evidence_wire_provider::Provider`] or a
+/// [`evidence_wire_provider::Service`]) on this process's stdin/stdout
+/// until end of input.
 ///
 /// Stdin and stdout are blocking handles moved to a helper thread pool
 /// (`blocking::Unblock`), so this works on any runtime.
-pub async fn serve_stdio<H: Handler>(server: Server, handler: H) -> Result<(), ServeError> {
+pub async fn serve_stdio(service: impl IntoService) -> Result<(), ServeError> {
     let input = blocking::Unblock::new(io::stdin());
     let output = blocking::Unblock::new(io::stdout());
-    serve(server, handler, input, output).await
+    serve(service, input, output).await
 }
 
-/// Serve `handler` on `input`/`output` until end of input, then write and
+/// Serve `service` on `input`/`output` until end of input, then write and
 /// flush every answer still in flight and return.
-pub async fn serve<H, R, W>(
-    server: Server,
-    handler: H,
-    input: R,
-    output: W,
-) -> Result<(), ServeError>
+pub async fn serve<R, W>(service: impl IntoService, input: R, output: W) -> Result<(), ServeError>
 where
-    H: Handler,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    serve_with_log(server, handler, input, output, &ValidationLog::disabled()).await
+    serve_with_log(service, input, output, &ValidationLog::disabled()).await
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
-pub async fn serve_stdio_with_log<H: Handler>(
-    server: Server,
-    handler: H,
+pub async fn serve_stdio_with_log(
+    service: impl IntoService,
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
     let input = blocking::Unblock::new(io::stdin());
     let output = blocking::Unblock::new(io::stdout());
-    serve_with_log(server, handler, input, output, log).await
+    serve_with_log(service, input, output, log).await
 }
 
 /// [`serve`] writing one validation log record per message to `log` (a
 /// failing log never stops the server; see `evidence_wire_log`).
-pub async fn serve_with_log<H, R, W>(
-    mut server: Server,
-    handler: H,
+pub async fn serve_with_log<R, W>(
+    service: impl IntoService,
     mut input: R,
     mut output: W,
     log: &ValidationLog,
 ) -> Result<(), ServeError>
 where
-    H: Handler,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let service = service.into_service()?;
+    let mut server = service.connection();
+    let handler = service.handler().as_ref();
     let mut log = log.stdio();
-    let handler = &handler;
-    let mut running: Running<'_> = FuturesUnordered::new();
+    let mut calls = Calls::default();
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut failure = None;
     loop {
         while let Some(event) = server.poll_event() {
-            match event {
-                ServerEvent::EvidenceQuery {
-                    ticket,
-                    query,
-                    context,
-                } => running.push(Box::pin(evidence_task(handler, ticket, query, context))),
-                ServerEvent::ToolCall {
-                    ticket,
-                    name,
-                    arguments,
-                } => running.push(Box::pin(tool_task(handler, ticket, name, arguments))),
-                ServerEvent::Fatal(error) => {
+            log.observe(&event, server.framing());
+            match dispatch(handler, event) {
+                Work::Run { ticket, job } => match job.into_ready() {
+                    // A cancelled ticket is refused: nothing is sent, by design.
+                    Ok(completion) => {
+                        let _ = complete(&mut server, ticket, completion);
+                    }
+                    Err(job) => calls.start(ticket, job),
+                },
+                Work::Cancel { ticket } => calls.cancel(ticket),
+                Work::Fatal(error) => {
                     failure.get_or_insert(ServeError::Fatal(error.to_string()));
-                    handler.observe(&ServerEvent::Fatal(error));
                 }
-                other => {
-                    log.observe(&other, server.framing());
-                    handler.observe(&other);
-                }
+                _ => {}
             }
         }
         let mut wrote = false;
@@ -181,14 +164,14 @@ where
             break;
         }
         let reading = !server.is_input_closed();
-        let step = match (reading, running.is_empty()) {
+        let step = match (reading, calls.running.is_empty()) {
             // Input closed and nothing runs: nothing can produce an answer.
             (false, true) => break,
-            (false, false) => Step::Answer(running.next().await),
+            (false, false) => Step::Answer(calls.next().await),
             (true, true) => Step::Read(input.read(&mut buffer).await),
             // Answers first: a peer that keeps writing cannot starve them.
             (true, false) => {
-                futures_lite::future::or(running.next().map(Step::Answer), async {
+                futures_lite::future::or(calls.next().map(Step::Answer), async {
                     Step::Read(input.read(&mut buffer).await)
                 })
                 .await
@@ -205,12 +188,9 @@ where
                 server.handle_end_of_input();
                 failure.get_or_insert(ServeError::Read(error));
             }
-            Step::Answer(Some(Answer::Evidence(ticket, result))) => {
+            Step::Answer(Some((ticket, completion))) => {
                 // A cancelled ticket is refused: nothing is sent, by design.
-                let _ = server.respond(ticket, *result);
-            }
-            Step::Answer(Some(Answer::Tool(ticket, result))) => {
-                let _ = server.respond_tool(ticket, result);
+                let _ = complete(&mut server, ticket, completion);
             }
             Step::Answer(None) => {}
         }
@@ -220,39 +200,4 @@ where
         Some(error) => Err(error),
         None => Ok(()),
     }
-}
-
-async fn evidence_task<H: Handler>(
-    handler: &H,
-    ticket: Ticket,
-    query: EvidenceQuery,
-    context: EvidenceContext,
-) -> Answer {
-    let result = AssertUnwindSafe(handler.evidence_query(query, context))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|_| {
-            EvidenceResult::with_error(EvidenceError::new(
-                "internal_error",
-                "the provider's handler panicked while answering this query; see its log",
-            ))
-        });
-    Answer::Evidence(ticket, Box::new(result))
-}
-
-async fn tool_task<H: Handler>(
-    handler: &H,
-    ticket: Ticket,
-    name: String,
-    arguments: Value,
-) -> Answer {
-    let result = AssertUnwindSafe(handler.tool_call(&name, arguments))
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|_| {
-            Err(ToolFailure::Failed(format!(
-                "the handler of tool {name:?} panicked; see the provider's log"
-            )))
-        });
-    Answer::Tool(ticket, result)
 }

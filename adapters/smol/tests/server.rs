@@ -12,8 +12,8 @@ use evidence_wire::evidence::{
     EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::frame::{self, Decoder, Framing, Limits};
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_smol::{Handler, ServeError, serve};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_smol::{Answer, Handler, ServeError, Service, serve};
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 use serde_json::{Value, json};
 
@@ -23,21 +23,24 @@ struct Echo {
 }
 
 impl Handler for Echo {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
-    ) -> EvidenceResult {
-        let n = query
-            .params
-            .as_ref()
-            .and_then(|params| params.get("n"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        assert_ne!(n, 99, "the handler panics on purpose for n = 99");
-        let wait = self.delay_ms.saturating_mul(8u64.saturating_sub(n));
-        async_io::Timer::after(Duration::from_millis(wait)).await;
-        EvidenceResult::with_value(EvidenceValue::json(&json!({"n": n})).unwrap())
+    ) -> Answer<EvidenceResult> {
+        let delay_ms = self.delay_ms;
+        Answer::future(async move {
+            let n = query
+                .params
+                .as_ref()
+                .and_then(|params| params.get("n"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            assert_ne!(n, 99, "the handler panics on purpose for n = 99");
+            let wait = delay_ms.saturating_mul(8u64.saturating_sub(n));
+            async_io::Timer::after(Duration::from_millis(wait)).await;
+            EvidenceResult::with_value(EvidenceValue::json(&json!({"n": n})).unwrap())
+        })
     }
 }
 
@@ -68,8 +71,8 @@ async fn exchange(input: Vec<u8>, delay_ms: u64) -> (Result<(), ServeError>, Vec
         writer.write_all(&input).await.unwrap();
         writer.close().await.unwrap();
     };
-    let server = Server::new(ServerConfig::default());
-    let serving = serve(server, Echo { delay_ms }, reader, out_writer);
+    let service = Service::new(ServerConfig::default(), Echo { delay_ms });
+    let serving = serve(service, reader, out_writer);
     let collect = async move {
         let mut out_reader = out_reader;
         let mut output = Vec::new();
@@ -183,4 +186,87 @@ fn handler_panic() {
 #[test]
 fn fatal_framing_error() {
     on_both_runtimes(a_fatal_framing_error_stops_reading_but_answers_in_flight);
+}
+
+/// Sets its flag when dropped: the future holding it was dropped.
+struct DropFlag(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// Never answers; records when its future is dropped.
+struct Never(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Handler for Never {
+    fn evidence_query(
+        &self,
+        _query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        let guard = DropFlag(std::sync::Arc::clone(&self.0));
+        Answer::future(async move {
+            let _guard = guard;
+            std::future::pending::<EvidenceResult>().await
+        })
+    }
+}
+
+/// A call the peer cancels has its future dropped at once, while the
+/// input is still open (it used to run until the server returned).
+async fn a_cancelled_call_is_dropped() {
+    let dropped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (reader, mut writer) = piper::pipe(1024);
+    let (out_reader, out_writer) = piper::pipe(64 * 1024);
+    let service = Service::new(
+        ServerConfig::default(),
+        Never(std::sync::Arc::clone(&dropped)),
+    );
+    let serving = serve(service, reader, out_writer);
+    let flag = std::sync::Arc::clone(&dropped);
+    let peer = async move {
+        let mut input = framed(Framing::NewlineDelimited, &request(1, 1));
+        let cancel = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": 1, "reason": "the gate gave up"}
+        });
+        input.extend(framed(
+            Framing::NewlineDelimited,
+            &serde_json::to_vec(&cancel).unwrap(),
+        ));
+        writer.write_all(&input).await.unwrap();
+        // Bounded: at most 5 s for the drop, with the input still open.
+        let mut dropped_in_time = false;
+        for _ in 0..500 {
+            if flag.load(std::sync::atomic::Ordering::SeqCst) {
+                dropped_in_time = true;
+                break;
+            }
+            async_io::Timer::after(Duration::from_millis(10)).await;
+        }
+        writer.close().await.unwrap();
+        dropped_in_time
+    };
+    let collect = async move {
+        let mut out_reader = out_reader;
+        let mut output = Vec::new();
+        out_reader.read_to_end(&mut output).await.unwrap();
+        output
+    };
+    let ((outcome, dropped_in_time), output) =
+        futures_lite::future::zip(futures_lite::future::zip(serving, peer), collect).await;
+    outcome.unwrap();
+    assert!(
+        dropped_in_time,
+        "the cancelled call's future was not dropped while the input was open"
+    );
+    assert_eq!(answers(&output), vec![], "a cancelled call gets no answer");
+}
+
+#[test]
+fn cancelled_call_dropped() {
+    on_both_runtimes(a_cancelled_call_is_dropped);
 }

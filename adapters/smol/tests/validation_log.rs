@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue};
-use evidence_wire::server::{Server, ServerConfig, ToolDefinition, ToolFailure};
+use evidence_wire::server::{ServerConfig, ToolDefinition, ToolFailure};
 use evidence_wire_smol::log::{LogSettings, ValidationLog};
-use evidence_wire_smol::{Handler, serve_with_log};
+use evidence_wire_smol::{Answer, Handler, Service, serve_with_log};
 use futures_lite::io::Cursor;
 use serde_json::{Value, json};
 
@@ -45,17 +45,19 @@ const SCRIPT: &[&str] = &[
 struct Golden;
 
 impl Handler for Golden {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         _query: EvidenceQuery,
         _context: EvidenceContext,
-    ) -> EvidenceResult {
-        let value = serde_json::value::to_raw_value(&json!({"answer": 42})).expect("raw value");
-        EvidenceResult::with_value(EvidenceValue::Json(value))
+    ) -> Answer<EvidenceResult> {
+        Answer::future(async {
+            let value = serde_json::value::to_raw_value(&json!({"answer": 42})).expect("raw value");
+            EvidenceResult::with_value(EvidenceValue::Json(value))
+        })
     }
 
-    async fn tool_call(&self, _name: &str, arguments: Value) -> Result<Value, ToolFailure> {
-        Ok(arguments.get("reply").cloned().unwrap_or(Value::Null))
+    fn tool_call(&self, _name: &str, arguments: Value) -> Answer<Result<Value, ToolFailure>> {
+        Answer::future(async move { Ok(arguments.get("reply").cloned().unwrap_or(Value::Null)) })
     }
 }
 
@@ -70,7 +72,7 @@ fn output_schema() -> Value {
 /// The golden test's server: `evidence_query` plus the inline tool
 /// `broken_echo` whose output never fits its schema; here also the
 /// external tool `strict_answer` (answered by the handler).
-fn new_server() -> Server {
+fn new_service() -> Service {
     let mut config = ServerConfig::default();
     config.add_inline_tool(
         ToolDefinition {
@@ -87,7 +89,7 @@ fn new_server() -> Server {
         input_schema: json!({"type": "object"}),
         output_schema: Some(output_schema()),
     });
-    Server::new(config)
+    Service::new(config, Golden)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -112,7 +114,7 @@ async fn run(messages: &[&str], log: &ValidationLog) -> Vec<Value> {
         input.push(b'\n');
     }
     let mut output = Cursor::new(Vec::new());
-    serve_with_log(new_server(), Golden, Cursor::new(input), &mut output, log)
+    serve_with_log(new_service(), Cursor::new(input), &mut output, log)
         .await
         .expect("the smol server serves the script");
     output

@@ -51,7 +51,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{self, RootCertStore};
 
-use crate::error::ProviderError;
+use evidence_wire_provider::caller::ProviderError;
 
 /// Bytes of a non-2xx body read to explain the failure.
 const ERROR_DETAIL_BYTES: usize = 4096;

@@ -5,7 +5,9 @@
 //! for the `Host` check), the body is read within the [`http::BodyLimit`]
 //! the plan carries (declared length checked before reading, bytes counted
 //! while reading), and the body runs through one [`Exchange`], the same
-//! [`Server`] pipeline stdio uses, with the handler's calls as tokio tasks.
+//! server pipeline stdio uses, with the handler's calls run as stdio runs
+//! them (ready answers at once, blocking work on the blocking pool, async
+//! work as tasks).
 //! Statuses, headers and error bodies all come from [`evidence_wire::http`].
 //!
 //! Connections are kept by an [`http::ConnectionBudget`] (its docs give
@@ -56,8 +58,8 @@ use evidence_wire::http::{
     self, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId, ConnectionLimits,
     Exchange, HeaderField, HttpPolicy, HttpReply, RequestHead, Room,
 };
-use evidence_wire::server::ServerConfig;
 use evidence_wire_log::{HttpCall, ValidationLog};
+use evidence_wire_provider::{IntoService, ServeError, Service, complete, dispatch};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue};
@@ -71,8 +73,10 @@ use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
-use crate::stdio::Handler;
-use crate::tasks::{Completion, Tasks};
+use crate::tasks::Tasks;
+
+#[cfg(doc)]
+use evidence_wire::server::ServerConfig;
 
 /// Everything that shapes the HTTP server besides the JSON-RPC [`ServerConfig`].
 #[derive(Clone)]
@@ -204,6 +208,10 @@ impl std::fmt::Debug for HttpServerConfig {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum HttpServeError {
+    /// The service could not be built (e.g. the provider's contract is
+    /// invalid).
+    #[error(transparent)]
+    Service(#[from] ServeError),
     /// The address is not loopback and no bearer token is configured.
     #[error(transparent)]
     Bind(#[from] BindRefused),
@@ -239,10 +247,9 @@ pub async fn bind_http(
     Ok(socket.listen(LISTEN_BACKLOG)?)
 }
 
-struct Shared<H> {
-    server_config: Arc<ServerConfig>,
+struct Shared {
+    service: Service,
     config: HttpServerConfig,
-    handler: Arc<H>,
     calls: Arc<Semaphore>,
     /// The listener's address: decides which `Host` names are ours.
     local: SocketAddr,
@@ -354,12 +361,12 @@ impl Books {
 
 /// Holds a connection's slot in the books; gives it back when dropped,
 /// however the connection task ends.
-struct Slot<H> {
-    shared: Arc<Shared<H>>,
+struct Slot {
+    shared: Arc<Shared>,
     id: ConnectionId,
 }
 
-impl<H> Drop for Slot<H> {
+impl Drop for Slot {
     fn drop(&mut self) {
         self.shared.connections.close(self.id);
     }
@@ -368,39 +375,39 @@ impl<H> Drop for Slot<H> {
 /// Marks a connection as in a request while alive; when dropped (the
 /// answer handed to hyper, or the request abandoned), the connection waits
 /// for its next head again.
-struct InRequest<H> {
-    shared: Arc<Shared<H>>,
+struct InRequest {
+    shared: Arc<Shared>,
     id: ConnectionId,
 }
 
-impl<H> Drop for InRequest<H> {
+impl Drop for InRequest {
     fn drop(&mut self) {
         self.shared.connections.request_done(self.id);
     }
 }
 
-/// Serve `handler` over HTTP on `listener` until `shutdown` completes.
+/// Serve `service` (a [`evidence_wire_provider::Provider`] or a
+/// [`evidence_wire_provider::Service`]) over HTTP on `listener` until
+/// `shutdown` completes.
 ///
 /// `POST /rpc` and `POST /mcp` run the JSON-RPC pipeline (each request body
-/// through its own connection of `server_config`, which is built once and
-/// shared); `GET /healthz` and `/readyz` are probes.
-pub async fn serve_http<H, F>(
+/// through its own connection of the service's configuration, which is
+/// built once and shared); `GET /healthz` and `/readyz` are probes.
+pub async fn serve_http<F>(
     listener: TcpListener,
-    server_config: impl Into<Arc<ServerConfig>>,
-    handler: H,
+    service: impl IntoService,
     http_config: HttpServerConfig,
     shutdown: F,
 ) -> Result<(), HttpServeError>
 where
-    H: Handler,
     F: Future<Output = ()> + Send,
 {
+    let service = service.into_service()?;
     let local = listener.local_addr()?;
     http::check_bind(local.ip(), http_config.policy.bearer_token.is_some())?;
     let shared = Arc::new(Shared {
         calls: Arc::new(Semaphore::new(http_config.max_concurrent_requests.max(1))),
-        server_config: server_config.into(),
-        handler: Arc::new(handler),
+        service,
         local,
         connections: Connections::new(&http_config),
         config: http_config,
@@ -493,9 +500,9 @@ fn is_transient(error: &io::Error) -> bool {
         .is_some_and(|code| code == 23 || code == 24)
 }
 
-async fn serve_connection<H: Handler>(
+async fn serve_connection(
     stream: TcpStream,
-    slot: Slot<H>,
+    slot: Slot,
     shed: oneshot::Receiver<()>,
     mut stopped: watch::Receiver<bool>,
 ) {
@@ -571,8 +578,8 @@ fn field<'a>(headers: &'a HeaderMap, name: &str) -> HeaderField<'a> {
     HeaderField::from_values(headers.get_all(name).iter().map(HeaderValue::as_bytes))
 }
 
-async fn answer<H: Handler>(
-    shared: &Shared<H>,
+async fn answer(
+    shared: &Shared,
     request: Request<Incoming>,
     mut call: Option<&mut HttpCall>,
 ) -> HttpReply {
@@ -612,15 +619,19 @@ async fn answer<H: Handler>(
         Ok(Err(BodyError::Read(error))) => return http::unreadable_body_reply(&error.to_string()),
         Ok(Ok(body)) => body,
     };
-    let mut exchange = Exchange::start(&shared.server_config, plan, &body);
+    let mut exchange = Exchange::start(shared.service.config(), plan, &body);
     drop(body);
-    let mut tasks = Tasks::new(Arc::clone(&shared.handler));
+    let handler = shared.service.handler().as_ref();
+    // Dropped with the request (a client that disconnects): its tasks are
+    // aborted.
+    let mut tasks = Tasks::new();
     loop {
         while let Some(event) = exchange.poll_event() {
             if let Some(call) = &mut call {
                 call.observe(&event);
             }
-            tasks.offer(event);
+            // One message in, no stream: no fatal framing error here.
+            let _ = tasks.run(dispatch(handler, event), &mut exchange);
         }
         if exchange.is_finished() {
             break;
@@ -629,10 +640,7 @@ async fn answer<H: Handler>(
             break;
         };
         // A cancelled ticket is refused: nothing to send for it.
-        let _ = match completion {
-            Completion::Evidence(result) => exchange.respond(ticket, *result),
-            Completion::Tool(result) => exchange.respond_tool(ticket, result),
-        };
+        let _ = complete(&mut exchange, ticket, completion);
     }
     exchange.into_reply()
 }
@@ -767,12 +775,12 @@ impl AsyncWrite for StallGuard {
 
 /// A reply body that holds its connection's [`InRequest`] mark until hyper
 /// has taken the whole body (or dropped it).
-struct Answer<H> {
+struct Answer {
     body: Full<Bytes>,
-    in_request: Option<InRequest<H>>,
+    in_request: Option<InRequest>,
 }
 
-impl<H> Body for Answer<H> {
+impl Body for Answer {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -797,7 +805,7 @@ impl<H> Body for Answer<H> {
     }
 }
 
-fn to_response<H>(reply: HttpReply, in_request: InRequest<H>) -> Response<Answer<H>> {
+fn to_response(reply: HttpReply, in_request: InRequest) -> Response<Answer> {
     let body = Answer {
         body: Full::new(Bytes::from(reply.body)),
         in_request: Some(in_request),

@@ -3,8 +3,10 @@
 //! Runtime adapter binding the sans-IO [`evidence_wire`] core to tokio I/O.
 //!
 //! - [`serve`] / [`serve_stdio`]: a provider server on any `AsyncRead` /
-//!   `AsyncWrite` pair (stdin/stdout), answering queries concurrently as
-//!   tokio tasks (at most `ServerConfig::max_in_flight`; more are answered
+//!   `AsyncWrite` pair (stdin/stdout) serving a [`Provider`] or a
+//!   [`Service`] (the SDK's [`Handler`] vocabulary), answering queries
+//!   concurrently (blocking checks on tokio's blocking pool, async ones as
+//!   tasks; at most `ServerConfig::max_in_flight`, more are answered
 //!   `OVERLOADED` by the core) and returning on end of input once every
 //!   answer in flight is written and flushed.
 //! - [`ProcessProvider`]: a child-process provider client with per-request
@@ -39,16 +41,17 @@
 
 pub use evidence_wire as core;
 
-mod error;
 mod http_client;
 mod http_server;
 mod process;
 mod stdio;
 mod tasks;
 
-pub use error::ProviderError;
 pub use evidence_wire_log as log;
+pub use evidence_wire_provider as provider;
+pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
+pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
 pub use http_client::{HttpProvider, HttpProviderConfig};
 pub use http_server::{HttpServeError, HttpServerConfig, LISTEN_BACKLOG, bind_http, serve_http};
-pub use process::{LogSink, ProcessConfig, ProcessProvider};
-pub use stdio::{Handler, ServeError, serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+pub use process::ProcessProvider;
+pub use stdio::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};

@@ -14,7 +14,9 @@
 //! own and drops the rest, so neither a flooding child nor a sink that
 //! blocks (a stderr nobody reads) can stall a query, its timeout or a
 //! runtime worker; the supervisor's notes take the same way. This file is
-//! plumbing only: the restart policy lives in the core.
+//! plumbing only: the restart policy lives in the core, the settings,
+//! errors and the mapping of the supervisor's actions in
+//! [`evidence_wire_provider::caller`].
 //!
 //! When the child exits, closes its output, desynchronizes its stream or
 //! leaves a request unanswered past its timeout without answering anything
@@ -43,100 +45,26 @@
 use std::future::pending;
 use std::io;
 use std::process::Stdio;
-use std::sync::Arc;
 use std::time::Duration;
 
-use evidence_wire::client::ClientConfig;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::supervisor::{Action, Failure, RestartPolicy, Supervisor as CoreSupervisor};
-use evidence_wire_log::relay::{RelayLimits, StderrRelay};
+use evidence_wire_log::relay::StderrRelay;
+use evidence_wire_provider::caller::{
+    MAX_STDERR_LINE, ProcessConfig, ProcessCore, ProviderError, SpawnError, Step,
+};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 
-use crate::error::ProviderError;
-
-/// Where the child's stderr lines and the supervisor's notes go.
-pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+#[cfg(doc)]
+use evidence_wire::client::ClientConfig;
 
 /// Longest stderr line read in one piece; longer lines are split (and
 /// each piece excerpted by the relay).
-pub const MAX_LOG_LINE: usize = 64 * 1024;
+pub const MAX_LOG_LINE: usize = MAX_STDERR_LINE;
 
 const READ_CHUNK: usize = 64 * 1024;
-
-/// How to run a provider process.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct ProcessConfig {
-    /// The program and its arguments (no shell).
-    pub command: Vec<String>,
-    /// The protocol settings (framing, timeouts, trust, handshake).
-    pub client: ClientConfig,
-    /// First restart delay; doubles after each consecutive failure.
-    pub restart_backoff_initial: Duration,
-    /// Largest restart delay.
-    pub restart_backoff_max: Duration,
-    /// Where stderr lines of the child go (default: this process's stderr,
-    /// prefixed with the program name). Called from the relay's own
-    /// thread; it may block without blocking anything else.
-    pub log: LogSink,
-    /// How much of the child's stderr is relayed to `log`.
-    pub stderr_limits: RelayLimits,
-}
-
-impl ProcessConfig {
-    /// Run `command` with default settings.
-    pub fn new(command: Vec<String>) -> Self {
-        let name = command.first().cloned().unwrap_or_default();
-        ProcessConfig {
-            command,
-            client: ClientConfig::default(),
-            restart_backoff_initial: Duration::from_millis(50),
-            restart_backoff_max: Duration::from_secs(5),
-            log: Arc::new(move |line: &str| eprintln!("[{name}] {line}")),
-            stderr_limits: RelayLimits::default(),
-        }
-    }
-
-    /// The same settings with `limits` on the relayed stderr.
-    pub fn with_stderr_limits(mut self, limits: RelayLimits) -> Self {
-        self.stderr_limits = limits;
-        self
-    }
-
-    /// The same settings with `client`.
-    pub fn with_client(mut self, client: ClientConfig) -> Self {
-        self.client = client;
-        self
-    }
-
-    /// The same settings with `log`.
-    pub fn with_log(mut self, log: LogSink) -> Self {
-        self.log = log;
-        self
-    }
-
-    /// The same settings with restart delays from `initial` doubling up to `max`.
-    pub fn with_backoff(mut self, initial: Duration, max: Duration) -> Self {
-        self.restart_backoff_initial = initial;
-        self.restart_backoff_max = max.max(initial);
-        self
-    }
-}
-
-impl std::fmt::Debug for ProcessConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ProcessConfig")
-            .field("command", &self.command)
-            .field("client", &self.client)
-            .field("restart_backoff_initial", &self.restart_backoff_initial)
-            .field("restart_backoff_max", &self.restart_backoff_max)
-            .field("stderr_limits", &self.stderr_limits)
-            .finish_non_exhaustive()
-    }
-}
 
 type Reply = oneshot::Sender<Result<VerifiedEvidence, ProviderError>>;
 
@@ -167,7 +95,7 @@ impl ProcessProvider {
                 )),
             })?;
         let (requests, receiver) = mpsc::unbounded_channel();
-        let mut supervisor = Supervisor::new(config, receiver);
+        let mut supervisor = Supervisor::new(&config, receiver);
         let _enter = runtime.enter();
         supervisor.start_first_child()?;
         runtime.spawn(supervisor.run());
@@ -201,21 +129,16 @@ struct Running {
     stdout: Option<ChildStdout>,
 }
 
-/// The plumbing around the core [`CoreSupervisor`] (which decides about
-/// deferred queries, timeouts, restarts and backoff): the child process,
-/// its pipes, the clock, and the reply channels.
+/// The plumbing around the core supervisor (which decides about deferred
+/// queries, timeouts, restarts and backoff): the child process, its pipes,
+/// the clock, and the reply channels.
 struct Supervisor {
-    config: ProcessConfig,
-    core: CoreSupervisor<Reply>,
-    /// The child's stderr and the supervisor's notes go through it.
-    relay: StderrRelay,
+    core: ProcessCore<Reply>,
     requests: mpsc::UnboundedReceiver<Box<Request>>,
     running: Option<Running>,
     outgoing: Vec<u8>,
     written: usize,
     epoch: Instant,
-    /// Why the last spawn failed, for the queries that waited for it.
-    spawn_error: Option<(io::ErrorKind, String)>,
 }
 
 enum Wake {
@@ -226,17 +149,14 @@ enum Wake {
 }
 
 impl Supervisor {
-    fn new(config: ProcessConfig, requests: mpsc::UnboundedReceiver<Box<Request>>) -> Self {
+    fn new(config: &ProcessConfig, requests: mpsc::UnboundedReceiver<Box<Request>>) -> Self {
         Supervisor {
-            core: CoreSupervisor::new(config.client.clone(), restart_policy(&config)),
-            relay: StderrRelay::new(Arc::clone(&config.log), config.stderr_limits),
-            config,
+            core: ProcessCore::new(config),
             requests,
             running: None,
             outgoing: Vec::new(),
             written: 0,
             epoch: Instant::now(),
-            spawn_error: None,
         }
     }
 
@@ -244,28 +164,16 @@ impl Supervisor {
         u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
     }
 
-    fn log(&self, line: &str) {
-        self.relay.note(line);
-    }
-
     /// Start the first child (before the supervisor task runs).
     fn start_first_child(&mut self) -> Result<(), ProviderError> {
         self.start_child()?;
-        self.core.child_started(self.now());
+        let now = self.now();
+        self.core.child_started(now);
         Ok(())
     }
 
-    fn start_child(&mut self) -> Result<(), ProviderError> {
-        let spawn_error = |source| ProviderError::Spawn {
-            command: self.config.command.clone(),
-            source,
-        };
-        let Some((program, args)) = self.config.command.split_first() else {
-            return Err(spawn_error(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "empty command: give the program and its arguments",
-            )));
-        };
+    fn start_child(&mut self) -> Result<(), SpawnError> {
+        let (program, args) = self.core.program()?;
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -273,9 +181,9 @@ impl Supervisor {
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(spawn_error)?;
+            .map_err(|error| self.core.spawn_error(&error))?;
         if let Some(stderr) = child.stderr.take() {
-            tokio::spawn(forward_stderr(stderr, self.relay.clone()));
+            tokio::spawn(forward_stderr(stderr, self.core.relay().clone()));
         }
         self.running = Some(Running {
             stdin: child.stdin.take(),
@@ -337,7 +245,7 @@ impl Supervisor {
                     if let Some(running) = self.running.as_mut() {
                         running.stdout = None;
                     }
-                    self.core.handle_input(&[], now);
+                    self.core.handle_end_of_input(now);
                 }
                 Wake::Read(Ok(count)) => {
                     self.core
@@ -347,8 +255,9 @@ impl Supervisor {
                     if let Some(running) = self.running.as_mut() {
                         running.stdout = None;
                     }
-                    self.log(&format!("cannot read the provider's output: {error}"));
-                    self.core.handle_input(&[], now);
+                    self.core
+                        .note(&format!("cannot read the provider's output: {error}"));
+                    self.core.handle_end_of_input(now);
                 }
                 Wake::Written(Ok(count)) => {
                     self.written = self.written.saturating_add(count).min(self.outgoing.len());
@@ -360,7 +269,8 @@ impl Supervisor {
                 Wake::Written(Err(error)) => {
                     // The child closed its stdin: its end of output (or the
                     // request timeouts) will restart it.
-                    self.log(&format!("cannot write to the provider: {error}"));
+                    self.core
+                        .note(&format!("cannot write to the provider: {error}"));
                     if let Some(running) = self.running.as_mut() {
                         running.stdin = None;
                     }
@@ -375,50 +285,23 @@ impl Supervisor {
 
     /// Do what the core supervisor asks, in order.
     async fn perform(&mut self) {
-        while let Some(action) = self.core.poll_action() {
-            match action {
-                Action::Spawn => {
+        while let Some(step) = self.core.poll() {
+            match step {
+                Step::Spawn => {
                     self.stop_child().await;
-                    match self.start_child() {
-                        Ok(()) => {
-                            self.spawn_error = None;
-                            // Queries whose caller gave up are not sent.
-                            self.core.cancel_deferred_if(|reply| reply.is_closed());
-                            self.core.child_started(self.now());
-                        }
-                        Err(error) => {
-                            if let ProviderError::Spawn { source, .. } = &error {
-                                self.spawn_error = Some((source.kind(), source.to_string()));
-                            }
-                            self.core.spawn_failed(self.now(), &error.to_string());
-                        }
+                    let started = self.start_child();
+                    if started.is_ok() {
+                        // Queries whose caller gave up are not sent.
+                        self.core.cancel_deferred_if(|reply| reply.is_closed());
                     }
+                    let now = self.now();
+                    self.core.started(now, started);
                 }
-                Action::Kill => self.stop_child().await,
-                Action::Answer { payload, outcome } => {
-                    let outcome = outcome.map_err(|failure| self.provider_error(failure));
-                    let _ = payload.send(outcome);
-                }
-                Action::Log(line) => self.log(&line),
-                _ => {}
-            }
-        }
-    }
-
-    fn provider_error(&self, failure: Failure) -> ProviderError {
-        match failure {
-            Failure::Query(error) => ProviderError::Query(error),
-            Failure::Spawn(message) => {
-                let (kind, message) = self
-                    .spawn_error
-                    .clone()
-                    .unwrap_or((io::ErrorKind::Other, message));
-                ProviderError::Spawn {
-                    command: self.config.command.clone(),
-                    source: io::Error::new(kind, message),
+                Step::Kill => self.stop_child().await,
+                Step::Answer(reply, outcome) => {
+                    let _ = reply.send(outcome);
                 }
             }
-            _ => ProviderError::ShutDown,
         }
     }
 
@@ -431,15 +314,6 @@ impl Supervisor {
             self.outgoing.extend_from_slice(&bytes);
         }
     }
-}
-
-/// The restart backoff of `config` in the core's milliseconds.
-fn restart_policy(config: &ProcessConfig) -> RestartPolicy {
-    let millis = |duration: Duration| u64::try_from(duration.as_millis()).unwrap_or(u64::MAX);
-    RestartPolicy::new(
-        millis(config.restart_backoff_initial),
-        millis(config.restart_backoff_max),
-    )
 }
 
 async fn read_some(stdout: Option<&mut ChildStdout>, buffer: &mut [u8]) -> io::Result<usize> {

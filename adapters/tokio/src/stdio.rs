@@ -1,29 +1,33 @@
 //! The stdio provider server on tokio.
 //!
-//! One task owns the [`Server`] state machine: it reads input, spawns one
-//! handler task per query (the core caps them at
-//! `ServerConfig::max_in_flight` and answers the rest `OVERLOADED`), and
-//! writes answers as they finish, in any order. Reading and writing are
-//! multiplexed in one `select!`, so a peer that is slow to read its answers
-//! never stops us from reading; when more than [`MAX_PENDING_OUTPUT`] bytes
-//! wait to be written, reading pauses until the peer catches up.
+//! One task owns the [`Server`] state machine: it reads input, hands every
+//! call to the service's handler ([`dispatch`]) and writes answers as they
+//! finish, in any order. A ready answer (an inline check) is given at
+//! once; blocking work runs on tokio's blocking pool and async work as a
+//! task (the core caps the calls at `ServerConfig::max_in_flight` and
+//! answers the rest `OVERLOADED`); a cancelled call's task is aborted.
+//! Reading and writing are multiplexed in one `select!`, so a peer that is
+//! slow to read its answers never stops us from reading; when more than
+//! [`MAX_PENDING_OUTPUT`] bytes wait to be written, reading pauses until
+//! the peer catches up.
 //!
 //! On end of input (or a fatal framing error) reading stops, every answer in
 //! flight is written and flushed, and [`serve`] returns. Events go to
 //! [`Handler::observe`]; [`serve_with_log`] also writes one validation log
 //! record per message (`evidence_wire_log`), and nothing else is logged here.
 
-use std::future::Future;
 use std::io;
-use std::sync::Arc;
 
-use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
-use evidence_wire::server::{Server, ServerEvent, ToolFailure};
 use evidence_wire_log::ValidationLog;
-use serde_json::Value;
+use evidence_wire_provider::{IntoService, ServeError, complete, dispatch};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::tasks::{Completion, Tasks};
+use crate::tasks::Tasks;
+
+#[cfg(doc)]
+use evidence_wire::server::Server;
+#[cfg(doc)]
+use evidence_wire_provider::Handler;
 
 /// Most answer bytes buffered for a peer that does not read; past it, input
 /// is not read until the peer catches up.
@@ -31,110 +35,51 @@ pub const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
 
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Answers the queries of a provider. Every call runs in its own tokio
-/// task, so many run at once.
-pub trait Handler: Send + Sync + 'static {
-    /// Answer one `evidence_query`. Expected failures (a missing file, bad
-    /// params) are results carrying an error, not panics. (A panic is
-    /// answered as an `internal_error` result.)
-    fn evidence_query(
-        &self,
-        query: EvidenceQuery,
-        context: EvidenceContext,
-    ) -> impl Future<Output = EvidenceResult> + Send;
-
-    /// Answer a call of a tool registered on the server with
-    /// `Server::register_tool`. The default refuses every call.
-    fn tool_call(
-        &self,
-        name: &str,
-        arguments: Value,
-    ) -> impl Future<Output = Result<Value, ToolFailure>> + Send {
-        let _ = arguments;
-        let refusal = ToolFailure::Failed(format!("tool {name:?} has no handler"));
-        async move { Err(refusal) }
-    }
-
-    /// Called for every event the server reports that is not a call
-    /// (validation outcomes, framing errors, cancellations): the place for
-    /// logs (to stderr, never stdout). The default ignores them.
-    fn observe(&self, event: &ServerEvent) {
-        let _ = event;
-    }
-}
-
-/// Why [`serve`] stopped with an error.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum ServeError {
-    /// Writing answers failed (the peer closed its input).
-    #[error("cannot write to the peer: {0}")]
-    Write(#[source] io::Error),
-    /// Reading input failed.
-    #[error("cannot read from the peer: {0}")]
-    Read(#[source] io::Error),
-    /// The input stream broke beyond repair (a fatal framing error); the
-    /// answers in flight were still written.
-    #[error("input stream broken: {0}")]
-    Fatal(String),
-}
-
-/// Serve `handler` on this process's stdin/stdout until stdin ends.
+/// Serve `service` (a [`evidence_wire_provider::Provider`] or a
+/// [`evidence_wire_provider::Service`]) on this process's stdin/stdout
+/// until stdin ends.
 ///
 /// tokio reads stdin on a blocking thread; when this returns before stdin
 /// ends (an error), that thread lingers until the process exits.
-pub async fn serve_stdio<H: Handler>(server: Server, handler: H) -> Result<(), ServeError> {
-    serve(server, handler, tokio::io::stdin(), tokio::io::stdout()).await
+pub async fn serve_stdio(service: impl IntoService) -> Result<(), ServeError> {
+    serve(service, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
-/// Serve `handler` on `input`/`output` until end of input, then write and
+/// Serve `service` on `input`/`output` until end of input, then write and
 /// flush every answer still in flight and return.
-pub async fn serve<H, R, W>(
-    server: Server,
-    handler: H,
-    input: R,
-    output: W,
-) -> Result<(), ServeError>
+pub async fn serve<R, W>(service: impl IntoService, input: R, output: W) -> Result<(), ServeError>
 where
-    H: Handler,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    serve_with_log(server, handler, input, output, &ValidationLog::disabled()).await
+    serve_with_log(service, input, output, &ValidationLog::disabled()).await
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
-pub async fn serve_stdio_with_log<H: Handler>(
-    server: Server,
-    handler: H,
+pub async fn serve_stdio_with_log(
+    service: impl IntoService,
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
-    serve_with_log(
-        server,
-        handler,
-        tokio::io::stdin(),
-        tokio::io::stdout(),
-        log,
-    )
-    .await
+    serve_with_log(service, tokio::io::stdin(), tokio::io::stdout(), log).await
 }
 
 /// [`serve`] writing one validation log record per message to `log` (a
 /// failing log never stops the server; see `evidence_wire_log`).
-pub async fn serve_with_log<H, R, W>(
-    mut server: Server,
-    handler: H,
+pub async fn serve_with_log<R, W>(
+    service: impl IntoService,
     mut input: R,
     mut output: W,
     log: &ValidationLog,
 ) -> Result<(), ServeError>
 where
-    H: Handler,
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    let service = service.into_service()?;
+    let mut server = service.connection();
+    let handler = service.handler().as_ref();
     let mut log = log.stdio();
-    let mut tasks = Tasks::new(Arc::new(handler));
+    let mut tasks = Tasks::new();
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut pending = Vec::new();
     let mut written = 0usize;
@@ -142,11 +87,10 @@ where
     let mut failure = None;
     loop {
         while let Some(event) = server.poll_event() {
-            if let ServerEvent::Fatal(error) = &event {
+            log.observe(&event, server.framing());
+            if let Some(error) = tasks.run(dispatch(handler, event), &mut server) {
                 failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
             }
-            log.observe(&event, server.framing());
-            tasks.offer(event);
         }
         while let Some(bytes) = server.poll_transmit() {
             pending.extend_from_slice(&bytes);
@@ -184,10 +128,7 @@ where
             finished = tasks.next(), if !tasks.is_empty() => {
                 if let Some((ticket, completion)) = finished {
                     // A cancelled or unknown ticket is refused: nothing to send.
-                    let _ = match completion {
-                        Completion::Evidence(result) => server.respond(ticket, *result),
-                        Completion::Tool(result) => server.respond_tool(ticket, result),
-                    };
+                    let _ = complete(&mut server, ticket, completion);
                 }
             }
             read = input.read(&mut buffer), if can_read => {

@@ -1,47 +1,32 @@
 //! Handler calls as tokio tasks, shared by the stdio and HTTP servers.
 //!
-//! [`Tasks::offer`] spawns one task per evidence query or tool call the
-//! core reports, aborts the task of a query the peer cancelled, and hands
-//! every other event back for `observe`. [`Tasks::next`] yields each
-//! finished call exactly once: a handler that panicked still yields an
-//! answer (an error result), so no query is left unanswered. How many tasks
-//! run at once is bounded by the core (`ServerConfig::max_in_flight`).
+//! [`Tasks::run`] does the [`Work`] of one event: a ready answer is given
+//! at once, blocking work goes to tokio's blocking pool
+//! (`spawn_blocking`), async work becomes a task, and the task of a call
+//! the peer cancelled is aborted (blocking work that has started runs to
+//! its end; its answer is dropped). [`Tasks::next`] yields each finished
+//! call exactly once: a handler that panicked still yields an answer (an
+//! `internal_error` result), so no query is left unanswered. How many
+//! tasks run at once is bounded by the core (`ServerConfig::max_in_flight`
+//! for stdio, the call permits for HTTP).
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
-use evidence_wire::evidence::{EvidenceError, EvidenceResult};
-use evidence_wire::server::{ServerEvent, Ticket, ToolFailure};
-use serde_json::Value;
+use evidence_wire::frame::FrameError;
+use evidence_wire::server::Ticket;
+use evidence_wire_provider::{Answer, CallKind, Completion, Job, Respond, Work, complete};
 use tokio::task::{AbortHandle, Id, JoinSet};
 
-use crate::stdio::Handler;
-
-/// What a finished handler call produced.
-pub(crate) enum Completion {
-    /// The answer to an evidence query.
-    Evidence(Box<EvidenceResult>),
-    /// The answer to a tool call.
-    Tool(Result<Value, ToolFailure>),
-}
-
-struct Running {
-    ticket: Ticket,
-    tool: bool,
-}
-
 /// The handler calls in flight for one connection or request.
-pub(crate) struct Tasks<H> {
-    handler: Arc<H>,
+pub(crate) struct Tasks {
     set: JoinSet<Completion>,
-    by_task: HashMap<Id, Running>,
+    by_task: HashMap<Id, (Ticket, CallKind)>,
     by_ticket: HashMap<Ticket, AbortHandle>,
 }
 
-impl<H: Handler> Tasks<H> {
-    pub(crate) fn new(handler: Arc<H>) -> Self {
+impl Tasks {
+    pub(crate) fn new() -> Self {
         Tasks {
-            handler,
             set: JoinSet::new(),
             by_task: HashMap::new(),
             by_ticket: HashMap::new(),
@@ -53,50 +38,43 @@ impl<H: Handler> Tasks<H> {
         self.set.is_empty()
     }
 
-    /// Start the call an event asks for; any other event is observed by
-    /// the handler (a cancellation also aborts its task).
-    pub(crate) fn offer(&mut self, event: ServerEvent) {
-        match event {
-            ServerEvent::EvidenceQuery {
-                ticket,
-                query,
-                context,
-            } => {
-                let handler = Arc::clone(&self.handler);
-                let abort = self.set.spawn(async move {
-                    Completion::Evidence(Box::new(handler.evidence_query(query, context).await))
-                });
-                self.track(ticket, false, abort);
-            }
-            ServerEvent::ToolCall {
-                ticket,
-                name,
-                arguments,
-            } => {
-                let handler = Arc::clone(&self.handler);
-                let abort = self.set.spawn(async move {
-                    Completion::Tool(handler.tool_call(&name, arguments).await)
-                });
-                self.track(ticket, true, abort);
-            }
-            ServerEvent::Cancelled { ticket, reason } => {
+    /// Do the work of one event: answer a ready call on `server` now,
+    /// start the others, abort a cancelled one. A fatal stream error is
+    /// handed back.
+    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Option<FrameError> {
+        match work {
+            Work::Run { ticket, job } => match job.into_ready() {
+                // A cancelled or unknown ticket is refused: nothing to send.
+                Ok(completion) => {
+                    let _ = complete(server, ticket, completion);
+                }
+                Err(job) => self.start(ticket, job),
+            },
+            Work::Cancel { ticket } => {
                 if let Some(abort) = self.by_ticket.remove(&ticket) {
                     abort.abort();
                 }
-                self.handler
-                    .observe(&ServerEvent::Cancelled { ticket, reason });
             }
-            other => self.handler.observe(&other),
+            Work::Fatal(error) => return Some(error),
+            _ => {}
         }
+        None
     }
 
-    fn track(&mut self, ticket: Ticket, tool: bool, abort: AbortHandle) {
-        self.by_task.insert(abort.id(), Running { ticket, tool });
+    fn start(&mut self, ticket: Ticket, job: Job) {
+        let kind = job.kind();
+        let abort = match job.into_guarded() {
+            Answer::Ready(completion) => self.set.spawn(std::future::ready(completion)),
+            Answer::Blocking(work) => self.set.spawn_blocking(work),
+            Answer::Async(future) => self.set.spawn(future),
+        };
+        self.by_task.insert(abort.id(), (ticket, kind));
         self.by_ticket.insert(ticket, abort);
     }
 
     /// The next finished call, or `None` when none is in flight. A call
-    /// that panicked or was aborted yields an error answer.
+    /// that was aborted yields a failure answer (the core drops the answer
+    /// of a cancelled ticket, and forgets the ticket).
     pub(crate) async fn next(&mut self) -> Option<(Ticket, Completion)> {
         loop {
             let joined = self.set.join_next_with_id().await?;
@@ -104,30 +82,12 @@ impl<H: Handler> Tasks<H> {
                 Ok((id, done)) => (id, Ok(done)),
                 Err(error) => (error.id(), Err(error)),
             };
-            let Some(running) = self.by_task.remove(&id) else {
+            let Some((ticket, kind)) = self.by_task.remove(&id) else {
                 continue;
             };
-            self.by_ticket.remove(&running.ticket);
-            let completion = match outcome {
-                Ok(completion) => completion,
-                Err(error) => {
-                    // A cancelled call is answered too: the core drops the
-                    // answer of a cancelled ticket (and forgets the ticket).
-                    let reason = if error.is_cancelled() {
-                        "the call was cancelled"
-                    } else {
-                        "the provider's handler panicked while answering"
-                    };
-                    if running.tool {
-                        Completion::Tool(Err(ToolFailure::Failed(reason.to_owned())))
-                    } else {
-                        Completion::Evidence(Box::new(EvidenceResult::with_error(
-                            EvidenceError::new("internal_error", reason),
-                        )))
-                    }
-                }
-            };
-            return Some((running.ticket, completion));
+            self.by_ticket.remove(&ticket);
+            let completion = outcome.unwrap_or_else(|_| Completion::cancelled(kind));
+            return Some((ticket, completion));
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The `[docs]`, `[server.tools]` and `[server.auth]` toggles over HTTP
 //! (issue 8), with the same configuration files as the stdio side
-//! (`core/tests/docs_server.rs`, `core/tests/policy_tools.rs`): each flag's
+//! (`docs/tests/docs_server.rs`, `docs/tests/policy_tools.rs`): each flag's
 //! effect on `tools/list`, `tools/call` and `resources/*` on `POST /rpc`; a
 //! hidden tool answered byte for byte like an unknown one (body and
 //! status); `FORBIDDEN` from `allowed_tools` only for visible tools. Every
@@ -16,11 +16,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::TestHandler;
-use evidence_wire::config::{Config, ServerAuthMode};
-use evidence_wire::docs::{DocsSurface, SEARCH_TOOL_NAME};
-use evidence_wire::policy::ToolPolicy;
 use evidence_wire::server::{Server, ServerConfig, ToolDefinition};
-use evidence_wire_tokio::{HttpServeError, HttpServerConfig, bind_http, serve_http};
+use evidence_wire_config::{Config, ServerAuthMode};
+use evidence_wire_docs::{DocsSurface, SEARCH_TOOL_NAME};
+use evidence_wire_tokio::{HttpServeError, HttpServerConfig, Service, bind_http, serve_http};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -56,7 +55,9 @@ impl Setup {
     fn new(toml: &str, registered: &[&str]) -> Setup {
         let config = Config::from_toml_str(toml, Path::new(".")).expect("a valid configuration");
         let mut server_config = ServerConfig::default();
-        ToolPolicy::from_config(&config.server)
+        config
+            .server
+            .tool_policy()
             .expect("a valid tool policy")
             .apply(&mut server_config);
         let (docs, warnings) = DocsSurface::from_config(&config.docs).expect("the docs load");
@@ -90,8 +91,7 @@ impl Setup {
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(serve_http(
             listener,
-            self.server_config.clone(),
-            TestHandler,
+            Service::new(self.server_config.clone(), TestHandler),
             config,
             async move {
                 let _ = stopped.await;

@@ -24,8 +24,8 @@ use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
 use evidence_wire_tokio::{
-    Handler, HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError,
-    bind_http, serve_http,
+    Answer, Handler, HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig,
+    ProviderError, Service, bind_http, serve_http,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -313,25 +313,28 @@ impl Drop for Active {
 }
 
 impl Handler for CountingHandler {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
-    ) -> EvidenceResult {
-        self.started.fetch_add(1, Ordering::SeqCst);
-        self.active.fetch_add(1, Ordering::SeqCst);
-        let _active = Active(Arc::clone(&self.active));
-        let params = query.params.clone().unwrap_or(Value::Null);
-        if query.check_id == "slow" {
-            let ms = params.get("ms").and_then(Value::as_u64).unwrap_or(100);
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-        }
-        if query.check_id == "big" {
-            let kib = params.get("kib").and_then(Value::as_u64).unwrap_or(1);
-            let size = usize::try_from(kib).expect("small") * 1024;
-            return json_result(&json!({"blob": "x".repeat(size)}));
-        }
-        json_result(&json!({"params": params}))
+    ) -> Answer<EvidenceResult> {
+        let counts = self.clone();
+        Answer::future(async move {
+            counts.started.fetch_add(1, Ordering::SeqCst);
+            counts.active.fetch_add(1, Ordering::SeqCst);
+            let _active = Active(Arc::clone(&counts.active));
+            let params = query.params.clone().unwrap_or(Value::Null);
+            if query.check_id == "slow" {
+                let ms = params.get("ms").and_then(Value::as_u64).unwrap_or(100);
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            if query.check_id == "big" {
+                let kib = params.get("kib").and_then(Value::as_u64).unwrap_or(1);
+                let size = usize::try_from(kib).expect("small") * 1024;
+                return json_result(&json!({"blob": "x".repeat(size)}));
+            }
+            json_result(&json!({"params": params}))
+        })
     }
 }
 
@@ -361,8 +364,7 @@ async fn start(config: HttpServerConfig, handler: CountingHandler) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(serve_http(
         listener,
-        ServerConfig::default(),
-        handler,
+        Service::new(ServerConfig::default(), handler),
         config,
         async move {
             let _ = stopped.await;

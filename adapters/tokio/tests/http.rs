@@ -13,8 +13,8 @@ use common::{TestHandler, call, context, query};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::server::{Server, ServerConfig};
 use evidence_wire_tokio::{
-    HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, bind_http,
-    serve_http,
+    HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, Service,
+    bind_http, serve_http,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -53,8 +53,7 @@ async fn start(config: HttpServerConfig) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(serve_http(
         listener,
-        ServerConfig::default(),
-        TestHandler,
+        Service::new(ServerConfig::default(), TestHandler),
         config,
         async move {
             let _ = stopped.await;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use common::{TestHandler, call};
 use evidence_wire::server::ServerConfig;
-use evidence_wire_tokio::{HttpServerConfig, bind_http, serve_http};
+use evidence_wire_tokio::{HttpServerConfig, Service, bind_http, serve_http};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -201,8 +201,7 @@ async fn half_open_heads_cannot_lock_out_probes_or_calls() {
     let (stop_server, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(serve_http(
         listener,
-        ServerConfig::default(),
-        TestHandler,
+        Service::new(ServerConfig::default(), TestHandler),
         config,
         async move {
             let _ = stopped.await;

@@ -23,8 +23,8 @@ use std::time::Duration;
 use common::{TestHandler, context, json_result, query};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
 use evidence_wire_tokio::{
-    HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, bind_http,
-    serve_http,
+    HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, Service,
+    bind_http, serve_http,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -60,8 +60,7 @@ async fn start_on(bind: SocketAddr, config: HttpServerConfig) -> Running {
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(serve_http(
         listener,
-        ServerConfig::default(),
-        TestHandler,
+        Service::new(ServerConfig::default(), TestHandler),
         config,
         async move {
             let _ = stopped.await;

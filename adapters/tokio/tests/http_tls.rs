@@ -14,9 +14,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{TestHandler, context, query};
+use common::{context, query, test_answer};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
-use evidence_wire_tokio::{Handler, HttpProvider, HttpProviderConfig, ProviderError};
+use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, ProviderError};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -67,7 +67,7 @@ async fn answer(body: &[u8]) -> Vec<u8> {
             context,
         } = event
         {
-            let result = TestHandler.evidence_query(query, context).await;
+            let result = test_answer(query, context).await;
             server.respond(ticket, result).expect("known ticket");
         }
     }

@@ -25,8 +25,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use common::{call, dg_result, frames, json_result, ndjson};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_tokio::{Handler, HttpServerConfig, bind_http, serve, serve_http};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_tokio::{
+    Answer, Handler, HttpServerConfig, Service, bind_http, serve, serve_http,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper::header::{CONTENT_TYPE, HOST};
@@ -50,16 +52,18 @@ const RUN_LIMIT: Duration = Duration::from_secs(300);
 struct EchoHandler;
 
 impl Handler for EchoHandler {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
-    ) -> EvidenceResult {
-        let params = query.params.unwrap_or(Value::Null);
-        if let Some(ms) = params.get("delay_ms").and_then(Value::as_u64) {
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-        }
-        json_result(&json!({"params": params}))
+    ) -> Answer<EvidenceResult> {
+        Answer::future(async move {
+            let params = query.params.unwrap_or(Value::Null);
+            if let Some(ms) = params.get("delay_ms").and_then(Value::as_u64) {
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+            }
+            json_result(&json!({"params": params}))
+        })
     }
 }
 
@@ -167,8 +171,7 @@ async fn http_server_under_concurrent_clients_loses_nothing() {
     let (stop, stopped) = oneshot::channel::<()>();
     let server = tokio::spawn(serve_http(
         listener,
-        ServerConfig::default(),
-        EchoHandler,
+        Service::new(ServerConfig::default(), EchoHandler),
         config,
         async move {
             let _ = stopped.await;
@@ -220,8 +223,7 @@ async fn stdio_server_answers_pipelined_queries_once_each_out_of_order() {
     let (server_read, server_write) = tokio::io::split(server_side);
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let serving = tokio::spawn(serve(
-        Server::new(server_config),
-        EchoHandler,
+        Service::new(server_config, EchoHandler),
         server_read,
         server_write,
     ));

@@ -7,8 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{TestHandler, call, content_length, dg_result, frames, ndjson};
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_tokio::{ServeError, serve};
+use evidence_wire::server::ServerConfig;
+use evidence_wire_tokio::{ServeError, Service, serve};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -28,8 +28,7 @@ async fn exchange_with(
     let (server_read, server_write) = tokio::io::split(server_side);
     let (mut client_read, mut client_write) = tokio::io::split(client);
     let serving = tokio::spawn(serve(
-        Server::new(ServerConfig::default()),
-        TestHandler,
+        Service::new(ServerConfig::default(), TestHandler),
         server_read,
         server_write,
     ));

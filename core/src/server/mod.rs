@@ -451,15 +451,12 @@ impl Server {
         self.input_closed && self.pending.is_empty() && self.transmits.is_empty()
     }
 
-    /// Feed bytes read from the peer. Empty input means end of stream.
+    /// Feed bytes read from the peer (empty input changes nothing: the
+    /// end of input is [`Server::handle_end_of_input`], the one way to say it).
     ///
     /// Every complete message in the buffer is handled before this returns.
     pub fn handle_input(&mut self, input: &[u8]) {
-        if self.input_closed {
-            return;
-        }
-        if input.is_empty() {
-            self.handle_end_of_input();
+        if self.input_closed || input.is_empty() {
             return;
         }
         self.decoder.push(input);

@@ -30,7 +30,8 @@ use std::sync::OnceLock;
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
-use evidence_wire_bundled::{BundledProvider, BundledSettings};
+use evidence_wire_bundled::BundledConfig;
+use evidence_wire_bundled::BundledProvider;
 use serde_json::{Value, json};
 
 /// The checks the target drives, in the order `selector / 8` picks them.
@@ -81,17 +82,17 @@ fn providers() -> &'static Providers {
     static PROVIDERS: OnceLock<Providers> = OnceLock::new();
     PROVIDERS.get_or_init(|| {
         let root = root();
-        let mut settings = BundledSettings::default();
-        settings.root = root.clone();
-        settings.max_file_bytes = 64 * 1024;
-        settings.json.max_result_bytes = DEFAULT_RESULT_BYTES;
+        let mut config = BundledConfig::default();
+        config.root = root.clone();
+        config.json.max_file_bytes = 64 * 1024;
+        config.json.max_result_bytes = DEFAULT_RESULT_BYTES as u64;
         // Never reached: the target is built without the `http` feature or
         // the hosts are not allowed.
-        settings.http.allow_hosts = vec!["example.invalid".to_owned()];
-        let normal = BundledProvider::new(settings.clone()).expect("provider");
-        settings.json.max_result_bytes = TIGHT_RESULT_BYTES;
-        settings.json.max_result_nodes = 16;
-        let tight = BundledProvider::new(settings).expect("provider");
+        config.http.allow_hosts = vec!["example.invalid".to_owned()];
+        let normal = BundledProvider::new(&config).expect("provider");
+        config.json.max_result_bytes = TIGHT_RESULT_BYTES as u64;
+        config.json.max_result_nodes = 16;
+        let tight = BundledProvider::new(&config).expect("provider");
         Providers { normal, tight }
     })
 }

@@ -1,5 +1,5 @@
 //! The checks of the `canonical` fuzz target, shared with
-//! `core/tests/canonical_fuzz_corpus.rs` (which replays the corpus through
+//! `core/tests/it/fuzz_corpus.rs` (which replays the corpus through
 //! them).
 //!
 //! Differential against `serde_json_canonicalizer` (RFC 8785): whatever one

@@ -1,5 +1,5 @@
 //! The operation interpreter of the `client_ops` fuzz target, shared with
-//! `core/tests/client_fuzz_corpus.rs` (which replays the corpus through it).
+//! `core/tests/it/fuzz_corpus.rs` (which replays the corpus through it).
 //!
 //! Input: one configuration byte (framing, handshake), then operation
 //! bytes. `op % 8`: 0 starts a query; 1 cancels the `op / 8`-th query
@@ -68,7 +68,7 @@ pub fn run(data: &[u8]) {
                     client.handle_input(chunk);
                 }
             }
-            6 => client.handle_input(&[]),
+            6 => client.handle_end_of_input(),
             _ => client.restart(now),
         }
         drain(&mut client, &issued, &mut answered);

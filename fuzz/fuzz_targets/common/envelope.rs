@@ -1,5 +1,5 @@
 //! The checks of the `envelope` fuzz target, shared with
-//! `core/tests/envelope_fuzz_corpus.rs` (which replays the corpus through
+//! `core/tests/it/fuzz_corpus.rs` (which replays the corpus through
 //! them).
 //!
 //! Envelope validation on raw bytes, under four policies (MCP, JSON-RPC with

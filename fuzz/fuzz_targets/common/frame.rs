@@ -1,5 +1,5 @@
 //! The checks of the `frame_decoder` and `frame_chunking` fuzz targets,
-//! shared with `core/tests/frame_fuzz_corpus.rs` (which replays both corpora
+//! shared with `core/tests/it/fuzz_corpus.rs` (which replays both corpora
 //! through them), so the targets and the replay can never drift apart.
 //!
 //! Every input is decoded under the three framing choices (auto-detect,

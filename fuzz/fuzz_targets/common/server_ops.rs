@@ -1,5 +1,5 @@
 //! The operation interpreter of the `server_ops` fuzz target, shared with
-//! `core/tests/server_fuzz_corpus.rs` (which replays the corpus through it).
+//! `core/tests/it/fuzz_corpus.rs` (which replays the corpus through it).
 //!
 //! Input: one configuration byte (framing, dialect, envelope policy), then
 //! operation bytes. `op % 8` in 0..=3 feeds the next `op / 8 + 1` input
@@ -83,7 +83,7 @@ pub fn run(data: &[u8]) {
                 }
             }
             _ => {
-                server.handle_input(&[]);
+                server.handle_end_of_input();
                 ended = true;
             }
         }
@@ -91,7 +91,7 @@ pub fn run(data: &[u8]) {
         check_output(&mut server, configured_framing);
         assert_eq!(server.in_flight(), open.len());
     }
-    server.handle_input(&[]);
+    server.handle_end_of_input();
     drain(&mut server, &mut open, &mut closed, &mut cancelled);
     for ticket in std::mem::take(&mut open) {
         assert_eq!(server.respond(ticket, result(ticket)), Ok(()));

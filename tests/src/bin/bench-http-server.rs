@@ -16,38 +16,43 @@ use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::server::ServerConfig;
-use evidence_wire_tokio::{Handler, HttpServerConfig, bind_http, serve_http};
+use evidence_wire_tokio::{Answer, Handler, HttpServerConfig, Service, bind_http, serve_http};
 use serde_json::Value;
 use tokio::io::AsyncReadExt;
 
 struct TimeNow;
 
+/// Each query is a task of the runtime, as rmcp's async handler is.
 impl Handler for TimeNow {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
-    ) -> EvidenceResult {
-        if query.check_id != "time_now" {
-            return EvidenceResult::with_error(EvidenceError::new(
-                "unsupported_check",
-                format!(
-                    "check {:?} is not served here; use time_now",
-                    query.check_id
-                ),
-            ));
-        }
-        let value = match context.trigger_time {
-            TriggerTime::UnixMillis(millis) => Value::from(millis),
-            TriggerTime::Logical(tick) => Value::from(tick),
-        };
-        match EvidenceValue::json(&value) {
-            Ok(value) => EvidenceResult::with_value(value),
-            Err(error) => EvidenceResult::with_error(EvidenceError::new(
-                "internal_error",
-                format!("cannot encode the value: {error}"),
-            )),
-        }
+    ) -> Answer<EvidenceResult> {
+        Answer::future(async move { time_now(&query, &context) })
+    }
+}
+
+fn time_now(query: &EvidenceQuery, context: &EvidenceContext) -> EvidenceResult {
+    if query.check_id != "time_now" {
+        return EvidenceResult::with_error(EvidenceError::new(
+            "unsupported_check",
+            format!(
+                "check {:?} is not served here; use time_now",
+                query.check_id
+            ),
+        ));
+    }
+    let value = match context.trigger_time {
+        TriggerTime::UnixMillis(millis) => Value::from(millis),
+        TriggerTime::Logical(tick) => Value::from(tick),
+    };
+    match EvidenceValue::json(&value) {
+        Ok(value) => EvidenceResult::with_value(value),
+        Err(error) => EvidenceResult::with_error(EvidenceError::new(
+            "internal_error",
+            format!("cannot encode the value: {error}"),
+        )),
     }
 }
 
@@ -66,8 +71,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         serve_http(
             listener,
-            ServerConfig::default(),
-            TimeNow,
+            Service::new(ServerConfig::default(), TimeNow),
             config,
             stdin_closed,
         )

@@ -70,8 +70,8 @@ use evidence_wire::contract::ProviderContract;
 use evidence_wire::dialect::HashProfile;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue};
 use evidence_wire::frame::{self, Decoder, Limits};
-use evidence_wire::server::{Resource, Server, ServerConfig, ServerContract, ServerEvent};
-use evidence_wire_blocking::Handler;
+use evidence_wire::server::{Resource, ServerConfig, ServerContract, ServerEvent};
+use evidence_wire_blocking::{Answer, Handler, Service};
 use serde_json::{Value, json};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -178,13 +178,14 @@ impl Budget {
     }
 }
 
+#[derive(Clone)]
 struct Misbehaving {
     budget: Arc<Budget>,
     delay: Duration,
     /// Size of the stderr flood.
     bytes: Option<u64>,
     /// How often each query was asked (`nondeterministic`).
-    asked: Mutex<std::collections::HashMap<String, u64>>,
+    asked: Arc<Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 /// Writes `total` bytes of numbered 128-byte lines to stderr (blocking
@@ -207,8 +208,26 @@ fn flood_stderr(total: u64) -> io::Result<()> {
     stderr.flush()
 }
 
+/// Every query is answered on a worker thread (the blocking pool).
 impl Handler for Misbehaving {
-    fn evidence_query(&self, query: EvidenceQuery, _context: EvidenceContext) -> EvidenceResult {
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _context: EvidenceContext,
+    ) -> Answer<EvidenceResult> {
+        let this = self.clone();
+        Answer::blocking(move || this.answer(&query))
+    }
+
+    fn observe(&self, event: &ServerEvent) {
+        if let ServerEvent::Cancelled { ticket, reason } = event {
+            eprintln!("misbehave: {ticket} cancelled: {reason:?}");
+        }
+    }
+}
+
+impl Misbehaving {
+    fn answer(&self, query: &EvidenceQuery) -> EvidenceResult {
         let mode = self.budget.mode;
         if mode == Mode::StderrFlood && self.budget.take() {
             let total = self.bytes.unwrap_or(16 << 20);
@@ -255,12 +274,6 @@ impl Handler for Misbehaving {
             .map(EvidenceResult::with_value)
             .and_then(|result| result.with_computed_hash(Profile::Rfc8785).ok())
             .expect("misbehave: cannot build the answer")
-    }
-
-    fn observe(&self, event: &ServerEvent) {
-        if let ServerEvent::Cancelled { ticket, reason } = event {
-            eprintln!("misbehave: {ticket} cancelled: {reason:?}");
-        }
     }
 }
 
@@ -636,7 +649,7 @@ fn main() {
         budget,
         delay,
         bytes,
-        asked: Mutex::new(std::collections::HashMap::new()),
+        asked: Arc::new(Mutex::new(std::collections::HashMap::new())),
     };
     let mut config = ServerConfig::default();
     if let Some(path) = contract {
@@ -657,15 +670,15 @@ fn main() {
     if mode == Mode::Rfc8785Hash {
         config.hash_profile = HashProfile::Fixed(Profile::Rfc8785);
     }
-    let server = Server::new(config);
+    let service = Service::new(config, handler);
     let served = if mode == Mode::Fragile {
         let input = FragileInput {
             inner: io::stdin(),
             decoder: Decoder::new(Limits::default()),
         };
-        evidence_wire_blocking::serve(server, handler, 4, input, output)
+        evidence_wire_blocking::serve(service, 4, input, output)
     } else {
-        evidence_wire_blocking::serve(server, handler, 4, io::stdin(), output)
+        evidence_wire_blocking::serve(service, 4, io::stdin(), output)
     };
     if let Err(error) = served {
         eprintln!("misbehave: {error}");

@@ -20,38 +20,42 @@ use evidence_wire::canonical::Profile;
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue,
 };
-use evidence_wire::server::{Server, ServerConfig};
-use evidence_wire_smol::Handler;
+use evidence_wire::server::ServerConfig;
+use evidence_wire_smol::{Answer, Handler, Service};
 use serde_json::{Value, json};
 
 struct Echo {
     delay_ms: u64,
 }
 
+/// Every query is async work, run concurrently inside the serving future.
 impl Handler for Echo {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
-    ) -> EvidenceResult {
-        let n = query
-            .params
-            .as_ref()
-            .and_then(|params| params.get("n"))
-            .and_then(Value::as_u64)
-            .unwrap_or(0);
-        let wait = self.delay_ms.saturating_mul(8 - n % 8);
-        if wait > 0 {
-            smol::Timer::after(Duration::from_millis(wait)).await;
-        }
-        let value = json!({"check_id": query.check_id, "params": query.params});
-        EvidenceValue::json(&value)
-            .ok()
-            .map(EvidenceResult::with_value)
-            .and_then(|result| result.with_computed_hash(Profile::Rfc8785).ok())
-            .unwrap_or_else(|| {
-                EvidenceResult::with_error(EvidenceError::new("internal_error", "cannot hash"))
-            })
+    ) -> Answer<EvidenceResult> {
+        let delay_ms = self.delay_ms;
+        Answer::future(async move {
+            let n = query
+                .params
+                .as_ref()
+                .and_then(|params| params.get("n"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            let wait = delay_ms.saturating_mul(8 - n % 8);
+            if wait > 0 {
+                smol::Timer::after(Duration::from_millis(wait)).await;
+            }
+            let value = json!({"check_id": query.check_id, "params": query.params});
+            EvidenceValue::json(&value)
+                .ok()
+                .map(EvidenceResult::with_value)
+                .and_then(|result| result.with_computed_hash(Profile::Rfc8785).ok())
+                .unwrap_or_else(|| {
+                    EvidenceResult::with_error(EvidenceError::new("internal_error", "cannot hash"))
+                })
+        })
     }
 }
 
@@ -67,8 +71,8 @@ fn main() {
         }
     }
     eprintln!("smol-provider: ready");
-    let server = Server::new(ServerConfig::default());
-    if let Err(error) = smol::block_on(evidence_wire_smol::serve_stdio(server, Echo { delay_ms })) {
+    let service = Service::new(ServerConfig::default(), Echo { delay_ms });
+    if let Err(error) = smol::block_on(evidence_wire_smol::serve_stdio(service)) {
         eprintln!("smol-provider: {error}");
         std::process::exit(1);
     }

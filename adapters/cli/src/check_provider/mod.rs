@@ -32,10 +32,10 @@ mod session;
 
 use std::path::{Path, PathBuf};
 
-use evidence_wire::config::Config;
 use evidence_wire::contract::ProviderContract;
 use evidence_wire::evidence::KeySet;
-use evidence_wire_bundled::{BundledProvider, BundledSettings};
+use evidence_wire_bundled::BundledProvider;
+use evidence_wire_config::Config;
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig};
 
 use crate::Failure;
@@ -184,14 +184,14 @@ fn bundled(
     }
     command.push("serve".to_owned());
     command.push("--no-log".to_owned());
-    let mut settings = BundledSettings::from_config(&config.bundled);
+    let mut settings = config.bundled.clone();
     if let Some(provider_id) = &args.provider_id {
         settings.provider_id = provider_id.clone();
         command.push("--provider-id".to_owned());
         command.push(provider_id.clone());
     }
     let provider_id = settings.provider_id.clone();
-    let contract = BundledProvider::new(settings)
+    let contract = BundledProvider::new(&settings)
         .map_err(Failure::usage)?
         .contract();
     Ok((command, contract, provider_id))

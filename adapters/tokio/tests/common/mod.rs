@@ -9,7 +9,7 @@ use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::frame::{Decoder, Limits};
-use evidence_wire_tokio::Handler;
+use evidence_wire_tokio::{Answer, Handler};
 use serde_json::{Value, json};
 
 /// Answers `echo` (its params), `slow` (after `params.ms`), `panic`, and
@@ -17,25 +17,30 @@ use serde_json::{Value, json};
 pub struct TestHandler;
 
 impl Handler for TestHandler {
-    async fn evidence_query(
+    fn evidence_query(
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
-    ) -> EvidenceResult {
-        let params = query.params.clone().unwrap_or(Value::Null);
-        match query.check_id.as_str() {
-            "echo" => json_result(&json!({"params": params, "run_id": context.run_id})),
-            "slow" => {
-                let ms = params.get("ms").and_then(Value::as_u64).unwrap_or(100);
-                tokio::time::sleep(Duration::from_millis(ms)).await;
-                json_result(&json!({"slept_ms": ms}))
-            }
-            "panic" => panic!("asked to panic"),
-            other => EvidenceResult::with_error(EvidenceError::new(
-                "unknown_check",
-                format!("no check {other:?}"),
-            )),
+    ) -> Answer<EvidenceResult> {
+        Answer::future(test_answer(query, context))
+    }
+}
+
+/// The answer of [`TestHandler`], as a future.
+pub async fn test_answer(query: EvidenceQuery, context: EvidenceContext) -> EvidenceResult {
+    let params = query.params.clone().unwrap_or(Value::Null);
+    match query.check_id.as_str() {
+        "echo" => json_result(&json!({"params": params, "run_id": context.run_id})),
+        "slow" => {
+            let ms = params.get("ms").and_then(Value::as_u64).unwrap_or(100);
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            json_result(&json!({"slept_ms": ms}))
         }
+        "panic" => panic!("asked to panic"),
+        other => EvidenceResult::with_error(EvidenceError::new(
+            "unknown_check",
+            format!("no check {other:?}"),
+        )),
     }
 }
 

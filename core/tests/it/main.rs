@@ -1,0 +1,39 @@
+//! The core's tests, one test binary (each module a former test file):
+//! one link step instead of one per file.
+//!
+//! Modules are named `<room>_<kind>` (`_props` property tests, `_vectors`
+//! conformance data, `_transcripts` byte-exact exchanges, `_model` model
+//! checks); `fuzz_corpus` replays every fuzz target's corpus.
+
+mod canonical_integers;
+mod canonical_props;
+mod canonical_vectors;
+mod client_fail_closed;
+mod client_handshake_refused;
+mod client_model;
+mod client_raw;
+mod client_transcripts;
+mod contract_rules;
+mod embedded_schemas;
+mod envelope_depth;
+mod envelope_mcp_examples;
+mod envelope_props;
+mod envelope_rules;
+mod envelope_spec_examples;
+mod error_table;
+mod evidence_model;
+mod evidence_verify;
+mod evidence_worked_examples;
+mod frame_props;
+mod frame_vectors;
+mod fuzz_corpus;
+mod schema_registry;
+mod server_contract;
+mod server_deferred_outcomes;
+mod server_fail_closed;
+mod server_model;
+mod server_revisions;
+mod server_sealing;
+mod server_transcripts;
+mod supervisor;
+mod unframed;
