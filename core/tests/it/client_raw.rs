@@ -162,7 +162,7 @@ fn raw_requests_time_out_and_fail_with_the_connection_as_replies() {
         Some(Err(QueryError::Timeout(100)))
     ));
     assert!(reply(&got, late).is_none());
-    client.handle_input(&[]);
+    client.handle_end_of_input();
     let got = events(&mut client);
     assert!(matches!(
         reply(&got, late),

@@ -332,7 +332,7 @@ impl Session {
                 if let Io::Child(child) = &mut self.io {
                     child.closed = true;
                 }
-                self.client.handle_input(&[]);
+                self.client.handle_end_of_input();
             }
             Ok(Input::Http { id, answer }) => match answer {
                 Ok(body) if body.is_empty() => {}
@@ -357,7 +357,7 @@ impl Session {
                 if let Io::Child(child) = &mut self.io {
                     child.closed = true;
                 }
-                self.client.handle_input(&[]);
+                self.client.handle_end_of_input();
             }
         }
     }
