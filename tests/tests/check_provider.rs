@@ -738,6 +738,76 @@ fn a_provider_that_cannot_answer_decision_gates_first_message_fails_it_with_the_
     run_rows(&rows);
 }
 
+/// A contract that breaks Decision Gate's rules (a reserved provider id, a
+/// comparator the check's result type cannot use), checked against a
+/// provider that honours the contract it serves: the contract lines fail,
+/// each naming the field and the rule, and nothing else does.
+#[test]
+fn a_contract_that_breaks_decision_gates_rules_fails_naming_the_field_and_the_rule() {
+    let broken = data("misbehave-broken-rules.contract.json");
+    let served = data("misbehave.contract.json");
+    let (output, report) = check_provider(
+        &[
+            "--timeout-ms",
+            "1000",
+            "--samples",
+            "2",
+            "--contract",
+            &broken,
+            // The provider enforces its own (valid) contract, id `misbehave`.
+            "--provider-id",
+            "misbehave",
+            "--",
+            MISBEHAVE,
+            "good",
+            "--contract",
+            &served,
+        ],
+        &[],
+        None,
+    );
+    let all = table(&report);
+    assert_eq!(output.code(), Some(1), "{all}\n{}", output.stderr);
+    assert_eq!(
+        with_status(&report, "fail"),
+        ["contract.rules", "contract.valid"]
+            .map(str::to_owned)
+            .into_iter()
+            .collect(),
+        "{all}"
+    );
+    let rules: Vec<String> = lines(&report)
+        .into_iter()
+        .filter(|(check, status, _)| check == "contract.rules" && status == "fail")
+        .map(|(_, _, reason)| reason)
+        .collect();
+    assert_eq!(rules.len(), 2, "{all}");
+    assert!(
+        rules
+            .iter()
+            .any(|reason| reason.starts_with("provider_id: reserved_provider_id: `time`")),
+        "{all}"
+    );
+    assert!(
+        rules.iter().any(|reason| reason
+            .starts_with("checks[0].allowed_comparators[0]: comparator_for_type: `greater_than`")),
+        "{all}"
+    );
+    // Its evidence names the rule for CI.
+    let evidence: Vec<&Value> = report["checks"]
+        .as_array()
+        .map(|checks| {
+            checks
+                .iter()
+                .filter(|line| line["check"] == "contract.rules")
+                .map(|line| &line["evidence"]["rule"])
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(evidence.contains(&&json!("comparator_for_type")), "{all}");
+    assert!(evidence.contains(&&json!("reserved_provider_id")), "{all}");
+}
+
 /// The table mode's text output: a header, one line per check, a summary;
 /// and `fail` lines make exit 1 with a one-line note on stderr.
 #[test]
