@@ -616,6 +616,17 @@ const ROWS: &[Row] = &[
         ),
     },
     Row {
+        // No contract anywhere: the per-check battery runs on the check
+        // ids of tools/list alone, and contract.source says so.
+        args: &["unserved-contract"],
+        fail: &[],
+        warn: &["contract.source"],
+        reason: (
+            "check.keys.answer",
+            "known from tools/list only; asked without params, it answered the value",
+        ),
+    },
+    Row {
         args: &["crash-request"],
         fail: FIRST,
         warn: &[],

@@ -41,6 +41,7 @@
 //! | `text-content` | sends the EvidenceResult as a text content item (MCP style) on a Decision Gate connection |
 //! | `no-tools-list` | answers `tools/list` with a JSON-RPC error (-32601) |
 //! | `fragile` | exits (code 1) on the first input that is not a well-formed frame holding JSON, as Decision Gate's own server does |
+//! | `unserved-contract` | answers correctly and enforces `--contract`, but does not serve it at `resources/read` |
 //!
 //! With `--contract FILE` (a capabilities contract) the server enforces it
 //! (an unknown check or params outside `params_schema` are answered as
@@ -105,6 +106,7 @@ enum Mode {
     TextContent,
     NoToolsList,
     Fragile,
+    UnservedContract,
 }
 
 impl Mode {
@@ -139,6 +141,7 @@ impl Mode {
             "text-content" => Mode::TextContent,
             "no-tools-list" => Mode::NoToolsList,
             "fragile" => Mode::Fragile,
+            "unserved-contract" => Mode::UnservedContract,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -657,14 +660,16 @@ fn main() {
         let contract =
             ProviderContract::from_json_str(&text).expect("misbehave: --contract is no contract");
         let contract = ServerContract::new(contract).expect("misbehave: --contract is refused");
-        config.add_resource(Resource {
-            uri: "decision-gate://contract".to_owned(),
-            name: "contract".to_owned(),
-            title: Some("Capabilities contract".to_owned()),
-            description: Some("This provider's capabilities contract.".to_owned()),
-            mime_type: "application/json".to_owned(),
-            text: contract.contract_json().into(),
-        });
+        if mode != Mode::UnservedContract {
+            config.add_resource(Resource {
+                uri: "decision-gate://contract".to_owned(),
+                name: "contract".to_owned(),
+                title: Some("Capabilities contract".to_owned()),
+                description: Some("This provider's capabilities contract.".to_owned()),
+                mime_type: "application/json".to_owned(),
+                text: contract.contract_json().into(),
+            });
+        }
         config = config.with_contract(contract);
     }
     if mode == Mode::Rfc8785Hash {
