@@ -1,9 +1,10 @@
-//! Every command line that README.md and the CLI's `--help` texts show,
-//! run as written (issue 21 item 6).
+//! Every command line that README.md, the guides that show command lines
+//! ([`GUIDES`]) and the CLI's `--help` texts show, run as written (issue 21
+//! item 6, issue 26).
 //!
-//! The lines are extracted, not copied: every line of README.md's ```sh
-//! blocks, and every example line of each `--help` (found by walking the
-//! `Commands:` lists from the top). A new documented line is therefore
+//! The lines are extracted, not copied: every line of README.md's and the
+//! guides' ```sh blocks, and every example line of each `--help` (found by
+//! walking the `Commands:` lists from the top). A new documented line is therefore
 //! tested without touching this file; one this file does not know how to
 //! run fails the test until it is taught.
 //!
@@ -86,9 +87,19 @@ fn strip_comment(line: &str) -> &str {
     line.trim_end()
 }
 
+/// Guides whose ```sh blocks are run like README.md's.
+const GUIDES: &[&str] = &["spec/guides/checking-a-provider.md"];
+
 /// Every non-empty line of README.md's ```sh blocks.
 fn readme_lines() -> Vec<Documented> {
-    let text = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    sh_lines("README.md")
+}
+
+/// Every non-empty line of the ```sh blocks of `file` (relative to the repository root).
+fn sh_lines(file: &str) -> Vec<Documented> {
+    let text = std::fs::read_to_string(repo_root().join(file)).unwrap_or_else(|error| {
+        panic!("{file}: {error}");
+    });
     let mut lines = Vec::new();
     let mut in_sh = false;
     for (number, line) in text.lines().enumerate() {
@@ -101,7 +112,7 @@ fn readme_lines() -> Vec<Documented> {
             let command = strip_comment(trimmed);
             if !command.is_empty() {
                 lines.push(Documented {
-                    source: format!("README.md:{}", number + 1),
+                    source: format!("{file}:{}", number + 1),
                     text: command.to_owned(),
                 });
             }
@@ -786,6 +797,39 @@ fn check(line: &Documented) {
                 assert!(answer.to_string().contains("Deploy runbook"), "{context}");
             }
         }
+        ["check-provider"] if inv.args.iter().any(|arg| arg.contains("my-provider")) => {
+            // The fixture provider echoes every query with a value, so it
+            // does not honour the contract it is checked against: the
+            // report says so precisely (exit 1), and an unknown check is
+            // the line that shows it.
+            assert_eq!(ran.code, Some(1), "{context}");
+            let unknown_fails = if inv.args.iter().any(|arg| arg == "--json") {
+                json()["checks"].as_array().is_some_and(|checks| {
+                    checks
+                        .iter()
+                        .any(|line| line["check"] == "unknown_check" && line["status"] == "fail")
+                })
+            } else {
+                String::from_utf8_lossy(&stdout)
+                    .lines()
+                    .any(|line| line.starts_with("fail") && line.contains(" unknown_check "))
+            };
+            assert!(unknown_fails, "{context}");
+            assert!(ran.stderr.contains("check-provider:"), "{context}");
+        }
+        ["check-provider"] => {
+            // The bundled provider against its own contract: no failure;
+            // its external checks warn here (no DEPLOY_ENV, no such
+            // report.json fields, no internet).
+            assert_eq!(ran.code, Some(0), "{context}");
+            let text = String::from_utf8_lossy(&stdout);
+            assert!(
+                text.starts_with("check-provider: the bundled provider"),
+                "{context}"
+            );
+            assert!(text.contains(" 0 fail in "), "{context}");
+            assert!(text.contains("pass   robustness.pipelined"), "{context}");
+        }
         ["serve"] => {
             // On stdio with nothing to read: a clean exit, nothing written.
             assert_eq!(ran.code, Some(0), "{context}");
@@ -808,6 +852,17 @@ fn every_readme_command_line_runs_as_written() {
     );
     for line in &lines {
         check(line);
+    }
+}
+
+#[test]
+fn every_guide_command_line_runs_as_written() {
+    for guide in GUIDES {
+        let lines = sh_lines(guide);
+        assert!(!lines.is_empty(), "{guide} shows no command line");
+        for line in &lines {
+            check(line);
+        }
     }
 }
 

@@ -327,6 +327,21 @@ impl HttpProvider {
         take_answer(&mut client, id)
     }
 
+    /// POST one message exactly as given (`body`, unframed; it need not be
+    /// valid JSON) and return the answer's body, unread: the raw exchange
+    /// under [`HttpProvider::query`], with the same connection, TLS,
+    /// headers and limits (a non-2xx status is a
+    /// [`ProviderError::HttpStatus`]). No deadline but the connect timeout:
+    /// the caller bounds the wait (a conformance checker feeding the answer
+    /// to its own [`Client`] with [`Client::handle_message`]).
+    pub async fn post_message(
+        &self,
+        body: Vec<u8>,
+        correlation: Option<&str>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        self.post(body, correlation).await
+    }
+
     fn address(&self) -> String {
         if self.target.host.contains(':') {
             format!("[{}]:{}", self.target.host, self.target.port)

@@ -11,6 +11,7 @@ mod canonical_vectors;
 mod client_fail_closed;
 mod client_handshake_refused;
 mod client_model;
+mod client_raw;
 mod client_transcripts;
 mod contract_rules;
 mod embedded_schemas;
