@@ -13,6 +13,12 @@
 //!   lines the misbehaviour breaks fail (or warn), each with the right
 //!   reason.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![cfg(unix)]
 
 mod interop_support;

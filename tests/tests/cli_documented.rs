@@ -29,6 +29,12 @@
 //! provider that answers `initialize` with a JSON-RPC error says so
 //! (issue 21 item 6).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Read, Write};

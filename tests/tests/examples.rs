@@ -21,6 +21,12 @@
 //!   verifies.
 //! - The README's example command lines, run as written.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Read};

@@ -13,12 +13,15 @@ const USAGE: &str = "usage: caller PROVIDER_ID CHECK_ID [PARAMS_JSON] -- PROGRAM
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let split = args.iter().position(|arg| arg == "--").ok_or(USAGE)?;
-    let (question, command) = (&args[..split], args[split + 1..].to_vec());
-    let [provider_id, check_id, params @ ..] = question else {
+    let mut args = std::env::args().skip(1);
+    let question: Vec<String> = args.by_ref().take_while(|arg| arg != "--").collect();
+    let command: Vec<String> = args.collect();
+    let [provider_id, check_id, params @ ..] = question.as_slice() else {
         return Err(USAGE.into());
     };
+    if command.is_empty() {
+        return Err(USAGE.into());
+    }
     let mut query = EvidenceQuery::new(provider_id.as_str(), check_id.as_str());
     if let Some(params) = params.first() {
         query = query.with_params(serde_json::from_str(params)?);

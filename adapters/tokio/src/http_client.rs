@@ -36,7 +36,6 @@ use std::time::Duration;
 use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::frame::Framing;
 use evidence_wire::http::{self, BodyLimit, CONTENT_TYPE_JSON};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
@@ -293,16 +292,10 @@ impl HttpProvider {
         let epoch = Instant::now();
         let mut settings = self.config.client.clone();
         settings.handshake = false;
-        settings.framing = Framing::NewlineDelimited;
         let mut client = Client::new(settings);
         let id = client.query(query, context, 0);
-        let mut body = Vec::new();
-        while let Some(bytes) = client.poll_transmit() {
-            body.extend_from_slice(&bytes);
-        }
-        if body.last() == Some(&b'\n') {
-            body.pop();
-        }
+        // Without a handshake the query is the one message to send.
+        let body = client.poll_message().unwrap_or_default();
         let deadline_ms = client
             .poll_timeout()
             .unwrap_or(self.config.client.request_timeout_ms);
@@ -317,11 +310,7 @@ impl HttpProvider {
                 // One request went out: a batch (array) is not its answer.
                 http::check_single_answer(&answer)
                     .map_err(|batch| ProviderError::UnexpectedResponse(batch.to_string()))?;
-                let header = format!("Content-Length: {}\r\n\r\n", answer.len());
-                client.handle_input(header.as_bytes());
-                if !answer.is_empty() {
-                    client.handle_input(&answer);
-                }
+                client.handle_message(&answer);
             }
         }
         take_answer(&mut client, id)

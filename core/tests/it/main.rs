@@ -5,6 +5,13 @@
 //! conformance data, `_transcripts` byte-exact exchanges, `_model` model
 //! checks); `fuzz_corpus` replays every fuzz target's corpus.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod canonical_integers;
 mod canonical_props;
 mod canonical_vectors;

@@ -58,6 +58,12 @@
 //! that the caller captures stderr. Test tool only: it
 //! trusts its argv and panics on a bad one.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::fs;
