@@ -35,8 +35,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::evidence::CONTENT_TYPE_JSON;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::http::{self, BodyLimit, CONTENT_TYPE_JSON};
+use evidence_wire::http::{self, BodyLimit};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
