@@ -118,7 +118,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::dialect::{self, Dialect, HashProfile, ToolResultError};
+use crate::dialect::{self, Dialect, HashProfile, McpRevision, ToolResultError};
 use crate::envelope::{self, Id, Incoming, Message, Policy};
 use crate::error::CanonicalError;
 use crate::evidence::{
@@ -126,7 +126,6 @@ use crate::evidence::{
     TrustPolicy, VerifiedEvidence, VerifyError,
 };
 use crate::frame::{self, Decoder, Framing, Limits};
-use crate::server::SUPPORTED_PROTOCOL_VERSIONS;
 
 /// How many first bytes of a provider message skipped for its size or
 /// charset the client keeps, to find the id of the query it answered
@@ -433,7 +432,7 @@ impl Client {
         }
         let id = self.take_id();
         let params = json!({
-            "protocolVersion": SUPPORTED_PROTOCOL_VERSIONS[0],
+            "protocolVersion": McpRevision::HANDSHAKE[0].as_str(),
             "capabilities": {},
             "clientInfo": {"name": self.config.client_name, "version": env!("CARGO_PKG_VERSION")},
         });
