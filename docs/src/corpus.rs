@@ -95,7 +95,7 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         id: "provider-quickstart",
         title: "Provider quickstart",
         role: DocRole::Pattern,
-        description: "Steps to write, configure and test an evidence provider on the evidence-wire core, and common mistakes.",
+        description: "Steps to write an evidence provider with the SDK (typed checks, derived contract), serve it with an adapter, configure and test it, and common mistakes.",
         body: include_str!("../corpus/guides/provider-quickstart.md"),
     },
     Embedded {
@@ -125,5 +125,12 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         role: DocRole::Pattern,
         description: "Steps to run evidence-wire serve as a Decision Gate mcp provider over stdio or HTTP: the capabilities contract, Decision Gate's configuration, optional signing, a worked scenario and troubleshooting.",
         body: include_str!("../corpus/guides/decision-gate.md"),
+    },
+    Embedded {
+        id: "checking-a-provider",
+        title: "Checking a provider",
+        role: DocRole::Pattern,
+        description: "evidence-wire check-provider: the conformance and robustness report for any evidence provider, in a provider's CI, and what every line of it means.",
+        body: include_str!("../corpus/guides/checking-a-provider.md"),
     },
 ];
