@@ -225,6 +225,39 @@ fn git_provider_is_at_most_30_lines_and_is_the_readme_listing() {
     );
 }
 
+#[test]
+fn readme_example_table_names_every_example_with_its_line_count() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let mut named = 0;
+    for row in readme
+        .lines()
+        .filter(|line| line.starts_with("| `") && line.contains("/examples/"))
+    {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let path = cells[1].trim_matches('`');
+        let source = std::fs::read_to_string(repo_root().join(path))
+            .unwrap_or_else(|error| panic!("README names {path}: {error}"));
+        assert_eq!(
+            cells[2],
+            source.lines().count().to_string(),
+            "README's line count of {path} is stale"
+        );
+        named += 1;
+    }
+    let on_disk = [
+        "core",
+        "adapters/tokio",
+        "adapters/blocking",
+        "adapters/smol",
+    ]
+    .iter()
+    .filter_map(|dir| std::fs::read_dir(repo_root().join(dir).join("examples")).ok())
+    .flat_map(|entries| entries.filter_map(Result::ok))
+    .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "rs"))
+    .count();
+    assert_eq!(named, on_disk, "every example has a README row");
+}
+
 fn rust_blocks(markdown: &str) -> Vec<String> {
     let mut blocks = Vec::new();
     let mut current: Option<String> = None;
