@@ -105,25 +105,21 @@ fn git(dir: &Path, args: &[&str]) -> String {
         .to_owned()
 }
 
+/// Commits what is staged in `dir`, as a throwaway author.
+fn commit(dir: &Path, message: &str) {
+    let author = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"];
+    let mut args = author.to_vec();
+    args.extend(["commit", "-q", "-m", message]);
+    git(dir, &args);
+}
+
 /// A repository with one commit, clean.
 fn git_repo() -> TempDir {
     let dir = TempDir::new("repo");
     git(&dir.0, &["init", "-q"]);
     std::fs::write(dir.0.join("README"), "hello\n").expect("write");
     git(&dir.0, &["add", "README"]);
-    git(
-        &dir.0,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "commit",
-            "-q",
-            "-m",
-            "first",
-        ],
-    );
+    commit(&dir.0, "first");
     dir
 }
 
@@ -546,19 +542,7 @@ fn readme_example_lines_run_as_written() {
     std::os::unix::fs::symlink(&target, repo.0.join("target")).expect("symlink target");
     std::fs::write(repo.0.join(".gitignore"), "target\n").expect("write");
     git(&repo.0, &["add", ".gitignore"]);
-    git(
-        &repo.0,
-        &[
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.invalid",
-            "commit",
-            "-q",
-            "-m",
-            "ignore target",
-        ],
-    );
+    commit(&repo.0, "ignore target");
     for line in &lines {
         let words = shell_words(line);
         if words.first().map(String::as_str) == Some("cargo") {
