@@ -5,6 +5,13 @@
 //! `regression_*` seeds are the inputs that crashed or blew up the
 //! provider before (issue 20); each must be refused with its code.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 #[path = "../../fuzz/fuzz_targets/common/bundled_params.rs"]
 mod checks;
 

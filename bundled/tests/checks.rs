@@ -4,6 +4,13 @@
 //! lost on `jsonpath_not_found`, RFC 3339 offsets out of range, and HTTP
 //! destinations outside the allow-list's host, port or address rules.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 #[cfg(feature = "http")]
 use std::io::{BufRead, BufReader, Write};
 #[cfg(feature = "http")]

@@ -13,6 +13,13 @@
 //!   the hand-written contract of before (`tests/data/contract.handwritten.json`)
 //!   accepted and refused, on its examples, its refusal cases and edge cases.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::PathBuf;
 
 use evidence_wire::contract::{Comparator, ProviderContract};

@@ -5,6 +5,13 @@
 //! exactly the provider's checks. Regenerate the table with
 //! `EVIDENCE_WIRE_BLESS=1 cargo test -p evidence-wire-bundled --test docs`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::PathBuf;
 
 use evidence_wire::contract::{CheckContract, Comparator, Determinism};

@@ -5,6 +5,13 @@
 //! (clock and environment checks inline, file and HTTP checks on the
 //! blocking pool).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

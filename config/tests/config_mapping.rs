@@ -3,6 +3,13 @@
 //! (what `ToolPolicy::from_config` did). Every mapped key is set away from
 //! its default, so a key the mapping forgot fails here.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::Path;
 
 use evidence_wire::canonical::Profile;

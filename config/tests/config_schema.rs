@@ -9,6 +9,13 @@
 //! passes; every key of the schema is a key of the code and has the code's
 //! default; and `spec/configuration.md` names every key.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};

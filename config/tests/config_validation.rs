@@ -5,6 +5,13 @@
 //! `examples/evidence-wire.toml` must load. Also: defaults, unknown keys with
 //! line and column, path resolution, contract and key loading.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

@@ -7,6 +7,13 @@
 //! Run: `cargo bench -p evidence-wire --bench canonical -- --warm-up-time 1 --measurement-time 3`.
 //! The inputs are deterministic (a fixed xorshift seed), so runs compare.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::hint::black_box;
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

@@ -29,6 +29,20 @@
 //! be trusted: every query in flight fails and [`Client::needs_restart`]
 //! tells the adapter to restart the provider and call [`Client::restart`].
 //!
+//! # Raw access (for conformance checkers)
+//!
+//! Besides verified queries, a caller may look at the wire itself:
+//! [`Client::request`] sends any request (`tools/list`, `initialize`,
+//! `resources/read`) and [`Client::query_raw`] the same `evidence_query`
+//! bytes as [`Client::query`]; their answers come back unverified, as the
+//! provider wrote them ([`ClientEvent::Reply`]), with the same id matching,
+//! deadlines and dropped-answer rules; [`Client::verify_answer`] then runs
+//! exactly the checks a query's answer goes through. [`Client::send_raw`]
+//! writes bytes verbatim (a broken frame on purpose), and
+//! [`Client::expect_reply`] reserves an id for a request written that way,
+//! so that its answer is matched too. [`Client::detected_framing`] says how
+//! the provider frames its output.
+//!
 //! Limits: frame limits from [`frame::Limits`]; the memory of expired ids
 //! (to drop late answers) is bounded by [`ClientConfig::late_answer_memory`];
 //! of a skipped message at most [`DROPPED_PREFIX_BYTES`] are kept.
@@ -93,6 +107,7 @@
 //! ```
 
 use alloc::borrow::ToOwned;
+use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -100,9 +115,10 @@ use alloc::vec::Vec;
 use core::fmt;
 
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
-use crate::dialect::{self, Dialect, HashProfile, ToolResultError};
+use crate::dialect::{self, Dialect, HashProfile, McpRevision, ToolResultError};
 use crate::envelope::{self, Id, Incoming, Message, Policy};
 use crate::error::CanonicalError;
 use crate::evidence::{
@@ -110,7 +126,6 @@ use crate::evidence::{
     TrustPolicy, VerifiedEvidence, VerifyError,
 };
 use crate::frame::{self, Decoder, Framing, Limits};
-use crate::server::SUPPORTED_PROTOCOL_VERSIONS;
 
 /// How many first bytes of a provider message skipped for its size or
 /// charset the client keeps, to find the id of the query it answered
@@ -308,6 +323,17 @@ pub enum ClientEvent {
         /// Verified evidence, or why there is none.
         outcome: Result<VerifiedEvidence, QueryError>,
     },
+    /// The answer to a request made with [`Client::request`],
+    /// [`Client::query_raw`] or [`Client::expect_reply`]: the JSON-RPC
+    /// `result` exactly as the provider wrote it, unverified, or why there
+    /// is none (a JSON-RPC error is [`QueryError::Provider`]). Exactly once
+    /// per request, like [`ClientEvent::Answer`].
+    Reply {
+        /// The request.
+        id: RequestId,
+        /// The `result`, or why there is none.
+        outcome: Result<Box<RawValue>, QueryError>,
+    },
     /// A message that answered nothing (reported, never taken as an answer).
     Skipped(Skipped),
     /// The MCP handshake finished.
@@ -324,6 +350,18 @@ struct Pending {
     deadline: u64,
     /// [`Client::dropped`] when the query was asked.
     dropped_before: u64,
+    /// Answered as a [`ClientEvent::Reply`] (unverified) rather than an
+    /// [`ClientEvent::Answer`].
+    raw: bool,
+}
+
+/// What waits in the output queue.
+#[derive(Debug)]
+enum Outgoing {
+    /// One message, framed by [`Client::poll_transmit`].
+    Message(Vec<u8>),
+    /// Bytes written as they are ([`Client::send_raw`]).
+    Raw(Vec<u8>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,7 +386,7 @@ pub struct Client {
     /// query cancelled or expired before then is never sent).
     held: VecDeque<(i64, Vec<u8>)>,
     events: VecDeque<ClientEvent>,
-    transmits: VecDeque<Vec<u8>>,
+    transmits: VecDeque<Outgoing>,
     needs_restart: bool,
     policy: Policy,
     /// Provider messages dropped so far that may have been answers (each
@@ -394,7 +432,7 @@ impl Client {
         }
         let id = self.take_id();
         let params = json!({
-            "protocolVersion": SUPPORTED_PROTOCOL_VERSIONS[0],
+            "protocolVersion": McpRevision::HANDSHAKE[0].as_str(),
             "capabilities": {},
             "clientInfo": {"name": self.config.client_name, "version": env!("CARGO_PKG_VERSION")},
         });
@@ -419,28 +457,92 @@ impl Client {
         now: u64,
     ) -> RequestId {
         let id = self.take_id();
-        #[derive(Serialize)]
-        struct Params<'a> {
-            name: &'static str,
-            arguments: Arguments<'a>,
+        let body = query_body(id, query, context);
+        self.send_request(id, body, false, now)
+    }
+
+    /// Queue the same `evidence_query` request as [`Client::query`], but
+    /// report its answer unverified, as a [`ClientEvent::Reply`] holding
+    /// the `tools/call` result as written: for a caller that inspects the
+    /// answer itself (its shape, its hash under several profiles) and then
+    /// calls [`Client::verify_answer`] for the client's own verdict.
+    pub fn query_raw(
+        &mut self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+        now: u64,
+    ) -> RequestId {
+        let id = self.take_id();
+        let body = query_body(id, query, context);
+        self.send_request(id, body, true, now)
+    }
+
+    /// Queue any request (`tools/list`, `resources/read`, `ping`, …; params
+    /// omitted when `None`). Its answer comes back as a
+    /// [`ClientEvent::Reply`], with the same id matching, deadline and
+    /// handshake ordering as a query.
+    pub fn request(&mut self, method: &str, params: Option<&Value>, now: u64) -> RequestId {
+        let id = self.take_id();
+        let body = envelope::encode_request(&Id::Number(id), method, params).unwrap_or_default();
+        self.send_request(id, body, true, now)
+    }
+
+    /// Reserve the id of a request the caller writes itself with
+    /// [`Client::send_raw`] (a frame broken on purpose, still carrying this
+    /// id): an answer carrying it is reported as a [`ClientEvent::Reply`],
+    /// and without one the request times out like any other.
+    pub fn expect_reply(&mut self, now: u64) -> RequestId {
+        let id = self.take_id();
+        self.track(id, true, now);
+        RequestId(id)
+    }
+
+    /// Queue `bytes` to be written exactly as given, unframed and
+    /// unchecked, after what is already queued (but ahead of requests held
+    /// for the handshake): for probing how a provider copes with a broken
+    /// frame. [`Client::poll_transmit`] and [`Client::poll_message`] return
+    /// them as they are.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        if !bytes.is_empty() {
+            self.transmits.push_back(Outgoing::Raw(bytes.to_vec()));
         }
-        #[derive(Serialize)]
-        struct Arguments<'a> {
-            query: &'a EvidenceQuery,
-            context: &'a EvidenceContext,
+    }
+
+    /// The client's verdict on a `tools/call` result (as a
+    /// [`ClientEvent::Reply`] holds it): the EvidenceResult read from any of
+    /// the three shapes, its hash checked with [`Client::hash_profile`] and
+    /// its signature under [`ClientConfig::trust`], exactly as an answer to
+    /// [`Client::query`] is checked.
+    pub fn verify_answer(&self, result: &RawValue) -> Result<VerifiedEvidence, QueryError> {
+        match dialect::from_tool_result(result) {
+            Ok((result, _shape)) => {
+                evidence::verify(result, &self.config.trust, self.hash_profile())
+                    .map_err(QueryError::Verification)
+            }
+            Err(error) => Err(QueryError::BadResult(error)),
         }
-        let params = Params {
-            name: EVIDENCE_QUERY_TOOL,
-            arguments: Arguments { query, context },
-        };
-        let body = request_body(id, "tools/call", &params);
+    }
+
+    /// The framing of the provider's output, once its first bytes have
+    /// been seen (`None` before that).
+    pub fn detected_framing(&self) -> Option<Framing> {
+        self.decoder.framing()
+    }
+
+    fn track(&mut self, id: i64, raw: bool, now: u64) {
         self.pending.insert(
             id,
             Pending {
                 deadline: now.saturating_add(self.config.request_timeout_ms),
                 dropped_before: self.dropped,
+                raw,
             },
         );
+    }
+
+    /// Registers request `id` and sends `body`, or holds it for the handshake.
+    fn send_request(&mut self, id: i64, body: Vec<u8>, raw: bool, now: u64) -> RequestId {
+        self.track(id, raw, now);
         match self.handshake {
             Handshake::Waiting(_) => {
                 if self.handshake_deadline.is_none() && !self.needs_restart {
@@ -459,16 +561,31 @@ impl Client {
     /// a query still waiting for the handshake is never sent, and a late
     /// answer is dropped. False when `id` is not in flight.
     pub fn cancel(&mut self, id: RequestId) -> bool {
-        if self.pending.remove(&id.0).is_none() {
+        let Some(pending) = self.pending.remove(&id.0) else {
             return false;
-        }
+        };
         self.remember_expired(id.0);
         self.withdraw(id.0, "cancelled by the caller");
-        self.events.push_back(ClientEvent::Answer {
-            id,
-            outcome: Err(QueryError::Cancelled),
-        });
+        self.fail_request(id.0, pending.raw, QueryError::Cancelled);
         true
+    }
+
+    /// Reports that request `id` failed with `error`, as the event its
+    /// kind calls for: an [`ClientEvent::Answer`] for a query, a
+    /// [`ClientEvent::Reply`] for a raw request.
+    fn fail_request(&mut self, id: i64, raw: bool, error: QueryError) {
+        let id = RequestId(id);
+        self.events.push_back(if raw {
+            ClientEvent::Reply {
+                id,
+                outcome: Err(error),
+            }
+        } else {
+            ClientEvent::Answer {
+                id,
+                outcome: Err(error),
+            }
+        });
     }
 
     /// How many queries wait for an answer.
@@ -523,7 +640,9 @@ impl Client {
             }
         }
         for id in expired {
-            let dropped_before = self.pending.remove(&id).map(|p| p.dropped_before);
+            let removed = self.pending.remove(&id);
+            let dropped_before = removed.as_ref().map(|p| p.dropped_before);
+            let raw = removed.is_some_and(|p| p.raw);
             self.remember_expired(id);
             self.withdraw(id, "timed out");
             let timeout_ms = self.config.request_timeout_ms;
@@ -536,10 +655,7 @@ impl Client {
                 }
                 _ => QueryError::Timeout(timeout_ms),
             };
-            self.events.push_back(ClientEvent::Answer {
-                id: RequestId(id),
-                outcome: Err(error),
-            });
+            self.fail_request(id, raw, error);
         }
     }
 
@@ -601,14 +717,10 @@ impl Client {
     }
 
     fn fail_all(&mut self, error: &QueryError) {
-        let ids: Vec<i64> = self.pending.keys().copied().collect();
-        for id in ids {
-            self.pending.remove(&id);
+        let pending = core::mem::take(&mut self.pending);
+        for (id, pending) in pending {
             self.remember_expired(id);
-            self.events.push_back(ClientEvent::Answer {
-                id: RequestId(id),
-                outcome: Err(error.clone()),
-            });
+            self.fail_request(id, pending.raw, error.clone());
         }
         self.held.clear();
     }
@@ -689,7 +801,10 @@ impl Client {
     /// The next framed bytes to write to the provider (in
     /// [`ClientConfig::framing`]).
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        let body = self.transmits.pop_front()?;
+        let body = match self.transmits.pop_front()? {
+            Outgoing::Message(body) => body,
+            Outgoing::Raw(bytes) => return Some(bytes),
+        };
         let mut out = Vec::with_capacity(body.len().saturating_add(32));
         // A body serde_json wrote holds no raw newline, so framing cannot
         // fail; a message that could not be framed is not sent.
@@ -701,7 +816,9 @@ impl Client {
     /// notification. The unframed twin of [`Client::poll_transmit`], for
     /// transports that carry one message per unit (an HTTP request body).
     pub fn poll_message(&mut self) -> Option<Vec<u8>> {
-        self.transmits.pop_front()
+        match self.transmits.pop_front()? {
+            Outgoing::Message(body) | Outgoing::Raw(body) => Some(body),
+        }
     }
 
     /// Feed one whole message the provider sent, unframed (an HTTP answer
@@ -745,12 +862,9 @@ impl Client {
                 self.events.push_back(ClientEvent::Fatal(reason));
                 return;
             }
-            if self.pending.remove(&id).is_some() {
+            if let Some(pending) = self.pending.remove(&id) {
                 self.remember_expired(id);
-                self.events.push_back(ClientEvent::Answer {
-                    id: RequestId(id),
-                    outcome: Err(QueryError::AnswerDropped(reason)),
-                });
+                self.fail_request(id, pending.raw, QueryError::AnswerDropped(reason));
                 return;
             }
         }
@@ -839,7 +953,7 @@ impl Client {
                     self.finish_handshake(answer);
                     return;
                 }
-                if self.pending.remove(&id).is_none() {
+                let Some(pending) = self.pending.remove(&id) else {
                     let skipped = if self.expired.contains(&id) {
                         Skipped::LateAnswer(RequestId(id))
                     } else {
@@ -847,27 +961,32 @@ impl Client {
                     };
                     self.events.push_back(ClientEvent::Skipped(skipped));
                     return;
-                }
-                let outcome = match response.outcome {
-                    Ok(result) => match dialect::from_tool_result(result) {
-                        Ok((result, _shape)) => {
-                            evidence::verify(result, &self.config.trust, self.hash_profile())
-                                .map_err(QueryError::Verification)
-                        }
-                        Err(error) => Err(QueryError::BadResult(error)),
-                    },
-                    Err(error) => Err(QueryError::Provider {
-                        code: error.code,
-                        message: error.message.to_string(),
-                        data: error
-                            .data
-                            .and_then(|raw| serde_json::from_str(raw.get()).ok()),
-                    }),
                 };
-                self.events.push_back(ClientEvent::Answer {
-                    id: RequestId(id),
-                    outcome,
-                });
+                let provider_error = |error: envelope::ResponseError<'_>| QueryError::Provider {
+                    code: error.code,
+                    message: error.message.to_string(),
+                    data: error
+                        .data
+                        .and_then(|raw| serde_json::from_str(raw.get()).ok()),
+                };
+                let event = if pending.raw {
+                    ClientEvent::Reply {
+                        id: RequestId(id),
+                        outcome: response
+                            .outcome
+                            .map(|result| result.to_owned())
+                            .map_err(provider_error),
+                    }
+                } else {
+                    ClientEvent::Answer {
+                        id: RequestId(id),
+                        outcome: response
+                            .outcome
+                            .map_err(provider_error)
+                            .and_then(|result| self.verify_answer(result)),
+                    }
+                };
+                self.events.push_back(event);
             }
         }
     }
@@ -906,13 +1025,34 @@ impl Client {
 
     /// Queues one message (unframed); [`Client::poll_transmit`] frames it.
     fn transmit(&mut self, body: Vec<u8>) {
-        self.transmits.push_back(body);
+        self.transmits.push_back(Outgoing::Message(body));
     }
 }
 
 /// A request this client sends (its own types serialize without fail).
 fn request_body<T: Serialize + ?Sized>(id: i64, method: &str, params: &T) -> Vec<u8> {
     envelope::encode_request(&Id::Number(id), method, Some(params)).unwrap_or_default()
+}
+
+/// The `tools/call` of `evidence_query` for `query` in `context`, members
+/// in the order Decision Gate writes them (`name`, then `arguments` with
+/// `query` before `context`), so that the bytes equal its own.
+fn query_body(id: i64, query: &EvidenceQuery, context: &EvidenceContext) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Params<'a> {
+        name: &'static str,
+        arguments: Arguments<'a>,
+    }
+    #[derive(Serialize)]
+    struct Arguments<'a> {
+        query: &'a EvidenceQuery,
+        context: &'a EvidenceContext,
+    }
+    let params = Params {
+        name: EVIDENCE_QUERY_TOOL,
+        arguments: Arguments { query, context },
+    };
+    request_body(id, "tools/call", &params)
 }
 
 /// A notification this client sends.

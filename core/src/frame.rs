@@ -48,7 +48,7 @@
 //! assert_eq!(decoder.framing(), Some(Framing::ContentLength));
 //! assert!(replies.starts_with(b"Content-Length: 84\r\n\r\n"));
 //! assert_eq!(decoder.finish(), Ok(()));
-//! # Ok::<(), evidence_wire::frame::EncodeError>(())
+//! # Ok::<(), evidence_wire::frame::FrameEncodeError>(())
 //! ```
 
 use alloc::vec::Vec;
@@ -237,7 +237,7 @@ impl FrameError {
 /// Why a body could not be framed for sending.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum EncodeError {
+pub enum FrameEncodeError {
     /// Newline-delimited framing cannot carry a body holding a raw `\n`
     /// (serialize the JSON compactly; JSON strings escape newlines).
     #[error(
@@ -250,7 +250,7 @@ pub enum EncodeError {
 }
 
 /// Writes `body` framed as `framing` to the end of `out`.
-pub fn encode(framing: Framing, body: &[u8], out: &mut Vec<u8>) -> Result<(), EncodeError> {
+pub fn encode(framing: Framing, body: &[u8], out: &mut Vec<u8>) -> Result<(), FrameEncodeError> {
     match framing {
         Framing::ContentLength => {
             out.reserve(body.len() + 32);
@@ -261,7 +261,7 @@ pub fn encode(framing: Framing, body: &[u8], out: &mut Vec<u8>) -> Result<(), En
         }
         Framing::NewlineDelimited => {
             if let Some(offset) = memchr::memchr(b'\n', body) {
-                return Err(EncodeError::EmbeddedNewline { offset });
+                return Err(FrameEncodeError::EmbeddedNewline { offset });
             }
             out.reserve(body.len() + 1);
             out.extend_from_slice(body);

@@ -97,6 +97,7 @@ use subtle::ConstantTimeEq;
 
 use crate::dialect::McpRevision;
 use crate::error::CanonicalError;
+use crate::evidence::CONTENT_TYPE_JSON;
 use crate::evidence::EvidenceResult;
 use crate::frame::Limits;
 use crate::server::{
@@ -124,8 +125,6 @@ pub const MAX_SESSION_ID_BYTES: usize = 256;
 /// Realm named in `WWW-Authenticate`.
 pub const AUTH_REALM: &str = "evidence-wire";
 
-/// Media type of JSON bodies.
-pub const CONTENT_TYPE_JSON: &str = "application/json";
 /// Media type of server-sent events.
 pub const CONTENT_TYPE_SSE: &str = "text/event-stream";
 

@@ -21,7 +21,7 @@
 //! | [`envelope`] | JSON-RPC 2.0 message types, validation policies, batch rules |
 //! | [`error`] | the closed canonical error table (HTTP status, JSON-RPC code, message) |
 //! | [`canonical`] | RFC 8785 canonical JSON, streaming from bytes into any sink |
-//! | [`unique`] | JSON values whose objects name each member once (peer input the server reads) |
+//! | `unique` (private) | JSON values whose objects name each member once (peer input the server reads) |
 //! | [`evidence`] | query, context and result types; hash and signature verification |
 //! | [`schema`] | tool I/O schema registry, cached by fingerprint |
 //! | [`dialect`] | Decision Gate vs MCP: the two wire dialects and the hash profile each verifies with |
@@ -36,15 +36,6 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-#![cfg_attr(
-    not(test),
-    warn(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 extern crate alloc;
 #[cfg(feature = "std")]
@@ -65,4 +56,20 @@ pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod supervisor;
-pub mod unique;
+mod unique;
+
+// The types most code needs, at the root: a provider or a caller starts
+// with these; everything else is in its room.
+pub use canonical::Profile;
+pub use client::{Client, ClientConfig, ClientEvent, QueryError};
+pub use contract::{CheckContract, Comparator, Determinism, ProviderContract};
+pub use dialect::{Dialect, McpRevision};
+pub use error::CanonicalError;
+pub use evidence::{
+    EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
+    VerifiedEvidence,
+};
+pub use frame::{Decoder, Framing};
+pub use id::Id;
+pub use server::{Server, ServerConfig, ServerContract, ServerEvent, Ticket};
+pub use supervisor::{Supervisor, SupervisorConfig};

@@ -382,7 +382,7 @@ pub fn sequential_uuid(n: u64) -> String {
 }
 
 /// A version-4 UUID made from 128 random bits.
-pub fn random_uuid(entropy: u128) -> String {
+pub(crate) fn random_uuid(entropy: u128) -> String {
     let versioned = (entropy & !(0xf_u128 << 76)) | (0x4_u128 << 76);
     format_uuid((versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62))
 }
@@ -400,7 +400,7 @@ fn format_uuid(bits: u128) -> String {
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
 /// e.g. `2025-01-31T09:05:00.250Z`.
-pub fn format_timestamp(unix_millis: u64) -> String {
+pub(crate) fn format_timestamp(unix_millis: u64) -> String {
     let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
     format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
 }

@@ -55,6 +55,79 @@
 //! from [`ClientConfig::limits`]); the deferred queue holds what callers
 //! asked while the child was down, each for at most its timeout; log lines
 //! about ignored messages are capped per child.
+//!
+//! # Driving it
+//!
+//! One loop per provider process, the poll order fixed:
+//!
+//! 1. **Feed** what happened: [`Supervisor::query`] for a new question;
+//!    after an [`Action::Spawn`], [`Supervisor::child_started`] or
+//!    [`Supervisor::spawn_failed`]; the child's stdout bytes with
+//!    [`Supervisor::handle_input`] ([`Supervisor::handle_end_of_input`] when
+//!    it closes, [`Supervisor::child_exited`] when it exits);
+//!    [`Supervisor::handle_timeout`] once [`Supervisor::poll_timeout`]'s
+//!    deadline has passed.
+//! 2. **Act, until `None`:** [`Supervisor::poll_action`], in order (spawn,
+//!    kill, answer a waiter, log).
+//! 3. **Write, until `None`:** [`Supervisor::poll_transmit`] to the child's
+//!    stdin.
+//! 4. **Sleep** until the next input or [`Supervisor::poll_timeout`].
+//!
+//! The "child" below is an in-memory [`Server`](crate::server::Server), so
+//! the run needs no process; an adapter spawns a real one on
+//! [`Action::Spawn`] and moves the same bytes over pipes.
+//!
+//! ```
+//! use evidence_wire::client::ClientConfig;
+//! use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime};
+//! use evidence_wire::server::{Server, ServerConfig, ServerEvent};
+//! use evidence_wire::supervisor::{Action, RestartPolicy, Supervisor};
+//!
+//! let mut supervisor: Supervisor<&str> =
+//!     Supervisor::new(ClientConfig::default(), RestartPolicy::new(100, 5_000));
+//! let mut child: Option<Server> = None;
+//! let query = EvidenceQuery::new("p", "answer");
+//! let context = EvidenceContext::adhoc(TriggerTime::Logical(1));
+//! // 1. feed: the child is down, so the supervisor asks for one.
+//! supervisor.query(query, context, "the caller's reply channel", 0);
+//! let mut answer = None;
+//! for now in 0..10 {
+//!     // 2. act on every action, in order.
+//!     while let Some(action) = supervisor.poll_action() {
+//!         match action {
+//!             Action::Spawn => {
+//!                 child = Some(Server::new(ServerConfig::default()));
+//!                 supervisor.child_started(now);
+//!             }
+//!             Action::Kill => child = None,
+//!             Action::Answer { payload, outcome } => answer = Some((payload, outcome)),
+//!             Action::Log(line) => eprintln!("{line}"),
+//!             _ => {}
+//!         }
+//!     }
+//!     let Some(server) = child.as_mut() else { continue };
+//!     // 3. write to the child's stdin (here: straight into the server) ...
+//!     while let Some(bytes) = supervisor.poll_transmit() {
+//!         server.handle_input(&bytes);
+//!     }
+//!     // ... which answers, and its stdout is fed back (1. again).
+//!     while let Some(event) = server.poll_event() {
+//!         if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+//!             let value = EvidenceValue::json(&42)?;
+//!             server.respond(ticket, EvidenceResult::with_value(value)).expect("in flight");
+//!         }
+//!     }
+//!     while let Some(bytes) = server.poll_transmit() {
+//!         supervisor.handle_input(&bytes, now);
+//!     }
+//! }
+//! let (payload, outcome) = answer.expect("answered within the loop");
+//! assert_eq!(payload, "the caller's reply channel");
+//! let evidence = outcome.expect("verified evidence");
+//! assert_eq!(evidence.result().value, Some(EvidenceValue::json(&42)?));
+//! assert!(evidence.hash().is_some());
+//! # Ok::<(), serde_json::Error>(())
+//! ```
 
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
@@ -167,9 +240,9 @@ impl SupervisorConfig {
 /// Identifies one query of a [`Supervisor`] (to cancel it); unique per
 /// supervisor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Ticket(u64);
+pub struct QueryTicket(u64);
 
-impl Ticket {
+impl QueryTicket {
     /// The ticket as a number.
     pub fn get(self) -> u64 {
         self.0
@@ -253,7 +326,7 @@ enum Child {
 
 #[derive(Debug)]
 struct Deferred<T> {
-    ticket: Ticket,
+    ticket: QueryTicket,
     query: EvidenceQuery,
     context: EvidenceContext,
     payload: T,
@@ -279,8 +352,8 @@ pub struct Supervisor<T, E = String> {
     last_answer: Option<u64>,
     /// Queries sent to the current child: ticket, payload, position of the
     /// send (in `events`).
-    waiting: BTreeMap<RequestId, (Ticket, T, u64)>,
-    sent: BTreeMap<Ticket, RequestId>,
+    waiting: BTreeMap<RequestId, (QueryTicket, T, u64)>,
+    sent: BTreeMap<QueryTicket, RequestId>,
     deferred: VecDeque<Deferred<T>>,
     actions: VecDeque<Action<T, E>>,
     shut_down: bool,
@@ -356,8 +429,8 @@ impl<T, E> Supervisor<T, E> {
         context: EvidenceContext,
         payload: T,
         now: u64,
-    ) -> Ticket {
-        let ticket = Ticket(self.next_ticket);
+    ) -> QueryTicket {
+        let ticket = QueryTicket(self.next_ticket);
         self.next_ticket = self.next_ticket.wrapping_add(1);
         if self.shut_down {
             self.answer(payload, Err(Failure::ShutDown));
@@ -387,7 +460,7 @@ impl<T, E> Supervisor<T, E> {
     /// Cancel a query: it is answered [`QueryError::Cancelled`]; if it was
     /// sent the provider is told (`notifications/cancelled`). False when
     /// the query already has its outcome.
-    pub fn cancel(&mut self, ticket: Ticket) -> bool {
+    pub fn cancel(&mut self, ticket: QueryTicket) -> bool {
         if let Some(index) = self.deferred.iter().position(|d| d.ticket == ticket) {
             if let Some(deferred) = self.deferred.remove(index) {
                 self.answer(deferred.payload, Err(Failure::Query(QueryError::Cancelled)));

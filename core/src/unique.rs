@@ -16,20 +16,6 @@
 //! and, before any of this runs, by the envelope's depth pre-scan
 //! ([`crate::envelope::Policy::max_depth`]); the value is built once, and
 //! the pointer only when a duplicate is found.
-//!
-//! ```
-//! use evidence_wire::unique::{from_str, UniqueError};
-//!
-//! let value = from_str(r#"{"query":{"check_id":"a"}}"#).unwrap();
-//! assert_eq!(value["query"]["check_id"], "a");
-//! match from_str(r#"{"query":{"check_id":"a","check_id":"b"}}"#) {
-//!     Err(UniqueError::Duplicate(duplicate)) => {
-//!         assert_eq!(duplicate.name, "check_id");
-//!         assert_eq!(duplicate.pointer, "/query/check_id");
-//!     }
-//!     other => panic!("{other:?}"),
-//! }
-//! ```
 
 use alloc::borrow::ToOwned;
 use alloc::format;
@@ -229,5 +215,23 @@ impl<'de> Visitor<'de> for UniqueValue<'_> {
             }
         }
         Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{UniqueError, from_str};
+
+    #[test]
+    fn a_member_named_twice_is_refused_with_its_pointer() {
+        let value = from_str(r#"{"query":{"check_id":"a"}}"#).unwrap();
+        assert_eq!(value["query"]["check_id"], "a");
+        match from_str(r#"{"query":{"check_id":"a","check_id":"b"}}"#) {
+            Err(UniqueError::Duplicate(duplicate)) => {
+                assert_eq!(duplicate.name, "check_id");
+                assert_eq!(duplicate.pointer, "/query/check_id");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -95,7 +95,7 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         id: "provider-quickstart",
         title: "Provider quickstart",
         role: DocRole::Pattern,
-        description: "Steps to write, configure and test an evidence provider on the evidence-wire core, and common mistakes.",
+        description: "Steps to write an evidence provider with the SDK (typed checks, derived contract), serve it with an adapter, configure and test it, and common mistakes.",
         body: include_str!("../corpus/guides/provider-quickstart.md"),
     },
     Embedded {
@@ -132,5 +132,12 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         role: DocRole::Pattern,
         description: "Steps to run evidence-wire serve --http as N replicas behind nginx: configuration, retries of the idempotent evidence_query, health checks, graceful drain on SIGTERM, body limits, timeouts and Prometheus metrics.",
         body: include_str!("../corpus/guides/deployment.md"),
+    },
+    Embedded {
+        id: "checking-a-provider",
+        title: "Checking a provider",
+        role: DocRole::Pattern,
+        description: "evidence-wire check-provider: the conformance and robustness report for any evidence provider, in a provider's CI, and what every line of it means.",
+        body: include_str!("../corpus/guides/checking-a-provider.md"),
     },
 ];

@@ -2,6 +2,13 @@
 //! out of the configured paths), size and count limits, scan rules, and
 //! ranking that does not depend on the order of the configured paths.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};

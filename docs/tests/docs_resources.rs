@@ -1,6 +1,13 @@
 //! Docs resources: every document is listed, a read returns exactly the
 //! indexed body, and search and resources agree (one set of bytes).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::PathBuf;
 use std::sync::Arc;
 

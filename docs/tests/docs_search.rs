@@ -1,6 +1,13 @@
 //! Docs search: heading vs body ranking, role bonus, determinism,
 //! `max_sections` clamping, the empty-query overview and query limits.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::sync::Arc;
 
 use evidence_wire_docs::{

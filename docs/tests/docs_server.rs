@@ -2,6 +2,13 @@
 //! out: each `[docs]` toggle's effect on `tools/list`, `tools/call` and
 //! `resources/*`, and search answers on the wire.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::sync::Arc;
 
 use evidence_wire::server::{Server, ServerConfig};

@@ -6,6 +6,13 @@
 //! The comparisons with `spec/` are skipped, with a note, where `spec/` is
 //! absent (a packaged crate).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::fs;
 use std::path::{Path, PathBuf};
 

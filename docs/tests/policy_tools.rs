@@ -4,6 +4,13 @@
 //! tools answered byte-for-byte like unknown ones, `FORBIDDEN` only for
 //! visible tools.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 

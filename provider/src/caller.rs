@@ -32,7 +32,7 @@ use evidence_wire_log::relay::{RelayLimits, StderrRelay};
 use serde_json::json;
 
 /// Where the child's stderr lines and the supervisor's notes go.
-pub type LogSink = evidence_wire_log::relay::Sink;
+pub use evidence_wire_log::relay::LogSink;
 
 /// Called each time the supervisor restarts the child (every start after
 /// the first): a counter for metrics (`evidence_wire_metrics::Metrics::restart_hook`).

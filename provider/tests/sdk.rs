@@ -4,6 +4,13 @@
 //! and async checks answer, a panic is answered, provenance is kept on
 //! errors, and the answer is hashed by the server.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 

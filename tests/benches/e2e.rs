@@ -18,6 +18,13 @@
 //! directory (scripts/bench builds it with `--profile bench`).
 //! Output: a table on stderr and JSON lines in `$EW_BENCH_RESULTS/e2e.jsonl`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};

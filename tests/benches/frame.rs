@@ -26,6 +26,13 @@
 //! Medians land in `target/criterion/frame_<size>/...`; `bench-report`
 //! turns them into ratios in BENCHMARKS.md.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 #[path = "common/mod.rs"]
 mod common;
 #[path = "common/framing.rs"]

@@ -19,6 +19,13 @@
 //! Output: a table on stderr and JSON lines in
 //! `$EW_BENCH_RESULTS/hostile.jsonl` (default `target/bench-results`).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 #[path = "common/mod.rs"]
 mod common;
 

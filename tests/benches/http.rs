@@ -14,6 +14,13 @@
 //!
 //! Output: a table on stderr and JSON lines in `$EW_BENCH_RESULTS/http.jsonl`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

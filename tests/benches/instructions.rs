@@ -19,6 +19,13 @@
 //! `$EW_BENCH_RESULTS/instructions.jsonl` (default `target/bench-results`).
 //! Without valgrind on PATH it says so and writes nothing.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 #[path = "common/mod.rs"]
 mod common;
 #[path = "common/framing.rs"]

@@ -26,6 +26,12 @@
 //! blocks like a stderr nobody reads: queries and timeouts keep their
 //! time, and what reaches the sink is a bounded excerpt.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;

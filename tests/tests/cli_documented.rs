@@ -1,9 +1,10 @@
-//! Every command line that README.md and the CLI's `--help` texts show,
-//! run as written (issue 21 item 6).
+//! Every command line that README.md, the guides that show command lines
+//! ([`GUIDES`]) and the CLI's `--help` texts show, run as written (issue 21
+//! item 6, issue 26).
 //!
-//! The lines are extracted, not copied: every line of README.md's ```sh
-//! blocks, and every example line of each `--help` (found by walking the
-//! `Commands:` lists from the top). A new documented line is therefore
+//! The lines are extracted, not copied: every line of README.md's and the
+//! guides' ```sh blocks, and every example line of each `--help` (found by
+//! walking the `Commands:` lists from the top). A new documented line is therefore
 //! tested without touching this file; one this file does not know how to
 //! run fails the test until it is taught.
 //!
@@ -28,6 +29,12 @@
 //! provider that answers `initialize` with a JSON-RPC error says so
 //! (issue 21 item 6).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![cfg(unix)]
 
 use std::io::{BufRead, BufReader, Read, Write};
@@ -49,6 +56,12 @@ const LINE_DEADLINE: Duration = Duration::from_secs(20);
 
 /// README lines that are not `evidence-wire` command lines (run by CI, not here).
 const NOT_CLI: &[&str] = &["scripts/test"];
+
+/// README lines that build or run the cargo examples: `tests/examples.rs`
+/// runs them as written (in a git repository, against this build's examples).
+fn is_example_line(line: &str) -> bool {
+    line.starts_with("cargo build") || line.starts_with("target/debug/examples/")
+}
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -80,9 +93,19 @@ fn strip_comment(line: &str) -> &str {
     line.trim_end()
 }
 
+/// Guides whose ```sh blocks are run like README.md's.
+const GUIDES: &[&str] = &["spec/guides/checking-a-provider.md"];
+
 /// Every non-empty line of README.md's ```sh blocks.
 fn readme_lines() -> Vec<Documented> {
-    let text = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    sh_lines("README.md")
+}
+
+/// Every non-empty line of the ```sh blocks of `file` (relative to the repository root).
+fn sh_lines(file: &str) -> Vec<Documented> {
+    let text = std::fs::read_to_string(repo_root().join(file)).unwrap_or_else(|error| {
+        panic!("{file}: {error}");
+    });
     let mut lines = Vec::new();
     let mut in_sh = false;
     for (number, line) in text.lines().enumerate() {
@@ -95,7 +118,7 @@ fn readme_lines() -> Vec<Documented> {
             let command = strip_comment(trimmed);
             if !command.is_empty() {
                 lines.push(Documented {
-                    source: format!("README.md:{}", number + 1),
+                    source: format!("{file}:{}", number + 1),
                     text: command.to_owned(),
                 });
             }
@@ -653,7 +676,7 @@ fn check_serve_http(line: &Documented, dir: &TempDir, inv: &Invocation) {
 fn check(line: &Documented) {
     let Some(inv) = invocation(&line.text) else {
         assert!(
-            NOT_CLI.contains(&line.text.as_str()),
+            NOT_CLI.contains(&line.text.as_str()) || is_example_line(&line.text),
             "{}: `{}` is documented but this test cannot run it; teach tests/tests/cli_documented.rs",
             line.source,
             line.text
@@ -780,6 +803,39 @@ fn check(line: &Documented) {
                 assert!(answer.to_string().contains("Deploy runbook"), "{context}");
             }
         }
+        ["check-provider"] if inv.args.iter().any(|arg| arg.contains("my-provider")) => {
+            // The fixture provider echoes every query with a value, so it
+            // does not honour the contract it is checked against: the
+            // report says so precisely (exit 1), and an unknown check is
+            // the line that shows it.
+            assert_eq!(ran.code, Some(1), "{context}");
+            let unknown_fails = if inv.args.iter().any(|arg| arg == "--json") {
+                json()["checks"].as_array().is_some_and(|checks| {
+                    checks
+                        .iter()
+                        .any(|line| line["check"] == "unknown_check" && line["status"] == "fail")
+                })
+            } else {
+                String::from_utf8_lossy(&stdout)
+                    .lines()
+                    .any(|line| line.starts_with("fail") && line.contains(" unknown_check "))
+            };
+            assert!(unknown_fails, "{context}");
+            assert!(ran.stderr.contains("check-provider:"), "{context}");
+        }
+        ["check-provider"] => {
+            // The bundled provider against its own contract: no failure;
+            // its external checks warn here (no DEPLOY_ENV, no such
+            // report.json fields, no internet).
+            assert_eq!(ran.code, Some(0), "{context}");
+            let text = String::from_utf8_lossy(&stdout);
+            assert!(
+                text.starts_with("check-provider: the bundled provider"),
+                "{context}"
+            );
+            assert!(text.contains(" 0 fail in "), "{context}");
+            assert!(text.contains("pass   robustness.pipelined"), "{context}");
+        }
         ["serve"] => {
             // On stdio with nothing to read: a clean exit, nothing written.
             assert_eq!(ran.code, Some(0), "{context}");
@@ -802,6 +858,17 @@ fn every_readme_command_line_runs_as_written() {
     );
     for line in &lines {
         check(line);
+    }
+}
+
+#[test]
+fn every_guide_command_line_runs_as_written() {
+    for guide in GUIDES {
+        let lines = sh_lines(guide);
+        assert!(!lines.is_empty(), "{guide} shows no command line");
+        for line in &lines {
+            check(line);
+        }
     }
 }
 

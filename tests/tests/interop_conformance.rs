@@ -14,6 +14,13 @@
 //! `MCP-Protocol-Version: 2025-03-26` is answered 200 (it was a 400); and
 //! `tests/README.md` names every baseline entry.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -14,6 +14,13 @@
 //!
 //! Needs only `python3` (standard library), so these tests never skip.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::process::Command;

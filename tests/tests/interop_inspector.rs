@@ -16,6 +16,13 @@
 //!   corpora), our client's EvidenceResult for `time_now`, and every
 //!   single-edit mutation of all of them.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::collections::BTreeSet;

@@ -20,6 +20,13 @@
 //! over the wire) are checked against independent expectations for the
 //! negotiated revision by `interop_support::check_mcp_sdk_report`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::process::Command;

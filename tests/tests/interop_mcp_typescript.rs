@@ -15,6 +15,13 @@
 //! report is checked by `interop_support::check_mcp_sdk_report` for the
 //! revision that SDK must negotiate.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::process::Command;

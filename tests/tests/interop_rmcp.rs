@@ -18,6 +18,13 @@
 //! Nothing to install: rmcp is built by cargo, and `cargo test` builds the
 //! `rmcp-provider` and `evidence-wire-cli` binaries of this package.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::time::Duration;

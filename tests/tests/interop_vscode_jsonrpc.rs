@@ -10,6 +10,13 @@
 //!   client accepts (json item, structuredContent, JSON text), with and
 //!   without the MCP handshake.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod interop_support;
 
 use std::process::Command;

@@ -8,6 +8,13 @@
 //! Every server runs on loopback or in memory and is bounded: stdio input
 //! ends after the queries, the HTTP server stops after its requests.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::{Cursor, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::{Arc, Mutex};

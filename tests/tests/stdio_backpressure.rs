@@ -8,6 +8,12 @@
 //! reader goes on): before the fix, every chunk of input (about 180 calls
 //! per 64 KiB) overran the cap and all but 16 were answered `OVERLOADED`.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeSet;

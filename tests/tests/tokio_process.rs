@@ -6,6 +6,13 @@
 //! query succeeds after the restart. (The bundled CLI provider behind this
 //! client is covered by the cross-adapter matrix in `tests/`.)
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 

@@ -14,6 +14,13 @@
 //! Also: `.latest` names the newest run after two runs, and a log directory
 //! that cannot be created does not stop the server.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::{Cursor, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,5 +1,30 @@
 //! # evidence-wire-blocking
 //!
+//! A provider on stdio with four worker threads, its contract derived from
+//! the code (`examples/blocking_provider.rs` is a complete one):
+//!
+//! ```no_run
+//! use evidence_wire_blocking::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct File {
+//!     /// A path on this machine.
+//!     path: String,
+//! }
+//!
+//! fn file_size(file: File, _: &CheckContext) -> Result<u64, CheckError> {
+//!     let metadata = std::fs::metadata(&file.path)
+//!         .map_err(|error| CheckError::new("file_unreadable", error.to_string()))?;
+//!     Ok(metadata.len())
+//! }
+//!
+//! fn main() -> Result<(), ServeError> {
+//!     let provider = Provider::new("disk", "Facts about files.")
+//!         .check(Check::new("file_size", "The size of params.path.", file_size));
+//!     serve_stdio(provider, 4)
+//! }
+//! ```
+//!
 //! Runtime adapter binding the sans-IO [`evidence_wire`] core to blocking
 //! `std` I/O: threads, `std::process` and `std::sync::mpsc`.
 //!
@@ -41,3 +66,13 @@ pub use server::{
     DEFAULT_DRAIN_TIMEOUT, MAX_OUTSTANDING_JOBS, Shutdown, serve, serve_stdio,
     serve_stdio_with_log, serve_until, serve_with_log,
 };
+
+/// One `use` line to write a provider or a caller on this adapter: the
+/// SDK's prelude ([`Provider`], [`Check`](evidence_wire_provider::Check),
+/// [`CheckContext`](evidence_wire_provider::CheckContext), ...) and this
+/// adapter's entry points.
+pub mod prelude {
+    pub use crate::{ProcessConfig, ProcessProvider, ProviderError, serve_stdio};
+    pub use evidence_wire::evidence::{EvidenceQuery, VerifiedEvidence};
+    pub use evidence_wire_provider::prelude::*;
+}

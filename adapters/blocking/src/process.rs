@@ -59,7 +59,7 @@ pub const OUTPUT_QUEUE: usize = 16;
 
 type Reply = Sender<Result<VerifiedEvidence, ProviderError>>;
 
-enum Command_ {
+enum Instruction {
     Query(Box<(EvidenceQuery, EvidenceContext)>, Reply),
     Output(u64, Vec<u8>),
     OutputEnd(u64),
@@ -70,15 +70,15 @@ enum Command_ {
 /// talks to the same child. Dropping the last clone stops the child.
 #[derive(Clone)]
 pub struct ProcessProvider {
-    commands: Sender<Command_>,
+    commands: Sender<Instruction>,
     _guard: Arc<ShutdownGuard>,
 }
 
-struct ShutdownGuard(Sender<Command_>);
+struct ShutdownGuard(Sender<Instruction>);
 
 impl Drop for ShutdownGuard {
     fn drop(&mut self) {
-        let _ = self.0.send(Command_::Shutdown);
+        let _ = self.0.send(Instruction::Shutdown);
     }
 }
 
@@ -108,7 +108,7 @@ impl ProcessProvider {
     ) -> Result<VerifiedEvidence, ProviderError> {
         let (reply, answer) = mpsc::channel();
         self.commands
-            .send(Command_::Query(Box::new((query, context)), reply))
+            .send(Instruction::Query(Box::new((query, context)), reply))
             .map_err(|_| ProviderError::ShutDown)?;
         answer.recv().unwrap_or(Err(ProviderError::ShutDown))
     }
@@ -128,14 +128,14 @@ struct Running {
 /// threads, the clock, and the reply channels.
 struct Supervisor {
     core: ProcessCore<Reply>,
-    commands: Sender<Command_>,
+    commands: Sender<Instruction>,
     running: Option<Running>,
     generation: u64,
     epoch: Instant,
 }
 
 impl Supervisor {
-    fn new(config: &ProcessConfig, commands: Sender<Command_>) -> Self {
+    fn new(config: &ProcessConfig, commands: Sender<Instruction>) -> Self {
         Supervisor {
             core: ProcessCore::new(config),
             commands,
@@ -207,7 +207,7 @@ impl Supervisor {
         }
     }
 
-    fn run(mut self, commands: Receiver<Command_>) {
+    fn run(mut self, commands: Receiver<Instruction>) {
         loop {
             self.flush();
             let command = match self.core.poll_timeout() {
@@ -219,11 +219,11 @@ impl Supervisor {
             };
             let now = self.now();
             match command {
-                Ok(Command_::Query(request, reply)) => {
+                Ok(Instruction::Query(request, reply)) => {
                     let (query, context) = *request;
                     self.core.query(query, context, reply, now);
                 }
-                Ok(Command_::Output(generation, bytes)) => {
+                Ok(Instruction::Output(generation, bytes)) => {
                     if let Some(running) = self
                         .running
                         .as_ref()
@@ -235,12 +235,12 @@ impl Supervisor {
                         self.core.handle_input(&bytes, now);
                     }
                 }
-                Ok(Command_::OutputEnd(generation)) => {
+                Ok(Instruction::OutputEnd(generation)) => {
                     if self.is_current(generation) {
                         self.core.handle_end_of_input(now);
                     }
                 }
-                Ok(Command_::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
+                Ok(Instruction::Shutdown) | Err(RecvTimeoutError::Disconnected) => {
                     self.core.shutdown();
                     self.perform();
                     self.stop_child();
@@ -296,14 +296,14 @@ impl Supervisor {
 fn read_loop(
     mut stdout: std::process::ChildStdout,
     generation: u64,
-    commands: &Sender<Command_>,
+    commands: &Sender<Instruction>,
     credit: &SyncSender<()>,
 ) {
     let mut buffer = vec![0u8; READ_CHUNK];
     loop {
         match stdout.read(&mut buffer) {
             Ok(0) | Err(_) => {
-                let _ = commands.send(Command_::OutputEnd(generation));
+                let _ = commands.send(Instruction::OutputEnd(generation));
                 return;
             }
             Ok(read) => {
@@ -311,7 +311,10 @@ fn read_loop(
                     return;
                 }
                 let bytes = buffer.get(..read).unwrap_or_default().to_vec();
-                if commands.send(Command_::Output(generation, bytes)).is_err() {
+                if commands
+                    .send(Instruction::Output(generation, bytes))
+                    .is_err()
+                {
                     return;
                 }
             }

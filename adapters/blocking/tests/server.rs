@@ -3,6 +3,12 @@
 //! flushed at end of input, a panicking handler answered with an error, a
 //! fatal framing error reported after answering what was in flight.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::io::{Cursor, Write};

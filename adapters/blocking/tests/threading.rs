@@ -7,6 +7,12 @@
 //! Every `serve` runs on its own thread and is awaited with a timeout, so a
 //! hang fails the test instead of stalling the run.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::collections::HashMap;

@@ -11,6 +11,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+mod check_provider;
 mod docs_cmd;
 mod logging;
 
@@ -80,6 +81,13 @@ enum Command {
         after_help = "Examples:\n  evidence-wire contract > evidence-wire.contract.json\n  evidence-wire contract --check my-provider.contract.json"
     )]
     Contract(ContractArgs),
+    /// Run a conformance and robustness battery against a provider and
+    /// report each check (pass, warn or fail); exit 1 on a fail.
+    #[command(
+        name = "check-provider",
+        after_help = "Examples:\n  evidence-wire check-provider\n      the bundled provider against its own contract\n  evidence-wire check-provider --contract my-provider.contract.json --provider-id git -- ./my-provider\n  evidence-wire check-provider --json --contract my-provider.contract.json --provider-id git --command ./my-provider\n      every line with its evidence, for CI"
+    )]
+    CheckProvider(check_provider::CheckProviderArgs),
     /// Make an ed25519 signing key: PREFIX (secret seed, mode 0600) and PREFIX.pub (public key).
     #[command(
         after_help = "Example:\n  evidence-wire keygen --out keys/provider\n      writes keys/provider (for serve --signing-key or [bundled.signing] key_file)\n      and keys/provider.pub (for Decision Gate's require_signature keys, or ours)"
@@ -369,6 +377,9 @@ pub fn run() -> ExitCode {
         Command::Verify(args) => verify(args),
         Command::Contract(args) => load_config(config).and_then(|loaded| contract(args, &loaded)),
         Command::Keygen(args) => keygen(&args),
+        Command::CheckProvider(args) => {
+            load_config(config).and_then(|loaded| check_provider::main(args, &loaded, config))
+        }
         Command::Config(ConfigCommand::Check { file }) => config_check(&file),
         Command::Docs { cmd } => return docs_cmd::main(cmd, config),
     };

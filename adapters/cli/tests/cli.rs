@@ -6,6 +6,13 @@
 //! enforcement and `query --url https://… --ca-cert` against loopback
 //! servers built on the core `Server` state machine.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};

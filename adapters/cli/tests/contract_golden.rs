@@ -4,6 +4,13 @@
 //! --test contract`), refuses a provider id under which Decision Gate would
 //! refuse the contract, and `query --help` names the bundled checks.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 

@@ -8,6 +8,13 @@
 //! contract checks: `contract --check` and `config check` report what
 //! Decision Gate would refuse, with field and rule.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

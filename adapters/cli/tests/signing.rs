@@ -10,6 +10,13 @@
 //! examples of `shared/reference/wire-facts.md` §1 and §5; seed = 32 bytes
 //! of 0x07).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

@@ -44,7 +44,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 /// Where relayed lines go (the process adapters' `LogSink`).
-pub type Sink = Arc<dyn Fn(&str) + Send + Sync>;
+pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// The bytes a relayed line costs beyond its own length.
 pub const LINE_COST: u64 = 64;
@@ -231,7 +231,7 @@ impl Shared {
     }
 }
 
-/// A never-blocking relay of stderr lines to a [`Sink`]. Cheap to clone;
+/// A never-blocking relay of stderr lines to a [`LogSink`]. Cheap to clone;
 /// clones share the limits, the counts and the delivery thread, which ends
 /// when the last clone is dropped and the queue is delivered.
 #[derive(Clone)]
@@ -251,7 +251,7 @@ impl std::fmt::Debug for StderrRelay {
 impl StderrRelay {
     /// A relay to `sink` under `limits`, with its delivery thread. If the
     /// thread cannot be started, every line is dropped (and counted).
-    pub fn new(sink: Sink, limits: RelayLimits) -> Self {
+    pub fn new(sink: LogSink, limits: RelayLimits) -> Self {
         let (sender, receiver) = mpsc::sync_channel::<String>(limits.queue.max(1));
         let shared = Arc::new(Shared {
             limits,
@@ -395,7 +395,7 @@ fn summary(state: &State, limits: &RelayLimits) -> String {
 /// The delivery thread: calls the sink with each queued line, and every
 /// [`FLUSH_INTERVAL`] flushes what a flood left unreported. Ends when
 /// every relay is gone and the queue is delivered.
-fn deliver(lines: &Receiver<String>, sink: &Sink, shared: &Weak<Shared>) {
+fn deliver(lines: &Receiver<String>, sink: &LogSink, shared: &Weak<Shared>) {
     let mut next_flush = Instant::now() + FLUSH_INTERVAL;
     loop {
         let wait = next_flush.saturating_duration_since(Instant::now());
@@ -442,10 +442,10 @@ mod tests {
         assert!(!bucket.take(1, 5));
     }
 
-    fn collecting() -> (Sink, Arc<Mutex<Vec<String>>>) {
+    fn collecting() -> (LogSink, Arc<Mutex<Vec<String>>>) {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let sink_lines = Arc::clone(&lines);
-        let sink: Sink = Arc::new(move |line: &str| {
+        let sink: LogSink = Arc::new(move |line: &str| {
             sink_lines.lock().expect("lines").push(line.to_owned());
         });
         (sink, lines)
@@ -550,7 +550,7 @@ mod tests {
         let blocked = Mutex::new(blocked);
         let calls = Arc::new(Mutex::new(0u64));
         let counted = Arc::clone(&calls);
-        let sink: Sink = Arc::new(move |_: &str| {
+        let sink: LogSink = Arc::new(move |_: &str| {
             *counted.lock().expect("calls") += 1;
             let _ = blocked
                 .lock()

@@ -1,5 +1,31 @@
 //! # evidence-wire-smol
 //!
+//! A provider on stdio whose check is an async function
+//! (`examples/smol_provider.rs` is a complete one):
+//!
+//! ```no_run
+//! use evidence_wire_smol::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct File {
+//!     /// A text file on this machine.
+//!     path: String,
+//! }
+//!
+//! async fn line_count(file: File, _: CheckContext) -> Result<u64, CheckError> {
+//!     let text = smol::fs::read_to_string(&file.path)
+//!         .await
+//!         .map_err(|error| CheckError::new("file_unreadable", error.to_string()))?;
+//!     Ok(text.lines().count() as u64)
+//! }
+//!
+//! fn main() -> Result<(), ServeError> {
+//!     let provider = Provider::new("text", "Facts about text files.")
+//!         .check(Check::new_async("line_count", "Lines of params.path.", line_count));
+//!     smol::block_on(serve_stdio(provider))
+//! }
+//! ```
+//!
 //! Runtime adapter binding the sans-IO [`evidence_wire`] core to the
 //! `futures-io` traits (`AsyncRead`/`AsyncWrite`), built from the smol
 //! family of crates (`async-io`, `async-process`, `async-channel`,
@@ -51,3 +77,13 @@ pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
 pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
 pub use process::ProcessProvider;
 pub use server::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+
+/// One `use` line to write a provider or a caller on this adapter: the
+/// SDK's prelude ([`Provider`], [`Check`](evidence_wire_provider::Check),
+/// [`CheckContext`](evidence_wire_provider::CheckContext), ...) and this
+/// adapter's entry points.
+pub mod prelude {
+    pub use crate::{ProcessConfig, ProcessProvider, ProviderError, serve_stdio};
+    pub use evidence_wire::evidence::{EvidenceQuery, VerifiedEvidence};
+    pub use evidence_wire_provider::prelude::*;
+}

@@ -51,7 +51,7 @@ use async_executor::{LocalExecutor, Task};
 use async_io::Timer;
 use async_process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::supervisor::Ticket;
+use evidence_wire::supervisor::QueryTicket;
 use evidence_wire_log::relay::StderrRelay;
 use evidence_wire_provider::caller::{
     MAX_STDERR_LINE, ProcessConfig, ProcessCore, ProviderError, SpawnError, Step as Do,
@@ -212,7 +212,7 @@ struct Supervisor {
     running: Option<Running>,
     generation: u64,
     /// The core's ticket of each query not answered yet, by caller token.
-    tickets: HashMap<u64, Ticket>,
+    tickets: HashMap<u64, QueryTicket>,
     epoch: Instant,
 }
 

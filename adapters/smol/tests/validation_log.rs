@@ -7,6 +7,12 @@
 //! that cannot be created does not stop the server. Each case runs on smol
 //! and on async-std.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::future::Future;

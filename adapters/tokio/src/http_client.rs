@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
+use evidence_wire::evidence::CONTENT_TYPE_JSON;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::frame::Framing;
-use evidence_wire::http::{self, BodyLimit, CONTENT_TYPE_JSON};
+use evidence_wire::http::{self, BodyLimit};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};
@@ -293,16 +293,10 @@ impl HttpProvider {
         let epoch = Instant::now();
         let mut settings = self.config.client.clone();
         settings.handshake = false;
-        settings.framing = Framing::NewlineDelimited;
         let mut client = Client::new(settings);
         let id = client.query(query, context, 0);
-        let mut body = Vec::new();
-        while let Some(bytes) = client.poll_transmit() {
-            body.extend_from_slice(&bytes);
-        }
-        if body.last() == Some(&b'\n') {
-            body.pop();
-        }
+        // Without a handshake the query is the one message to send.
+        let body = client.poll_message().unwrap_or_default();
         let deadline_ms = client
             .poll_timeout()
             .unwrap_or(self.config.client.request_timeout_ms);
@@ -317,14 +311,25 @@ impl HttpProvider {
                 // One request went out: a batch (array) is not its answer.
                 http::check_single_answer(&answer)
                     .map_err(|batch| ProviderError::UnexpectedResponse(batch.to_string()))?;
-                let header = format!("Content-Length: {}\r\n\r\n", answer.len());
-                client.handle_input(header.as_bytes());
-                if !answer.is_empty() {
-                    client.handle_input(&answer);
-                }
+                client.handle_message(&answer);
             }
         }
         take_answer(&mut client, id)
+    }
+
+    /// POST one message exactly as given (`body`, unframed; it need not be
+    /// valid JSON) and return the answer's body, unread: the raw exchange
+    /// under [`HttpProvider::query`], with the same connection, TLS,
+    /// headers and limits (a non-2xx status is a
+    /// [`ProviderError::HttpStatus`]). No deadline but the connect timeout:
+    /// the caller bounds the wait (a conformance checker feeding the answer
+    /// to its own [`Client`] with [`Client::handle_message`]).
+    pub async fn post_message(
+        &self,
+        body: Vec<u8>,
+        correlation: Option<&str>,
+    ) -> Result<Vec<u8>, ProviderError> {
+        self.post(body, correlation).await
     }
 
     fn address(&self) -> String {

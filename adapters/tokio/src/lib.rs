@@ -1,5 +1,29 @@
 //! # evidence-wire-tokio
 //!
+//! A provider on stdio, its contract derived from the code (more in
+//! `examples/`: HTTP with a bearer token, a caller that verifies):
+//!
+//! ```no_run
+//! use evidence_wire_tokio::prelude::*;
+//!
+//! #[derive(serde::Deserialize, schemars::JsonSchema)]
+//! struct File {
+//!     /// A path on this machine.
+//!     path: String,
+//! }
+//!
+//! fn file_exists(file: File, _: &CheckContext) -> Result<bool, CheckError> {
+//!     Ok(std::path::Path::new(&file.path).exists())
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), ServeError> {
+//!     let provider = Provider::new("files", "Facts about files.")
+//!         .check(Check::new("file_exists", "Whether params.path exists.", file_exists));
+//!     serve_stdio(provider).await
+//! }
+//! ```
+//!
 //! Runtime adapter binding the sans-IO [`evidence_wire`] core to tokio I/O.
 //!
 //! - [`serve`] / [`serve_stdio`]: a provider server on any `AsyncRead` /
@@ -29,15 +53,6 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-#![cfg_attr(
-    not(test),
-    warn(
-        clippy::unwrap_used,
-        clippy::expect_used,
-        clippy::panic,
-        clippy::indexing_slicing
-    )
-)]
 
 pub use evidence_wire as core;
 
@@ -57,3 +72,16 @@ pub use http_client::{HttpProvider, HttpProviderConfig};
 pub use http_server::{HttpServeError, HttpServerConfig, LISTEN_BACKLOG, bind_http, serve_http};
 pub use process::ProcessProvider;
 pub use stdio::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+
+/// One `use` line to write a provider or a caller on tokio: the SDK's
+/// prelude ([`Provider`], [`Check`](evidence_wire_provider::Check),
+/// [`CheckContext`](evidence_wire_provider::CheckContext), ...) and this
+/// adapter's entry points.
+pub mod prelude {
+    pub use crate::{
+        HttpProvider, HttpProviderConfig, HttpServerConfig, ProcessConfig, ProcessProvider,
+        ProviderError, bind_http, serve_http, serve_stdio,
+    };
+    pub use evidence_wire::evidence::{EvidenceQuery, VerifiedEvidence};
+    pub use evidence_wire_provider::prelude::*;
+}

@@ -8,6 +8,13 @@
 //! the handler) must also be byte-identical to the HTTP body, so both
 //! transports are held to one behaviour. Every network wait is bounded.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::net::SocketAddr;

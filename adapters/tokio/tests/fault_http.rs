@@ -12,6 +12,13 @@
 //! disconnect while their query is being handled, and a client that never
 //! reads its (large) answer.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::net::SocketAddr;

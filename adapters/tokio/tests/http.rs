@@ -3,6 +3,13 @@
 //! http:// refused without the flag, overload, graceful shutdown. Every
 //! network wait is bounded by a timeout.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::net::SocketAddr;

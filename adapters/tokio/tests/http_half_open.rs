@@ -13,6 +13,13 @@
 //! measures latencies. Set `EVIDENCE_WIRE_HALF_OPEN_SECS` to run longer or
 //! shorter (default 20).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::net::SocketAddr;

@@ -15,6 +15,13 @@
 //!
 //! Every network wait is bounded.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::net::SocketAddr;

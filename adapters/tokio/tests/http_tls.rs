@@ -5,6 +5,13 @@
 //! failure is a typed `ProviderError::Tls` naming the cause, and the next
 //! (trusting) query still succeeds. Every network wait is bounded.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::convert::Infallible;

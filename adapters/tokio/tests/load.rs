@@ -17,6 +17,13 @@
 //! Every wait is bounded; the counts keep each test well under 30 s in a
 //! debug build on 2 cores.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::net::SocketAddr;

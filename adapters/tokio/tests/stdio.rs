@@ -2,6 +2,13 @@
 //! pipelined queries answered concurrently, end of input flushes every
 //! answer in flight, a fatal framing error still answers what is in flight.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod common;
 
 use std::time::Duration;

@@ -36,8 +36,8 @@ impl Server {
     ///
     /// The server seals the result before sending it: a result with a
     /// value gets its `evidence_hash` computed under the profile the
-    /// connection needs ([`ServerConfig::hash_profile`]; any hash the
-    /// embedder set is replaced) and, when a [`ServerConfig::signer`] is
+    /// connection needs ([`ServerConfig::hash_profile`](crate::server::ServerConfig::hash_profile); any hash the
+    /// embedder set is replaced) and, when a [`ServerConfig::signer`](crate::server::ServerConfig::signer) is
     /// set, a signature. A result the embedder already signed is sent as
     /// given. An answer its own caller would drop is replaced by an
     /// `EvidenceResult` error saying why: a value that cannot be

@@ -26,7 +26,7 @@ use crate::evidence::{EvidenceError, EvidenceQuery};
 /// Made once with [`ServerContract::new`], which validates the contract and
 /// (with `std`) compiles every check's `params_schema`; cloning shares the
 /// compiled form, so a server per HTTP request costs nothing more. Set it
-/// with [`ServerConfig::with_contract`].
+/// with [`ServerConfig::with_contract`](crate::server::ServerConfig::with_contract).
 #[derive(Clone)]
 pub struct ServerContract {
     pub(crate) inner: Arc<ContractInner>,

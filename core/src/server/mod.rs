@@ -9,7 +9,7 @@
 //! output bytes come out of [`Server::poll_transmit`].
 //!
 //! Tool arguments are read in one parse that refuses any object naming a
-//! member twice, at any depth ([`crate::unique`]: `query`, `context`, a
+//! member twice, at any depth (`unique::from_str`: `query`, `context`, a
 //! check's `params`; so are the params of `initialize`, `resources/read`
 //! and `notifications/cancelled`), answered `INVALID_TOOL_INPUT` with the
 //! member's JSON pointer in `data.pointer` (a notification is only
@@ -194,7 +194,7 @@ pub enum ServerEvent {
         /// Its context.
         context: EvidenceContext,
     },
-    /// A call of a tool registered with [`Server::register_tool`]: answer it
+    /// A call of a tool registered with [`ServerConfig::add_tool`]: answer it
     /// with [`Server::respond_tool`].
     ToolCall {
         /// Use it to answer.

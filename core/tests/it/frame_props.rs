@@ -284,7 +284,7 @@ fn ndjson_rules_and_detection() {
     assert!(matches!(cut.finish(), Err(FrameError::Truncated { .. })));
     assert!(matches!(
         encode(Framing::NewlineDelimited, b"{\n}", &mut Vec::new()),
-        Err(evidence_wire::frame::EncodeError::EmbeddedNewline { offset: 1 })
+        Err(evidence_wire::frame::FrameEncodeError::EmbeddedNewline { offset: 1 })
     ));
 }
 

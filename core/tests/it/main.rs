@@ -5,12 +5,20 @@
 //! conformance data, `_transcripts` byte-exact exchanges, `_model` model
 //! checks); `fuzz_corpus` replays every fuzz target's corpus.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
 mod canonical_integers;
 mod canonical_props;
 mod canonical_vectors;
 mod client_fail_closed;
 mod client_handshake_refused;
 mod client_model;
+mod client_raw;
 mod client_transcripts;
 mod contract_rules;
 mod embedded_schemas;

@@ -9,7 +9,7 @@ use evidence_wire::evidence::{
 };
 use evidence_wire::frame::Framing;
 use evidence_wire::supervisor::{
-    Action, Failure, MAX_SKIPPED_LOGGED, RestartPolicy, Supervisor, Ticket,
+    Action, Failure, MAX_SKIPPED_LOGGED, QueryTicket, RestartPolicy, Supervisor,
 };
 use serde_json::{Value, json};
 
@@ -51,7 +51,7 @@ impl Harness {
         harness
     }
 
-    fn ask(&mut self, payload: u32, now: u64) -> Ticket {
+    fn ask(&mut self, payload: u32, now: u64) -> QueryTicket {
         let query = EvidenceQuery::new("test", "probe");
         let context = EvidenceContext::adhoc(TriggerTime::UnixMillis(1));
         self.sup.query(query, context, payload, now)

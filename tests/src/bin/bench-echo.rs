@@ -6,6 +6,12 @@
 //! Limits: one 64 KiB buffer; ends at end of input or on the first write
 //! error (the driver went away).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::io::{Read, Write};

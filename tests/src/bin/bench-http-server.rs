@@ -10,6 +10,12 @@
 //! Built only with the `bench-peers` feature (scripts/bench). Limits: the
 //! server's defaults (64 calls at once, 256 connections, 1 MiB bodies).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use evidence_wire::evidence::{

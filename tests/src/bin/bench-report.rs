@@ -12,6 +12,12 @@
 //! and their targets as "not measured"; nothing here panics on them.
 //! Built only with the `bench-peers` feature.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;

@@ -15,6 +15,12 @@
 //!
 //! Limits: rmcp's defaults (its HTTP body cap; no stdio line cap).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;

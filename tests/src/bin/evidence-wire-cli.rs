@@ -4,6 +4,12 @@
 //! `evidence_wire_cli::run` (the `query` command re-runs this executable as
 //! its bundled provider).
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 fn main() -> std::process::ExitCode {

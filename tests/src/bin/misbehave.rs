@@ -1,8 +1,8 @@
 //! `misbehave`: a stdio evidence provider that breaks the protocol on
-//! purpose, for the adapter test matrix.
+//! purpose, for the adapter test matrix and `check-provider`'s tests.
 //!
 //! ```text
-//! misbehave MODE [--state FILE] [--times N] [--delay-ms N] [--bytes N]
+//! misbehave MODE [--state FILE] [--times N] [--delay-ms N] [--bytes N] [--contract FILE]
 //! ```
 //!
 //! It serves `evidence_query` with the blocking adapter (either framing,
@@ -29,6 +29,26 @@
 //! | `deep-answer` | writes its answer with the evidence value nested 200 levels deep (past the envelope's 128) in the request's framing, and goes on serving |
 //! | `refuse-initialize` | answers `initialize` with a JSON-RPC error (-32601) instead of its result |
 //! | `stderr-flood` | writes `--bytes` (default 16 MiB) of 128-byte lines to stderr, blocking as a write to a full pipe does, then answers correctly |
+//! | `params-rpc-error` | answers an `invalid_params` EvidenceResult error as a JSON-RPC error (-32602) instead |
+//! | `params-accepted` | answers params its contract refuses (`invalid_params`) with a value |
+//! | `unknown-check-ok` | answers an unknown check (`unknown_check`) with a value |
+//! | `nondeterministic` | adds a counter to the value from the second time the same query is asked |
+//! | `wrong-value` | answers the value `"wrong"` to every query |
+//! | `rfc8785-hash` | hashes with RFC 8785 instead of the profile its caller verifies with |
+//! | `bad-hash` | sends a wrong `evidence_hash` (64 zeros) |
+//! | `no-hash` | sends `evidence_hash: null` |
+//! | `dup-answer` | writes every answer twice |
+//! | `text-content` | sends the EvidenceResult as a text content item (MCP style) on a Decision Gate connection |
+//! | `no-tools-list` | answers `tools/list` with a JSON-RPC error (-32601) |
+//! | `fragile` | exits (code 1) on the first input that is not a well-formed frame holding JSON, as Decision Gate's own server does |
+//! | `unserved-contract` | answers correctly and enforces `--contract`, but does not serve it at `resources/read` |
+//!
+//! With `--contract FILE` (a capabilities contract) the server enforces it
+//! (an unknown check or params outside `params_schema` are answered as
+//! EvidenceResult errors before the handler runs) and serves it at
+//! `resources/read decision-gate://contract`; the check `keys` then
+//! answers `{"a":1,"a b":2,"a!":3,"ab":4}`, a value whose canonical JSON
+//! differs between RFC 8785 and Decision Gate's profile.
 //!
 //! With `--state FILE` it misbehaves only `--times` times (default 1)
 //! across restarts, counting in FILE, and answers correctly afterwards:
@@ -38,6 +58,12 @@
 //! that the caller captures stderr. Test tool only: it
 //! trusts its argv and panics on a bad one.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::fs;
@@ -47,9 +73,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use evidence_wire::canonical::Profile;
+use evidence_wire::contract::ProviderContract;
+use evidence_wire::dialect::HashProfile;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, EvidenceValue};
 use evidence_wire::frame::{self, Decoder, Limits};
-use evidence_wire::server::{ServerConfig, ServerEvent};
+use evidence_wire::server::{Resource, ServerConfig, ServerContract, ServerEvent};
 use evidence_wire_blocking::{Answer, Handler, Service};
 use serde_json::{Value, json};
 
@@ -72,6 +100,19 @@ enum Mode {
     DeepAnswer,
     StderrFlood,
     RefuseInitialize,
+    ParamsRpcError,
+    ParamsAccepted,
+    UnknownCheckOk,
+    Nondeterministic,
+    WrongValue,
+    Rfc8785Hash,
+    BadHash,
+    NoHash,
+    DupAnswer,
+    TextContent,
+    NoToolsList,
+    Fragile,
+    UnservedContract,
 }
 
 impl Mode {
@@ -94,6 +135,19 @@ impl Mode {
             "deep-answer" => Mode::DeepAnswer,
             "stderr-flood" => Mode::StderrFlood,
             "refuse-initialize" => Mode::RefuseInitialize,
+            "params-rpc-error" => Mode::ParamsRpcError,
+            "params-accepted" => Mode::ParamsAccepted,
+            "unknown-check-ok" => Mode::UnknownCheckOk,
+            "nondeterministic" => Mode::Nondeterministic,
+            "wrong-value" => Mode::WrongValue,
+            "rfc8785-hash" => Mode::Rfc8785Hash,
+            "bad-hash" => Mode::BadHash,
+            "no-hash" => Mode::NoHash,
+            "dup-answer" => Mode::DupAnswer,
+            "text-content" => Mode::TextContent,
+            "no-tools-list" => Mode::NoToolsList,
+            "fragile" => Mode::Fragile,
+            "unserved-contract" => Mode::UnservedContract,
             other => panic!("misbehave: unknown mode {other:?}"),
         }
     }
@@ -139,6 +193,8 @@ struct Misbehaving {
     delay: Duration,
     /// Size of the stderr flood.
     bytes: Option<u64>,
+    /// How often each query was asked (`nondeterministic`).
+    asked: Arc<Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 /// Writes `total` bytes of numbered 128-byte lines to stderr (blocking
@@ -202,7 +258,26 @@ impl Misbehaving {
                 _ => std::thread::sleep(self.delay),
             }
         }
-        let value = json!({"check_id": query.check_id, "params": query.params});
+        let mut value = if query.check_id == "keys" {
+            json!({"a": 1, "a b": 2, "a!": 3, "ab": 4})
+        } else {
+            json!({"check_id": query.check_id, "params": query.params})
+        };
+        if mode == Mode::WrongValue && self.budget.take() {
+            value = json!("wrong");
+        }
+        if mode == Mode::Nondeterministic {
+            let key = format!("{}:{:?}", query.check_id, query.params);
+            let mut asked = self
+                .asked
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            let count = asked.entry(key).or_insert(0);
+            *count += 1;
+            if *count > 1 && self.budget.take() {
+                value["nonce"] = json!(*count);
+            }
+        }
         EvidenceValue::json(&value)
             .ok()
             .map(EvidenceResult::with_value)
@@ -269,6 +344,16 @@ impl Output {
             .ok()
             .filter(|message| message.pointer("/result/content").is_some());
         let mode = self.budget.mode;
+        if let Some(messages) = self.rewrite(body) {
+            let mut out = self.stdout.lock();
+            for message in messages {
+                let body = serde_json::to_vec(&message).map_err(io::Error::other)?;
+                let mut reframed = Vec::new();
+                frame::encode(framing, &body, &mut reframed).map_err(io::Error::other)?;
+                out.write_all(&reframed)?;
+            }
+            return out.flush();
+        }
         if mode == Mode::RefuseInitialize {
             let initialized = serde_json::from_slice::<Value>(body)
                 .ok()
@@ -401,6 +486,112 @@ impl Output {
     }
 }
 
+impl Output {
+    /// The messages to write instead of `body` in the rewriting modes
+    /// (`None`: write it as it is).
+    fn rewrite(&self, body: &[u8]) -> Option<Vec<Value>> {
+        let mode = self.budget.mode;
+        let rewriting = matches!(
+            mode,
+            Mode::ParamsRpcError
+                | Mode::ParamsAccepted
+                | Mode::UnknownCheckOk
+                | Mode::BadHash
+                | Mode::NoHash
+                | Mode::DupAnswer
+                | Mode::TextContent
+                | Mode::NoToolsList
+        );
+        if !rewriting {
+            return None;
+        }
+        let mut message = serde_json::from_slice::<Value>(body).ok()?;
+        let id = message.get("id").cloned().unwrap_or(Value::Null);
+        if mode == Mode::NoToolsList {
+            message.pointer("/result/tools")?;
+            self.budget.take().then_some(())?;
+            eprintln!("misbehave: refusing tools/list on purpose");
+            return Some(vec![json!({"jsonrpc": "2.0", "id": id,
+                "error": {"code": -32601, "message": "Method not found: tools/list"}})]);
+        }
+        let evidence = message.pointer("/result/content/0/json")?.clone();
+        let code = evidence
+            .pointer("/error/code")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let accepted = || {
+            let value = EvidenceValue::json(&json!("accepted")).ok()?;
+            let result = EvidenceResult::with_value(value)
+                .with_computed_hash(Profile::DecisionGate)
+                .ok()?;
+            Some(json!({"jsonrpc": "2.0", "id": id,
+                "result": {"content": [{"type": "json", "json": result}]}}))
+        };
+        let rewritten = match mode {
+            Mode::ParamsRpcError if code == "invalid_params" => {
+                json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32602, "message": evidence.pointer("/error/message").cloned().unwrap_or(Value::Null)}})
+            }
+            Mode::ParamsAccepted if code == "invalid_params" => accepted()?,
+            Mode::UnknownCheckOk if code == "unknown_check" => accepted()?,
+            Mode::BadHash if evidence.pointer("/evidence_hash/value").is_some() => {
+                message["result"]["content"][0]["json"]["evidence_hash"]["value"] =
+                    json!("0".repeat(64));
+                message
+            }
+            Mode::NoHash if evidence.pointer("/evidence_hash/value").is_some() => {
+                message["result"]["content"][0]["json"]["evidence_hash"] = Value::Null;
+                message
+            }
+            Mode::DupAnswer => {
+                if self.budget.take() {
+                    eprintln!("misbehave: answering twice on purpose");
+                    return Some(vec![message.clone(), message]);
+                }
+                return None;
+            }
+            Mode::TextContent => {
+                let text = serde_json::to_string(&evidence).ok()?;
+                message["result"] = json!({"content": [{"type": "text", "text": text}]});
+                message
+            }
+            _ => return None,
+        };
+        if !self.budget.take() {
+            return None;
+        }
+        eprintln!("misbehave: {mode:?} on purpose");
+        Some(vec![rewritten])
+    }
+}
+
+/// Stdin that ends the process at the first input that is not a
+/// well-formed frame holding JSON (`fragile`), as Decision Gate's own
+/// server does.
+struct FragileInput {
+    inner: io::Stdin,
+    decoder: Decoder,
+}
+
+impl io::Read for FragileInput {
+    fn read(&mut self, buffer: &mut [u8]) -> io::Result<usize> {
+        let read = self.inner.read(buffer)?;
+        self.decoder.push(buffer.get(..read).unwrap_or_default());
+        while let Some(next) = self.decoder.poll_frame() {
+            let fine = match next {
+                Ok(frame) => serde_json::from_slice::<Value>(&frame.body).is_ok(),
+                Err(_) => false,
+            };
+            if !fine {
+                eprintln!("misbehave: a broken frame; exiting on purpose");
+                std::process::exit(1);
+            }
+        }
+        Ok(read)
+    }
+}
+
 impl Write for Output {
     fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
         self.decoder.push(bytes);
@@ -423,12 +614,14 @@ fn main() {
     let mut times = 1;
     let mut delay = Duration::from_millis(200);
     let mut bytes = None;
+    let mut contract = None;
     while let Some(flag) = args.next() {
         let value = args.next().expect("misbehave: a flag needs a value");
         match flag.as_str() {
             "--state" => state = Some(PathBuf::from(value)),
             "--times" => times = value.parse().expect("misbehave: --times N"),
             "--bytes" => bytes = Some(value.parse().expect("misbehave: --bytes N")),
+            "--contract" => contract = Some(PathBuf::from(value)),
             "--delay-ms" => {
                 delay = Duration::from_millis(value.parse().expect("misbehave: --delay-ms N"));
             }
@@ -465,9 +658,40 @@ fn main() {
         budget,
         delay,
         bytes,
+        asked: Arc::new(Mutex::new(std::collections::HashMap::new())),
     };
-    let service = Service::new(ServerConfig::default(), handler);
-    if let Err(error) = evidence_wire_blocking::serve(service, 4, io::stdin(), output) {
+    let mut config = ServerConfig::default();
+    if let Some(path) = contract {
+        let text = fs::read_to_string(&path).expect("misbehave: cannot read --contract");
+        let contract =
+            ProviderContract::from_json_str(&text).expect("misbehave: --contract is no contract");
+        let contract = ServerContract::new(contract).expect("misbehave: --contract is refused");
+        if mode != Mode::UnservedContract {
+            config.add_resource(Resource {
+                uri: "decision-gate://contract".to_owned(),
+                name: "contract".to_owned(),
+                title: Some("Capabilities contract".to_owned()),
+                description: Some("This provider's capabilities contract.".to_owned()),
+                mime_type: "application/json".to_owned(),
+                text: contract.contract_json().into(),
+            });
+        }
+        config = config.with_contract(contract);
+    }
+    if mode == Mode::Rfc8785Hash {
+        config.hash_profile = HashProfile::Fixed(Profile::Rfc8785);
+    }
+    let service = Service::new(config, handler);
+    let served = if mode == Mode::Fragile {
+        let input = FragileInput {
+            inner: io::stdin(),
+            decoder: Decoder::new(Limits::default()),
+        };
+        evidence_wire_blocking::serve(service, 4, input, output)
+    } else {
+        evidence_wire_blocking::serve(service, 4, io::stdin(), output)
+    };
+    if let Err(error) = served {
         eprintln!("misbehave: {error}");
         std::process::exit(1);
     }

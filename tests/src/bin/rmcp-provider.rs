@@ -12,6 +12,12 @@
 //!   invalid   a JSON-RPC invalid-params error
 //! The result is MCP-shaped: `structuredContent` plus the JSON as a text item.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use evidence_wire_tests::rmcp_peer::{EvidencePeer, evidence, sha256_canonical};

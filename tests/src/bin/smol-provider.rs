@@ -12,6 +12,12 @@
 //! sent together are answered concurrently and out of order. One line goes
 //! to stderr at start (`smol-provider: ready`). Test tool: it trusts argv.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::time::Duration;

@@ -4,6 +4,12 @@
 //! `hang`, `garbage`, `wrong_id`, `panic`). Framing is detected from the
 //! input. Not for production use.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 #![forbid(unsafe_code)]
 
 use std::io::Write;

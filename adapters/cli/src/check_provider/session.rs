@@ -1,0 +1,631 @@
+//! One connection to the provider under test, driven through the core
+//! sans-IO [`Client`]: a child process on stdio (spawned fresh for every
+//! session, so that a probe that breaks the stream cannot spoil the next)
+//! or an HTTP endpoint.
+//!
+//! Every request goes through the client's raw entry points
+//! ([`Client::query_raw`], [`Client::request`], [`Client::expect_reply`]
+//! with [`Client::send_raw`]), so the battery sees each answer as the
+//! provider wrote it, with the client's id matching, deadlines and
+//! dropped-answer rules, and asks [`Client::verify_answer`] for the
+//! client's own verdict. Nothing here judges: it records what happened
+//! (each outcome with its latency, the messages the client skipped, a
+//! fatal stream error, the provider's stderr) for the battery to grade.
+//!
+//! Limits: every wait is bounded by the client's request deadline (the
+//! child is killed when the session ends); the child's output is read in
+//! 64 KiB chunks of which at most [`OUTPUT_QUEUE`] wait to be decoded; of
+//! its stderr only counts and the first [`STDERR_SAMPLE_LINES`] lines (cut
+//! at [`STDERR_SAMPLE_BYTES`]) are kept; at most [`MAX_NOTES`] skipped
+//! messages are described (the rest counted).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::process::{Child, ChildStderr, Command, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId, Skipped};
+use evidence_wire::envelope::{self, Id};
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery};
+use evidence_wire::frame::Framing;
+use evidence_wire_tokio::{HttpProvider, ProviderError};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+/// Output chunks read from the child but not yet decoded, at most.
+pub const OUTPUT_QUEUE: usize = 64;
+/// Bytes read from the child's stdout at once.
+const READ_CHUNK: usize = 64 * 1024;
+/// Lines of the provider's stderr kept as evidence.
+pub const STDERR_SAMPLE_LINES: usize = 5;
+/// Longest stderr line kept (the rest is cut).
+pub const STDERR_SAMPLE_BYTES: usize = 200;
+/// Skipped messages described per session (the rest only counted).
+pub const MAX_NOTES: usize = 16;
+/// The most of an unread stderr pipe read after the session, to measure it.
+const UNREAD_STDERR_CAP: u64 = 1024 * 1024;
+
+/// Where the provider is.
+#[derive(Clone)]
+pub enum Endpoint {
+    /// A program and its arguments, spawned without a shell.
+    Command(Vec<String>),
+    /// An HTTP provider (already configured: URL, token, roots).
+    Http(HttpProvider),
+}
+
+impl Endpoint {
+    /// True for an HTTP provider.
+    pub fn is_http(&self) -> bool {
+        matches!(self, Endpoint::Http(_))
+    }
+}
+
+/// What happens to the child's stderr during a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StderrMode {
+    /// Read as it comes (counted and sampled): the provider never blocks on it.
+    Drain,
+    /// A pipe nobody reads until the session ends (as a careless caller does).
+    Unread,
+}
+
+/// How to open one session.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Framing of what the checker writes.
+    pub framing: Framing,
+    /// Run the MCP `initialize` handshake first.
+    pub handshake: bool,
+    /// How long each request may wait for its answer.
+    pub timeout_ms: u64,
+    /// The provider's stderr.
+    pub stderr: StderrMode,
+}
+
+/// One request's outcome as the session saw it.
+#[derive(Clone, Debug)]
+pub struct Outcome {
+    /// The `result` as written, or why there is none.
+    pub result: Result<Box<RawValue>, QueryError>,
+    /// From the request's send to its outcome.
+    pub latency: Duration,
+    /// The HTTP status of a failed exchange (HTTP sessions only).
+    pub http_status: Option<u16>,
+}
+
+/// What the provider wrote to its stderr.
+#[derive(Clone, Debug, Default)]
+pub struct StderrSummary {
+    /// Bytes read.
+    pub bytes: u64,
+    /// Lines read.
+    pub lines: u64,
+    /// The first lines, cut.
+    pub sample: Vec<String>,
+    /// The stream has ended (the provider closed it or exited).
+    pub ended: bool,
+}
+
+/// Messages of the provider the client did not take as answers.
+#[derive(Clone, Debug, Default)]
+pub struct Notes {
+    /// Output that is not a frame or not JSON-RPC (described, capped).
+    pub invalid: Vec<String>,
+    /// How many of those in all.
+    pub invalid_count: usize,
+    /// Answers carrying an id no request of this session had.
+    pub unknown_ids: Vec<Value>,
+    /// Answers carrying the id of a request already answered or expired.
+    pub repeated_ids: Vec<i64>,
+    /// The stream broke (and why).
+    pub fatal: Option<String>,
+    /// The protocol version the MCP handshake ended with.
+    pub initialized: Option<String>,
+    /// HTTP exchanges that failed for a body carrying no request id (a
+    /// broken body): their status (0: no status, the exchange itself failed).
+    pub http_failures: Vec<u16>,
+}
+
+/// One connection to the provider under test.
+pub struct Session {
+    client: Client,
+    epoch: Instant,
+    io: Io,
+    sent_at: BTreeMap<i64, (RequestId, Instant)>,
+    outcomes: BTreeMap<i64, Outcome>,
+    http_failures: BTreeMap<i64, (u16, String)>,
+    notes: Notes,
+}
+
+enum Io {
+    Child(ChildIo),
+    Http(HttpIo),
+}
+
+struct ChildIo {
+    child: Child,
+    stdin: Sender<Vec<u8>>,
+    output: Receiver<Input>,
+    /// Taken back from the reader so that it may queue the next chunk.
+    credit: Receiver<()>,
+    stderr: Arc<Mutex<StderrSummary>>,
+    unread_stderr: Option<ChildStderr>,
+    closed: bool,
+}
+
+struct HttpIo {
+    provider: HttpProvider,
+    runtime: tokio::runtime::Runtime,
+    answers: Receiver<Input>,
+    sender: Sender<Input>,
+}
+
+enum Input {
+    Bytes(Vec<u8>),
+    End,
+    Http {
+        id: Option<i64>,
+        answer: Result<Vec<u8>, ProviderError>,
+    },
+}
+
+impl Session {
+    /// Opens a session: spawns the program, or prepares the HTTP client.
+    pub fn open(endpoint: &Endpoint, config: &SessionConfig) -> Result<Session, String> {
+        let mut settings = ClientConfig::default();
+        settings.framing = config.framing;
+        settings.handshake = config.handshake;
+        settings.request_timeout_ms = config.timeout_ms;
+        let io = match endpoint {
+            Endpoint::Command(command) => Io::Child(spawn(command, config.stderr)?),
+            Endpoint::Http(provider) => {
+                let runtime = tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|error| format!("cannot start the HTTP runtime: {error}"))?;
+                let (sender, answers) = mpsc::channel();
+                Io::Http(HttpIo {
+                    provider: provider.clone(),
+                    runtime,
+                    answers,
+                    sender,
+                })
+            }
+        };
+        Ok(Session {
+            client: Client::new(settings),
+            epoch: Instant::now(),
+            io,
+            sent_at: BTreeMap::new(),
+            outcomes: BTreeMap::new(),
+            http_failures: BTreeMap::new(),
+            notes: Notes::default(),
+        })
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Sends an `evidence_query` (the bytes of [`Client::query`]).
+    pub fn query(&mut self, query: &EvidenceQuery, context: &EvidenceContext) -> RequestId {
+        let now = self.now();
+        let id = self.client.query_raw(query, context, now);
+        self.sent(id);
+        id
+    }
+
+    /// Sends any request.
+    pub fn request(&mut self, method: &str, params: Option<&Value>) -> RequestId {
+        let now = self.now();
+        let id = self.client.request(method, params, now);
+        self.sent(id);
+        id
+    }
+
+    /// Reserves the id of a request written raw by [`Session::send_raw`].
+    pub fn expect_reply(&mut self) -> RequestId {
+        let now = self.now();
+        let id = self.client.expect_reply(now);
+        self.sent(id);
+        id
+    }
+
+    /// Stops waiting for `id` (its outcome becomes `Cancelled` if it had none).
+    pub fn cancel(&mut self, id: RequestId) {
+        self.client.cancel(id);
+        self.collect();
+    }
+
+    /// Writes `bytes` as they are.
+    pub fn send_raw(&mut self, bytes: &[u8]) {
+        self.client.send_raw(bytes);
+    }
+
+    fn sent(&mut self, id: RequestId) {
+        self.sent_at.insert(id.get(), (id, Instant::now()));
+    }
+
+    /// The outcome of `id`, once it has one.
+    pub fn outcome(&self, id: RequestId) -> Option<&Outcome> {
+        self.outcomes.get(&id.get())
+    }
+
+    /// What the provider wrote that answered nothing.
+    pub fn notes(&self) -> &Notes {
+        &self.notes
+    }
+
+    /// The framing the provider answered in, once seen.
+    pub fn answer_framing(&self) -> Option<Framing> {
+        self.client.detected_framing()
+    }
+
+    /// Sends what is queued and waits until every one of `ids` has its
+    /// outcome (each does by its deadline).
+    pub fn wait(&mut self, ids: &[RequestId]) {
+        loop {
+            self.flush();
+            self.collect();
+            if ids.iter().all(|id| self.outcomes.contains_key(&id.get())) {
+                return;
+            }
+            if self.client.needs_restart() && self.client.in_flight() > 0 {
+                // The stream is broken: what still waits can never be answered.
+                let reason = self
+                    .notes
+                    .fatal
+                    .clone()
+                    .unwrap_or_else(|| "the provider's stream broke".to_owned());
+                self.client.connection_lost(&reason);
+                continue;
+            }
+            let wait = match self.client.poll_timeout() {
+                Some(deadline) => Duration::from_millis(deadline.saturating_sub(self.now())),
+                // Nothing can end the wait: every request has an outcome or
+                // was never made.
+                None => return,
+            };
+            self.step(wait);
+        }
+    }
+
+    /// Keeps reading for `duration` (to see what else the provider writes:
+    /// a second answer to a request already answered).
+    pub fn linger(&mut self, duration: Duration) {
+        let until = Instant::now() + duration;
+        loop {
+            self.flush();
+            self.collect();
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            self.step(left);
+        }
+    }
+
+    /// Waits at most `wait` for input and feeds it to the client.
+    fn step(&mut self, wait: Duration) {
+        let received = match &self.io {
+            Io::Child(child) if child.closed => {
+                thread::sleep(wait.min(Duration::from_millis(50)));
+                Err(RecvTimeoutError::Timeout)
+            }
+            Io::Child(child) => child.output.recv_timeout(wait),
+            Io::Http(http) => http.answers.recv_timeout(wait),
+        };
+        let now = self.now();
+        match received {
+            Ok(Input::Bytes(bytes)) => {
+                if let Io::Child(child) = &self.io {
+                    let _ = child.credit.try_recv();
+                }
+                self.client.handle_input(&bytes);
+            }
+            Ok(Input::End) => {
+                if let Io::Child(child) = &mut self.io {
+                    child.closed = true;
+                }
+                self.client.handle_end_of_input();
+            }
+            Ok(Input::Http { id, answer }) => match answer {
+                Ok(body) if body.is_empty() => {}
+                Ok(body) => self.client.handle_message(&body),
+                Err(error) => {
+                    let status = match &error {
+                        ProviderError::HttpStatus { status, .. } => *status,
+                        _ => 0,
+                    };
+                    match id.and_then(|id| self.sent_at.get(&id).copied()) {
+                        Some((request, _)) => {
+                            self.http_failures
+                                .insert(request.get(), (status, error.to_string()));
+                            self.client.cancel(request);
+                        }
+                        None => self.notes.http_failures.push(status),
+                    }
+                }
+            },
+            Err(RecvTimeoutError::Timeout) => self.client.handle_timeout(now),
+            Err(RecvTimeoutError::Disconnected) => {
+                if let Io::Child(child) = &mut self.io {
+                    child.closed = true;
+                }
+                self.client.handle_end_of_input();
+            }
+        }
+    }
+
+    /// Moves what the client queued to the provider.
+    fn flush(&mut self) {
+        match &self.io {
+            Io::Child(child) => {
+                while let Some(bytes) = self.client.poll_transmit() {
+                    if child.stdin.send(bytes).is_err() {
+                        break;
+                    }
+                }
+            }
+            Io::Http(http) => {
+                while let Some(body) = self.client.poll_message() {
+                    let id = match envelope::find_id(body.get(..1024).unwrap_or(&body)) {
+                        Some(Id::Number(id)) => Some(id),
+                        _ => None,
+                    };
+                    let provider = http.provider.clone();
+                    let sender = http.sender.clone();
+                    http.runtime.spawn(async move {
+                        let answer = provider.post_message(body, None).await;
+                        let _ = sender.send(Input::Http { id, answer });
+                    });
+                }
+            }
+        }
+    }
+
+    /// Records the client's events.
+    fn collect(&mut self) {
+        while let Some(event) = self.client.poll_event() {
+            match event {
+                ClientEvent::Reply { id, outcome } => {
+                    let latency = self
+                        .sent_at
+                        .get(&id.get())
+                        .map(|(_, sent)| sent.elapsed())
+                        .unwrap_or_default();
+                    let failure = self.http_failures.remove(&id.get());
+                    let (result, http_status) = match (outcome, failure) {
+                        (Err(QueryError::Cancelled), Some((status, message))) => (
+                            Err(QueryError::ConnectionLost(message)),
+                            (status != 0).then_some(status),
+                        ),
+                        (outcome, _) => (outcome, None),
+                    };
+                    self.outcomes.insert(
+                        id.get(),
+                        Outcome {
+                            result,
+                            latency,
+                            http_status,
+                        },
+                    );
+                }
+                ClientEvent::Skipped(skipped) => match skipped {
+                    Skipped::UnknownId(id) => match id.as_i64() {
+                        Some(number) if self.sent_at.contains_key(&number) => {
+                            self.notes.repeated_ids.push(number);
+                        }
+                        _ => self.notes.unknown_ids.push(id),
+                    },
+                    Skipped::LateAnswer(id) => self.notes.repeated_ids.push(id.get()),
+                    Skipped::Invalid(reason) => {
+                        self.notes.invalid_count += 1;
+                        if self.notes.invalid.len() < MAX_NOTES {
+                            self.notes.invalid.push(reason);
+                        }
+                    }
+                    _ => {}
+                },
+                ClientEvent::Fatal(reason) => {
+                    self.notes.fatal.get_or_insert(reason);
+                }
+                ClientEvent::Initialized { protocol_version } => {
+                    self.notes.initialized = Some(protocol_version);
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// What the provider wrote to stderr so far (a drained session), or,
+    /// for an unread one, after stopping the child: what its pipe held.
+    pub fn stderr(&mut self) -> StderrSummary {
+        let Io::Child(child) = &mut self.io else {
+            return StderrSummary::default();
+        };
+        if let Some(mut unread) = child.unread_stderr.take() {
+            let _ = child.child.kill();
+            let _ = child.child.wait();
+            let mut bytes = Vec::new();
+            let _ = (&mut unread)
+                .take(UNREAD_STDERR_CAP)
+                .read_to_end(&mut bytes);
+            let mut summary = StderrSummary::default();
+            tally(&mut summary, &bytes);
+            return summary;
+        }
+        child
+            .stderr
+            .lock()
+            .map(|summary| summary.clone())
+            .unwrap_or_default()
+    }
+
+    /// What the provider wrote to stderr before it ended, waiting at most
+    /// `wait` for the end of the stream (of a provider that exited).
+    pub fn last_words(&mut self, wait: Duration) -> StderrSummary {
+        let until = Instant::now() + wait;
+        loop {
+            let summary = self.stderr();
+            if summary.ended || Instant::now() >= until {
+                return summary;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// True when the child has exited (stdio sessions).
+    pub fn exited(&mut self) -> Option<String> {
+        let Io::Child(child) = &mut self.io else {
+            return None;
+        };
+        match child.child.try_wait() {
+            Ok(Some(status)) => Some(status.to_string()),
+            _ => None,
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Io::Child(child) = &mut self.io {
+            let _ = child.child.kill();
+            let _ = child.child.wait();
+        }
+    }
+}
+
+fn spawn(command: &[String], stderr_mode: StderrMode) -> Result<ChildIo, String> {
+    let (program, args) = command
+        .split_first()
+        .ok_or_else(|| "the provider command is empty".to_owned())?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("cannot start provider {command:?}: {error}"))?;
+    let stdout = child.stdout.take();
+    let stdin = child.stdin.take();
+    let stderr = child.stderr.take();
+    let (output_tx, output) = mpsc::sync_channel(OUTPUT_QUEUE);
+    let (credit_tx, credit) = mpsc::sync_channel::<()>(OUTPUT_QUEUE);
+    if let Some(stdout) = stdout {
+        thread::Builder::new()
+            .name("check-provider-stdout".into())
+            .spawn(move || read_loop(stdout, &output_tx, &credit_tx))
+            .map_err(|error| format!("cannot start a reader thread: {error}"))?;
+    }
+    let (stdin_tx, stdin_rx) = mpsc::channel::<Vec<u8>>();
+    if let Some(mut stdin) = stdin {
+        thread::Builder::new()
+            .name("check-provider-stdin".into())
+            .spawn(move || {
+                while let Ok(bytes) = stdin_rx.recv() {
+                    if stdin
+                        .write_all(&bytes)
+                        .and_then(|()| stdin.flush())
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .map_err(|error| format!("cannot start a writer thread: {error}"))?;
+    }
+    let summary = Arc::new(Mutex::new(StderrSummary::default()));
+    let mut unread_stderr = None;
+    if let Some(stderr) = stderr {
+        match stderr_mode {
+            StderrMode::Unread => unread_stderr = Some(stderr),
+            StderrMode::Drain => {
+                let summary = Arc::clone(&summary);
+                thread::Builder::new()
+                    .name("check-provider-stderr".into())
+                    .spawn(move || drain_stderr(stderr, &summary))
+                    .map_err(|error| format!("cannot start a stderr thread: {error}"))?;
+            }
+        }
+    }
+    Ok(ChildIo {
+        child,
+        stdin: stdin_tx,
+        output,
+        credit,
+        stderr: summary,
+        unread_stderr,
+        closed: false,
+    })
+}
+
+fn read_loop(
+    mut stdout: std::process::ChildStdout,
+    output: &SyncSender<Input>,
+    credit: &SyncSender<()>,
+) {
+    let mut buffer = vec![0u8; READ_CHUNK];
+    loop {
+        match stdout.read(&mut buffer) {
+            Ok(0) | Err(_) => {
+                let _ = output.send(Input::End);
+                return;
+            }
+            Ok(read) => {
+                if credit.send(()).is_err() {
+                    return;
+                }
+                let bytes = buffer.get(..read).unwrap_or_default().to_vec();
+                if output.send(Input::Bytes(bytes)).is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+fn drain_stderr(mut stderr: ChildStderr, summary: &Mutex<StderrSummary>) {
+    let mut buffer = vec![0u8; READ_CHUNK];
+    loop {
+        match stderr.read(&mut buffer) {
+            Ok(0) | Err(_) => {
+                if let Ok(mut summary) = summary.lock() {
+                    summary.ended = true;
+                }
+                return;
+            }
+            Ok(read) => {
+                if let Ok(mut summary) = summary.lock() {
+                    tally(&mut summary, buffer.get(..read).unwrap_or_default());
+                }
+            }
+        }
+    }
+}
+
+/// Counts `bytes` into `summary` and keeps the first lines.
+fn tally(summary: &mut StderrSummary, bytes: &[u8]) {
+    summary.bytes = summary
+        .bytes
+        .saturating_add(u64::try_from(bytes.len()).unwrap_or(u64::MAX));
+    for line in bytes.split_inclusive(|byte| *byte == b'\n') {
+        let complete = line.ends_with(b"\n");
+        if summary.sample.len() < STDERR_SAMPLE_LINES {
+            let text = String::from_utf8_lossy(line);
+            let text = text.trim_end();
+            let cut: String = text.chars().take(STDERR_SAMPLE_BYTES).collect();
+            if !cut.is_empty() {
+                summary.sample.push(cut);
+            }
+        }
+        if complete {
+            summary.lines = summary.lines.saturating_add(1);
+        }
+    }
+}
