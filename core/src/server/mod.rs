@@ -121,6 +121,7 @@ use crate::frame::{self, Decoder, FrameError, Framing};
 use crate::unique::{self, Duplicate, UniqueError};
 
 mod answer;
+mod arguments;
 mod config;
 mod contract;
 mod methods;
@@ -976,6 +977,23 @@ impl Server {
     /// read into their typed form, which also checks what the schema cannot
     /// (an id that fits in 64 bits, for one).
     fn evidence_arguments(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<EvidenceQueryArguments, EvidenceInputError> {
+        // The common, plainly valid arguments in one typed pass; anything
+        // else goes the full way below, which words every refusal.
+        if self.config.registry.evidence_schema_builtin {
+            if let Some(arguments) = arguments::read(text) {
+                return Ok(arguments);
+            }
+        }
+        self.evidence_arguments_in_full(name, text)
+    }
+
+    /// [`Server::evidence_arguments`] the full way: the duplicate-refusing
+    /// parse into a value, the input schema, then the typed read.
+    fn evidence_arguments_in_full(
         &self,
         name: &str,
         text: &str,
