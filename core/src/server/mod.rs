@@ -1082,7 +1082,7 @@ impl Server {
             error.code, error.message
         );
         let result = EvidenceResult::with_error(error);
-        let body = envelope::encode_reply(id, &dialect::evidence_tool_result(&result, self.speech));
+        let body = dialect::encode_evidence_reply(id, &result, self.speech);
         self.reply(batch, body);
         RequestOutcome {
             tool: Some(tool),
