@@ -656,9 +656,9 @@ fn consider(
 #[cfg(test)]
 mod tests {
     use alloc::borrow::{Cow, ToOwned};
-    use alloc::string::ToString;
     use alloc::boxed::Box;
     use alloc::string::String;
+    use alloc::string::ToString;
     use alloc::vec::Vec;
 
     use proptest::prelude::*;

@@ -263,3 +263,38 @@ fn usual_arguments_reach_the_embedder_as_sent() {
     );
     assert_eq!(context.correlation_id.as_deref(), Some("c"));
 }
+
+/// A stateless request is recognised by its `_meta` member however the
+/// name is spelled (`\u005fmeta` is `_meta` too): the shortcut that skips
+/// reading params without those bytes must not miss an escaped one.
+#[test]
+fn an_escaped_meta_member_is_read_as_meta() {
+    let arguments = r#"{"query":{"provider_id":"p","check_id":"c"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":0}}}"#;
+    let meta = r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}"#;
+    let answers: Vec<String> = ["_meta", "\\u005fmeta", "\\u005f\\u006deta"]
+        .iter()
+        .map(|name| {
+            let mut server = Server::new(ServerConfig::default());
+            let request = format!(
+                r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"evidence_query","arguments":{arguments},"{name}":{meta}}}}}"#
+            );
+            server.handle_message(request.as_bytes());
+            while let Some(event) = server.poll_event() {
+                if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+                    let value = EvidenceValue::json(&1).expect("a value");
+                    server
+                        .respond(ticket, EvidenceResult::with_value(value))
+                        .expect("in flight");
+                }
+            }
+            String::from_utf8(server.poll_message().expect("an answer")).expect("UTF-8")
+        })
+        .collect();
+    assert!(
+        answers[0].contains(r#""resultType":"complete""#),
+        "{}",
+        answers[0]
+    );
+    assert_eq!(answers[1], answers[0]);
+    assert_eq!(answers[2], answers[0]);
+}
