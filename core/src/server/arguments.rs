@@ -1,5 +1,6 @@
 //! The one-pass read of `evidence_query` arguments: a typed parse straight
-//! from the request's raw text into [`EvidenceQueryArguments`], for the
+//! from the request's raw text (the `tools/call` params, [`read_call`], or
+//! the arguments alone, [`read`]) into [`EvidenceQueryArguments`], for the
 //! arguments every caller sends (integer ids, a `check_id`, no member named
 //! twice), with no [`serde_json::Value`] tree and no schema walk.
 //!
@@ -29,7 +30,9 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess};
 use serde_json::value::RawValue;
 
-use crate::evidence::{EvidenceContext, EvidenceQuery, EvidenceQueryArguments, TriggerTime};
+use crate::evidence::{
+    EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceQuery, EvidenceQueryArguments, TriggerTime,
+};
 use crate::unique;
 
 /// `T` read from a JSON object only: a derived struct would also take an
@@ -109,6 +112,15 @@ struct Trigger<'a> {
     value: i64,
 }
 
+/// The params of a `tools/call`.
+#[derive(Deserialize)]
+struct Call<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow)]
+    arguments: Object<Arguments<'a>>,
+}
+
 /// An id written as a JSON integer >= 1 (the string form goes the full way).
 fn integer_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NonZeroU64, D::Error> {
     struct IntegerId;
@@ -133,6 +145,22 @@ fn integer_id<'de, D: Deserializer<'de>>(deserializer: D) -> Result<NonZeroU64, 
 /// (then the full path decides; see the module docs).
 pub(crate) fn read(text: &str) -> Option<EvidenceQueryArguments> {
     let Object(arguments) = serde_json::from_str::<Object<Arguments<'_>>>(text).ok()?;
+    convert(arguments)
+}
+
+/// The params of a `tools/call` (`text`) naming `evidence_query`, read in
+/// one pass with their arguments (other members are ignored, as the full
+/// path's read of `name` and `arguments` ignores them); `None` for any
+/// other call or shape (then the full path decides).
+pub(crate) fn read_call(text: &str) -> Option<EvidenceQueryArguments> {
+    let Object(call) = serde_json::from_str::<Object<Call<'_>>>(text).ok()?;
+    if call.name != EVIDENCE_QUERY_TOOL {
+        return None;
+    }
+    convert(call.arguments.0)
+}
+
+fn convert(arguments: Arguments<'_>) -> Option<EvidenceQueryArguments> {
     let Object(Query {
         provider_id,
         check_id,
