@@ -284,7 +284,7 @@ pub(crate) fn encode_evidence_reply(
     result: &EvidenceResult,
     speech: Speech,
 ) -> Vec<u8> {
-    let serialized = result.to_json_vec();
+    let serialized = serialize_direct(result).unwrap_or_else(|| result.to_json_vec());
     let mut body = Vec::with_capacity(serialized.len().saturating_mul(2).saturating_add(96));
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     if serde_json::to_writer(&mut body, &id.as_borrowed()).is_err() {
@@ -361,13 +361,7 @@ fn canonical_text_direct(result: &EvidenceResult, serialized_len: usize) -> Opti
         None => out.push_str("null"),
     }
     out.push_str(r#","error":null,"evidence_anchor":null,"evidence_hash":"#);
-    match &result.evidence_hash {
-        Some(digest) => {
-            // `algorithm` sorts before `value`: already canonical order.
-            out.push_str(&serde_json::to_string(digest).ok()?);
-        }
-        None => out.push_str("null"),
-    }
+    push_digest(&mut out, result.evidence_hash.as_ref())?;
     out.push_str(r#","evidence_ref":null,"lane":"#);
     out.push_str(match result.lane {
         Lane::Verified => r#""verified""#,
@@ -393,6 +387,70 @@ fn canonical_text_direct(result: &EvidenceResult, serialized_len: usize) -> Opti
     }
     out.push('}');
     Some(out)
+}
+
+/// The usual result (no error, reference, anchor or signature) as
+/// [`EvidenceResult::to_json_vec`] writes it, member by member in the
+/// struct's order (the evidence value's text as it is); `None` otherwise.
+fn serialize_direct(result: &EvidenceResult) -> Option<Vec<u8>> {
+    use crate::evidence::{EvidenceValue, Lane};
+    if result.error.is_some()
+        || result.evidence_ref.is_some()
+        || result.evidence_anchor.is_some()
+        || result.signature.is_some()
+    {
+        return None;
+    }
+    let raw = match &result.value {
+        Some(EvidenceValue::Json(raw)) => Some(raw.get()),
+        Some(EvidenceValue::Bytes(_)) => return None,
+        None => None,
+    };
+    let mut out = String::with_capacity(raw.map_or(0, str::len).saturating_add(320));
+    match raw {
+        Some(raw) => {
+            out.push_str(r#"{"value":{"kind":"json","value":"#);
+            out.push_str(raw);
+            out.push('}');
+        }
+        None => out.push_str(r#"{"value":null"#),
+    }
+    out.push_str(match result.lane {
+        Lane::Verified => r#","lane":"verified""#,
+        Lane::Asserted => r#","lane":"asserted""#,
+    });
+    out.push_str(r#","error":null,"evidence_hash":"#);
+    push_digest(&mut out, result.evidence_hash.as_ref())?;
+    out.push_str(r#","evidence_ref":null,"evidence_anchor":null,"signature":null,"content_type":"#);
+    match &result.content_type {
+        Some(content_type) => push_json_string(&mut out, content_type)?,
+        None => out.push_str("null"),
+    }
+    out.push('}');
+    Some(out.into_bytes())
+}
+
+/// An evidence hash (or `null`) as JSON; its members `algorithm` and
+/// `value` are in canonical order already. A digest of hex digits (every
+/// one this crate makes) needs no escaping and is written directly.
+fn push_digest(out: &mut String, digest: Option<&crate::evidence::HashDigest>) -> Option<()> {
+    match digest {
+        None => out.push_str("null"),
+        Some(digest)
+            if digest
+                .value
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric()) =>
+        {
+            out.push_str(match digest.algorithm {
+                crate::evidence::HashAlgorithm::Sha256 => r#"{"algorithm":"sha256","value":""#,
+            });
+            out.push_str(&digest.value);
+            out.push_str(r#""}"#);
+        }
+        Some(digest) => out.push_str(&serde_json::to_string(digest).ok()?),
+    }
+    Some(())
 }
 
 /// `text` as a JSON string; serde_json escapes strings exactly as RFC 8785
