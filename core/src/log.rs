@@ -350,6 +350,10 @@ fn escaped_len(c: char) -> usize {
 /// The result never takes more than `max` bytes escaped (for `max` of at
 /// least 32; a smaller `max` yields the marker alone).
 pub fn excerpt(text: &str, max: usize) -> String {
+    // No byte takes more than 6 escaped: short text fits without a count.
+    if text.len().saturating_mul(6) <= max {
+        return text.to_owned();
+    }
     let mut escaped = 0usize;
     for c in text.chars() {
         escaped = escaped.saturating_add(escaped_len(c));
@@ -387,22 +391,59 @@ pub fn random_uuid(entropy: u128) -> String {
     format_uuid((versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62))
 }
 
+/// `bits` as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lowercase hex), written
+/// digit by digit (a `format!` costs ten times as much, once per record).
 fn format_uuid(bits: u128) -> String {
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        (bits >> 96) & 0xffff_ffff,
-        (bits >> 80) & 0xffff,
-        (bits >> 64) & 0xffff,
-        (bits >> 48) & 0xffff,
-        bits & 0xffff_ffff_ffff,
-    )
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for index in 0..32u32 {
+        if matches!(index, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        let nibble = (bits >> (124 - 4 * index)) & 0xf;
+        let digit = DIGITS
+            .get(usize::try_from(nibble).unwrap_or(0))
+            .copied()
+            .unwrap_or(b'0');
+        out.push(char::from(digit));
+    }
+    out
 }
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
 /// e.g. `2025-01-31T09:05:00.250Z`.
 pub fn format_timestamp(unix_millis: u64) -> String {
     let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+    if year > 9999 {
+        return format!(
+            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z"
+        );
+    }
+    // Digit by digit: a `format!` costs ten times as much, once per record.
+    let mut out = String::with_capacity(24);
+    push_digits(&mut out, year, 4);
+    out.push('-');
+    push_digits(&mut out, month, 2);
+    out.push('-');
+    push_digits(&mut out, day, 2);
+    out.push('T');
+    push_digits(&mut out, hour, 2);
+    out.push(':');
+    push_digits(&mut out, minute, 2);
+    out.push(':');
+    push_digits(&mut out, second, 2);
+    out.push('.');
+    push_digits(&mut out, millis, 3);
+    out.push('Z');
+    out
+}
+
+/// The last `width` decimal digits of `value`, zero-padded.
+fn push_digits(out: &mut String, value: u64, width: u32) {
+    for place in (0..width).rev() {
+        let digit = (value / 10u64.pow(place)) % 10;
+        out.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+    }
 }
 
 /// Milliseconds since the Unix epoch in a form safe in file names on every
@@ -441,6 +482,67 @@ fn civil(unix_millis: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The digit-by-digit writers against the `format!` they replaced.
+    #[test]
+    fn uuids_and_timestamps_are_written_as_format_wrote_them() {
+        let mut bits: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
+        for round in 0..2000u128 {
+            bits = bits.wrapping_mul(0x2545_f491_4f6c_dd1d).wrapping_add(round);
+            let expected = format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                (bits >> 96) & 0xffff_ffff,
+                (bits >> 80) & 0xffff,
+                (bits >> 64) & 0xffff,
+                (bits >> 48) & 0xffff,
+                bits & 0xffff_ffff_ffff,
+            );
+            assert_eq!(format_uuid(bits), expected);
+            let millis = u64::try_from(bits % 300_000_000_000_000).unwrap_or(0);
+            let (year, month, day, hour, minute, second, milli) = civil(millis);
+            assert_eq!(
+                format_timestamp(millis),
+                format!(
+                    "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z"
+                )
+            );
+        }
+        for edge in [
+            0,
+            999,
+            1_710_000_000_000,
+            253_402_300_799_999,
+            253_402_300_800_000,
+            u64::MAX,
+        ] {
+            let (year, month, day, hour, minute, second, milli) = civil(edge);
+            assert_eq!(
+                format_timestamp(edge),
+                format!(
+                    "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z"
+                )
+            );
+        }
+        assert_eq!(format_uuid(0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(
+            format_uuid(u128::MAX),
+            "ffffffff-ffff-ffff-ffff-ffffffffffff"
+        );
+    }
+
+    /// The no-count shortcut of `excerpt` keeps exactly what counting keeps.
+    #[test]
+    fn short_text_is_kept_whole_like_counting_keeps_it() {
+        for text in ["", "tools/call", "\u{1}\u{1}\u{1}", "\"\"\"", "ééé", "a\nb"] {
+            for max in [0, 6, 17, 18, 32, 256] {
+                let counted: usize = text.chars().map(escaped_len).sum();
+                if text.len() * 6 <= max {
+                    assert!(counted <= max, "{text:?} {max}");
+                }
+                assert_eq!(excerpt(text, max) == text, counted <= max, "{text:?} {max}");
+            }
+        }
+    }
 
     fn rejected(error: CanonicalError, detail: &str) -> Outcome {
         Outcome {
