@@ -287,8 +287,10 @@ pub(crate) fn encode_evidence_reply(
     let serialized = serialize_direct(result).unwrap_or_else(|| result.to_json_vec());
     let mut body = Vec::with_capacity(serialized.len().saturating_mul(2).saturating_add(96));
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    if serde_json::to_writer(&mut body, &id.as_borrowed()).is_err() {
-        return crate::envelope::encode_reply(id, &evidence_tool_result(result, speech));
+    // (`to_vec` rather than `to_writer`: the core is no_std.)
+    match serde_json::to_vec(&id.as_borrowed()) {
+        Ok(id_json) => body.extend_from_slice(&id_json),
+        Err(_) => return crate::envelope::encode_reply(id, &evidence_tool_result(result, speech)),
     }
     body.extend_from_slice(br#","result":{"content":[{"type":"#);
     match speech.dialect {
@@ -300,8 +302,14 @@ pub(crate) fn encode_evidence_reply(
         Dialect::Mcp => {
             body.extend_from_slice(br#""text","text":"#);
             let text = canonical_text(result, &serialized);
-            if serde_json::to_writer(&mut body, text.as_str()).is_err() {
-                return crate::envelope::encode_reply(id, &evidence_tool_result(result, speech));
+            match serde_json::to_vec(text.as_str()) {
+                Ok(text_json) => body.extend_from_slice(&text_json),
+                Err(_) => {
+                    return crate::envelope::encode_reply(
+                        id,
+                        &evidence_tool_result(result, speech),
+                    );
+                }
             }
             body.extend_from_slice(b"}]");
             if speech.has_structured_content() {
