@@ -262,12 +262,15 @@ pub fn sha256(json: &[u8], options: &Options) -> Result<[u8; 32], CanonicalizeEr
 
 /// Lowercase hex of bytes.
 pub fn hex_lower(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len().saturating_mul(2));
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let digit = |nibble: u8| DIGITS.get(usize::from(nibble)).copied().unwrap_or(b'0');
+    let mut out = Vec::with_capacity(bytes.len().saturating_mul(2));
     for byte in bytes {
-        out.push(hex_digit(byte >> 4));
-        out.push(hex_digit(byte & 0x0f));
+        out.push(digit(byte >> 4));
+        out.push(digit(byte & 0x0f));
     }
-    out
+    // Only ASCII digits and letters were written.
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// Writes the canonical form (ECMAScript `Number.prototype.toString`) of a

@@ -269,6 +269,206 @@ pub fn evidence_tool_result(result: &EvidenceResult, speech: Speech) -> Evidence
     }
 }
 
+/// The whole JSON-RPC answer (`{"jsonrpc":"2.0","id":…,"result":…}`)
+/// carrying `result` in `speech`: the bytes of
+/// `encode_reply(id, &evidence_tool_result(result, speech))`, made with
+/// one serialization of the result. The result is serialized once and
+/// that text is spliced in where the shape needs it (`structuredContent`,
+/// Decision Gate's `json` item); MCP's text item (the canonical JSON of the
+/// result, escaped as a string) is written from the same pieces when the
+/// result has no error, reference, anchor or signature (the common case),
+/// and canonicalized from that serialization otherwise. A unit test checks
+/// the bytes against the serde path on generated results.
+pub(crate) fn encode_evidence_reply(
+    id: &crate::id::Id<'_>,
+    result: &EvidenceResult,
+    speech: Speech,
+) -> Vec<u8> {
+    let serialized = serialize_direct(result).unwrap_or_else(|| result.to_json_vec());
+    let mut body = Vec::with_capacity(serialized.len().saturating_mul(2).saturating_add(96));
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    // (`to_vec` rather than `to_writer`: the core is no_std.)
+    match serde_json::to_vec(&id.as_borrowed()) {
+        Ok(id_json) => body.extend_from_slice(&id_json),
+        Err(_) => return crate::envelope::encode_reply(id, &evidence_tool_result(result, speech)),
+    }
+    body.extend_from_slice(br#","result":{"content":[{"type":"#);
+    match speech.dialect {
+        Dialect::DecisionGate => {
+            body.extend_from_slice(br#""json","json":"#);
+            body.extend_from_slice(&serialized);
+            body.extend_from_slice(b"}]}}");
+        }
+        Dialect::Mcp => {
+            body.extend_from_slice(br#""text","text":"#);
+            let text = canonical_text(result, &serialized);
+            match serde_json::to_vec(text.as_str()) {
+                Ok(text_json) => body.extend_from_slice(&text_json),
+                Err(_) => {
+                    return crate::envelope::encode_reply(
+                        id,
+                        &evidence_tool_result(result, speech),
+                    );
+                }
+            }
+            body.extend_from_slice(b"}]");
+            if speech.has_structured_content() {
+                body.extend_from_slice(br#","structuredContent":"#);
+                body.extend_from_slice(&serialized);
+            }
+            body.extend_from_slice(if result.error.is_some() {
+                br#","isError":true"#
+            } else {
+                br#","isError":false"#
+            });
+            if speech.is_stateless() {
+                body.extend_from_slice(br#","resultType":"complete""#);
+            }
+            body.extend_from_slice(b"}}");
+        }
+    }
+    body
+}
+
+/// The canonical JSON (RFC 8785, default limits) of `result`, whose
+/// compact serialization is `serialized`, as text: what MCP's text item
+/// carries (the serialization itself when it cannot be canonicalized, as
+/// [`evidence_tool_result`] does).
+fn canonical_text(result: &EvidenceResult, serialized: &[u8]) -> String {
+    if let Some(text) = canonical_text_direct(result, serialized.len()) {
+        return text;
+    }
+    canonical::to_vec(serialized)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| String::from_utf8_lossy(serialized).into_owned())
+}
+
+/// The canonical text of a result with no error, reference, anchor or
+/// signature, written member by member in canonical order (only the
+/// evidence value itself goes through the canonicalizer); `None` for any
+/// other result, or when the canonicalizer would refuse the whole.
+fn canonical_text_direct(result: &EvidenceResult, serialized_len: usize) -> Option<String> {
+    use crate::evidence::{EvidenceValue, Lane};
+    if result.error.is_some()
+        || result.evidence_ref.is_some()
+        || result.evidence_anchor.is_some()
+        || result.signature.is_some()
+    {
+        return None;
+    }
+    let limits = Options::default();
+    // The whole is refused when larger than the input limit.
+    if serialized_len > limits.max_input_bytes {
+        return None;
+    }
+    let mut out = String::with_capacity(serialized_len.saturating_add(16));
+    out.push_str(r#"{"content_type":"#);
+    match &result.content_type {
+        Some(content_type) => push_json_string(&mut out, content_type)?,
+        None => out.push_str("null"),
+    }
+    out.push_str(r#","error":null,"evidence_anchor":null,"evidence_hash":"#);
+    push_digest(&mut out, result.evidence_hash.as_ref())?;
+    out.push_str(r#","evidence_ref":null,"lane":"#);
+    out.push_str(match result.lane {
+        Lane::Verified => r#""verified""#,
+        Lane::Asserted => r#""asserted""#,
+    });
+    out.push_str(r#","signature":null,"value":"#);
+    match &result.value {
+        None => out.push_str("null"),
+        Some(EvidenceValue::Json(raw)) => {
+            // Inside the result the value sits two levels down.
+            let mut options = limits;
+            options.max_depth = options.max_depth.checked_sub(2)?;
+            let value = canonical::to_vec_with(raw.get().as_bytes(), &options).ok()?;
+            out.push_str(r#"{"kind":"json","value":"#);
+            out.push_str(core::str::from_utf8(&value).ok()?);
+            out.push('}');
+        }
+        Some(EvidenceValue::Bytes(bytes)) => {
+            out.push_str(r#"{"kind":"bytes","value":"#);
+            out.push_str(&serde_json::to_string(bytes).ok()?);
+            out.push('}');
+        }
+    }
+    out.push('}');
+    Some(out)
+}
+
+/// The usual result (no error, reference, anchor or signature) as
+/// [`EvidenceResult::to_json_vec`] writes it, member by member in the
+/// struct's order (the evidence value's text as it is); `None` otherwise.
+fn serialize_direct(result: &EvidenceResult) -> Option<Vec<u8>> {
+    use crate::evidence::{EvidenceValue, Lane};
+    if result.error.is_some()
+        || result.evidence_ref.is_some()
+        || result.evidence_anchor.is_some()
+        || result.signature.is_some()
+    {
+        return None;
+    }
+    let raw = match &result.value {
+        Some(EvidenceValue::Json(raw)) => Some(raw.get()),
+        Some(EvidenceValue::Bytes(_)) => return None,
+        None => None,
+    };
+    let mut out = String::with_capacity(raw.map_or(0, str::len).saturating_add(320));
+    match raw {
+        Some(raw) => {
+            out.push_str(r#"{"value":{"kind":"json","value":"#);
+            out.push_str(raw);
+            out.push('}');
+        }
+        None => out.push_str(r#"{"value":null"#),
+    }
+    out.push_str(match result.lane {
+        Lane::Verified => r#","lane":"verified""#,
+        Lane::Asserted => r#","lane":"asserted""#,
+    });
+    out.push_str(r#","error":null,"evidence_hash":"#);
+    push_digest(&mut out, result.evidence_hash.as_ref())?;
+    out.push_str(r#","evidence_ref":null,"evidence_anchor":null,"signature":null,"content_type":"#);
+    match &result.content_type {
+        Some(content_type) => push_json_string(&mut out, content_type)?,
+        None => out.push_str("null"),
+    }
+    out.push('}');
+    Some(out.into_bytes())
+}
+
+/// An evidence hash (or `null`) as JSON; its members `algorithm` and
+/// `value` are in canonical order already. A digest of hex digits (every
+/// one this crate makes) needs no escaping and is written directly.
+fn push_digest(out: &mut String, digest: Option<&crate::evidence::HashDigest>) -> Option<()> {
+    match digest {
+        None => out.push_str("null"),
+        Some(digest)
+            if digest
+                .value
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric()) =>
+        {
+            out.push_str(match digest.algorithm {
+                crate::evidence::HashAlgorithm::Sha256 => r#"{"algorithm":"sha256","value":""#,
+            });
+            out.push_str(&digest.value);
+            out.push_str(r#""}"#);
+        }
+        Some(digest) => out.push_str(&serde_json::to_string(digest).ok()?),
+    }
+    Some(())
+}
+
+/// `text` as a JSON string; serde_json escapes strings exactly as RFC 8785
+/// does (the two short forms `\"` and `\\`, `\b \f \n \r \t`, other
+/// control characters as lowercase `\u00xx`, everything else as is).
+fn push_json_string(out: &mut String, text: &str) -> Option<()> {
+    out.push_str(&serde_json::to_string(text).ok()?);
+    Some(())
+}
+
 /// The serializable `tools/call` result of an evidence query.
 #[derive(Clone, Debug, Serialize)]
 pub struct EvidenceToolResult<'a> {
@@ -516,5 +716,165 @@ fn consider(
             *last_problem = format!("{name}: {error}");
             Ok(())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::borrow::{Cow, ToOwned};
+    use alloc::boxed::Box;
+    use alloc::string::String;
+    use alloc::string::ToString;
+    use alloc::vec::Vec;
+
+    use proptest::prelude::*;
+    use serde_json::value::RawValue;
+
+    use super::{Dialect, McpRevision, Speech, encode_evidence_reply, evidence_tool_result};
+    use crate::evidence::{
+        EvidenceAnchor, EvidenceError, EvidenceRef, EvidenceResult, EvidenceValue, HashDigest, Lane,
+    };
+    use crate::id::Id;
+
+    /// JSON values that stress the canonicalizer: nesting up to past its
+    /// depth limit, big and fractional numbers, escapes, unsorted keys.
+    fn value_text() -> impl Strategy<Value = String> {
+        let leaf = prop_oneof![
+            Just("null".to_owned()),
+            Just("true".to_owned()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            Just("9007199254740993".to_owned()),
+            Just("18446744073709551615".to_owned()),
+            Just("1.5e300".to_owned()),
+            Just("-0.0".to_owned()),
+            Just("0.1".to_owned()),
+            "[ -~é\u{1}\u{1f}\u{7f}\n\t\"\\\\]{0,8}"
+                .prop_map(|text| serde_json::to_string(&text).unwrap_or_default()),
+        ];
+        let tree = leaf.prop_recursive(4, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4)
+                    .prop_map(|items| alloc::format!("[{}]", items.join(","))),
+                prop::collection::vec(("[a-zé_\u{1}]{0,3}", inner), 0..4).prop_map(|members| {
+                    let members: Vec<String> = members
+                        .iter()
+                        .map(|(name, value)| {
+                            alloc::format!(
+                                "{}:{value}",
+                                serde_json::to_string(name).unwrap_or_default()
+                            )
+                        })
+                        .collect();
+                    alloc::format!("{{{}}}", members.join(","))
+                }),
+            ]
+        });
+        // Around the canonicalizer's depth limit (128, the result adding 2;
+        // serde_json reads no deeper than 127).
+        let deep = (122usize..=127, "[1-9][0-9]{0,2}").prop_map(|(depth, leaf)| {
+            alloc::format!("{}{leaf}{}", "[".repeat(depth), "]".repeat(depth))
+        });
+        prop_oneof![8 => tree, 1 => deep]
+    }
+
+    fn result() -> impl Strategy<Value = EvidenceResult> {
+        (
+            prop::option::of(prop_oneof![
+                3 => value_text().prop_map(|text| {
+                    let raw: Box<RawValue> = serde_json::from_str(&text).expect("generated JSON");
+                    EvidenceValue::Json(raw)
+                }),
+                1 => prop::collection::vec(any::<u8>(), 0..6).prop_map(EvidenceValue::Bytes),
+            ]),
+            any::<bool>(),
+            prop::option::of(("[a-z_]{1,8}", "[ -~\u{1}é]{0,12}")),
+            prop::option::of("[0-9a-f]{64}|[\u{0}-\u{7f}]{0,4}"),
+            any::<u8>(),
+            prop::option::of("[ -~\u{2}]{0,16}"),
+        )
+            .prop_map(|(value, asserted, error, hash, extras, content_type)| {
+                let mut result = match value {
+                    Some(value) => EvidenceResult::with_value(value),
+                    None => EvidenceResult::with_error(EvidenceError::new("x", "y")),
+                };
+                if asserted {
+                    result.lane = Lane::Asserted;
+                }
+                result.error = error.map(|(code, message)| {
+                    EvidenceError::new(code, message)
+                        .with_details(serde_json::json!({"z": 1, "a": [0.5, "\u{1}"]}))
+                });
+                result.evidence_hash = hash.map(|value| HashDigest {
+                    algorithm: Default::default(),
+                    value,
+                });
+                if extras & 1 == 1 {
+                    result.evidence_ref = Some(EvidenceRef {
+                        uri: "file:///a b".into(),
+                    });
+                }
+                if extras & 2 == 2 {
+                    result.evidence_anchor = Some(EvidenceAnchor {
+                        anchor_type: "t".into(),
+                        anchor_value: "{\"b\":1,\"a\":2}".into(),
+                    });
+                }
+                if extras & 4 == 4 {
+                    result.content_type = content_type;
+                }
+                result
+            })
+    }
+
+    fn id() -> impl Strategy<Value = Id<'static>> {
+        prop_oneof![
+            any::<i64>().prop_map(Id::Number),
+            "[ -~é\u{1}]{0,8}".prop_map(|text| Id::String(Cow::Owned(text))),
+            Just(Id::Null),
+            Just(Id::NegativeZero),
+        ]
+    }
+
+    fn speech() -> impl Strategy<Value = Speech> {
+        prop_oneof![
+            Just(Speech::DECISION_GATE),
+            prop::sample::select(McpRevision::ALL.to_vec()).prop_map(Speech::mcp),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1024, ..ProptestConfig::default() })]
+
+        /// The spliced answer is byte for byte what serializing the whole
+        /// `tools/call` result with serde (twice over the result) wrote.
+        #[test]
+        fn the_spliced_answer_equals_the_serde_answer(
+            id in id(),
+            result in result(),
+            speech in speech(),
+        ) {
+            let expected = crate::envelope::encode_reply(&id, &evidence_tool_result(&result, speech));
+            let spliced = encode_evidence_reply(&id, &result, speech);
+            prop_assert_eq!(
+                String::from_utf8_lossy(&spliced),
+                String::from_utf8_lossy(&expected)
+            );
+        }
+    }
+
+    /// The usual answer takes the member-by-member canonical text.
+    #[test]
+    fn the_usual_result_is_written_directly() {
+        let mut result =
+            EvidenceResult::with_value(EvidenceValue::json(&1_710_000_000_000_i64).expect("json"));
+        result.evidence_hash = Some(HashDigest {
+            algorithm: Default::default(),
+            value: "ab".into(),
+        });
+        let serialized = result.to_json_vec();
+        let direct = super::canonical_text_direct(&result, serialized.len()).expect("direct");
+        let text = crate::canonical::to_vec(&serialized).expect("canonical");
+        assert_eq!(direct.as_bytes(), text.as_slice());
+        let _ = Dialect::Mcp;
     }
 }

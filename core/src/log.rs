@@ -236,15 +236,114 @@ pub struct ValidationRecord {
 impl ValidationRecord {
     /// The record as one line of JSON Lines: compact JSON and `\n`.
     pub fn to_json_line(&self) -> Vec<u8> {
+        if let Some(line) = self.to_json_line_direct() {
+            return line;
+        }
+        self.to_json_line_serde()
+    }
+
+    /// [`ValidationRecord::to_json_line`] through serde (the reference the
+    /// direct writer is tested against).
+    fn to_json_line_serde(&self) -> Vec<u8> {
         let mut line = serde_json::to_vec(self).unwrap_or_default();
         line.push(b'\n');
         line
+    }
+
+    /// The same bytes written member by member (a serde walk costs about
+    /// as much as the rest of the record), for a request id that is null,
+    /// an integer or a string; `None` for any other id.
+    fn to_json_line_direct(&self) -> Option<Vec<u8>> {
+        let mut out = Vec::with_capacity(320);
+        out.extend_from_slice(br#"{"timestamp":"#);
+        push_json_str(&mut out, &self.timestamp)?;
+        out.extend_from_slice(br#","correlationId":"#);
+        push_json_str(&mut out, &self.correlation_id)?;
+        out.extend_from_slice(br#","requestId":"#);
+        match &self.request_id {
+            Value::Null => out.extend_from_slice(b"null"),
+            Value::String(id) => push_json_str(&mut out, id)?,
+            Value::Number(number) if number.is_i64() || number.is_u64() => {
+                out.extend_from_slice(serde_json::to_string(number).ok()?.as_bytes());
+            }
+            _ => return None,
+        }
+        out.extend_from_slice(br#","transport":""#);
+        out.extend_from_slice(self.transport.as_str().as_bytes());
+        out.extend_from_slice(br#"","route":"#);
+        push_json_str(&mut out, &self.route)?;
+        out.extend_from_slice(br#","method":"#);
+        push_json_option(&mut out, self.method.as_deref())?;
+        out.extend_from_slice(br#","tool":"#);
+        push_json_option(&mut out, self.tool.as_deref())?;
+        out.extend_from_slice(br#","status":"#);
+        push_decimal(&mut out, u64::from(self.status));
+        out.extend_from_slice(br#","durationMicros":"#);
+        push_decimal(&mut out, self.duration_micros);
+        out.extend_from_slice(br#","error":"#);
+        match &self.error {
+            None => out.extend_from_slice(b"null"),
+            Some(error) => out.extend_from_slice(&serde_json::to_vec(error).ok()?),
+        }
+        out.extend_from_slice(br#","metadata":{"schemaVersion":"#);
+        push_json_str(&mut out, &self.metadata.schema_version)?;
+        out.extend_from_slice(if self.metadata.deterministic {
+            br#","deterministic":true}}"#
+        } else {
+            br#","deterministic":false}}"#
+        });
+        out.push(b'\n');
+        Some(out)
     }
 
     /// True when the message was accepted (no canonical error).
     pub fn is_accepted(&self) -> bool {
         self.error.is_none()
     }
+}
+
+/// `text` as a JSON string: copied between quotes when no byte needs an
+/// escape (the usual names, UUIDs and timestamps), else as serde_json
+/// writes it.
+fn push_json_str(out: &mut Vec<u8>, text: &str) -> Option<()> {
+    let plain = text
+        .bytes()
+        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\');
+    if plain {
+        out.push(b'"');
+        out.extend_from_slice(text.as_bytes());
+        out.push(b'"');
+    } else {
+        out.extend_from_slice(&serde_json::to_vec(text).ok()?);
+    }
+    Some(())
+}
+
+fn push_json_option(out: &mut Vec<u8>, text: Option<&str>) -> Option<()> {
+    match text {
+        Some(text) => push_json_str(out, text),
+        None => {
+            out.extend_from_slice(b"null");
+            Some(())
+        }
+    }
+}
+
+/// `value` in decimal.
+fn push_decimal(out: &mut Vec<u8>, mut value: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start = start.saturating_sub(1);
+        if let Some(slot) = digits.get_mut(start) {
+            *slot = b'0' + u8::try_from(value % 10).unwrap_or(0);
+        }
+        value /= 10;
+        if value == 0 || start == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(digits.get(start..).unwrap_or_default());
 }
 
 /// Turns outcomes into records: stamps timestamps and correlation ids, and
@@ -350,6 +449,10 @@ fn escaped_len(c: char) -> usize {
 /// The result never takes more than `max` bytes escaped (for `max` of at
 /// least 32; a smaller `max` yields the marker alone).
 pub fn excerpt(text: &str, max: usize) -> String {
+    // No byte takes more than 6 escaped: short text fits without a count.
+    if text.len().saturating_mul(6) <= max {
+        return text.to_owned();
+    }
     let mut escaped = 0usize;
     for c in text.chars() {
         escaped = escaped.saturating_add(escaped_len(c));
@@ -387,22 +490,59 @@ pub(crate) fn random_uuid(entropy: u128) -> String {
     format_uuid((versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62))
 }
 
+/// `bits` as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lowercase hex), written
+/// digit by digit (a `format!` costs ten times as much, once per record).
 fn format_uuid(bits: u128) -> String {
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        (bits >> 96) & 0xffff_ffff,
-        (bits >> 80) & 0xffff,
-        (bits >> 64) & 0xffff,
-        (bits >> 48) & 0xffff,
-        bits & 0xffff_ffff_ffff,
-    )
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(36);
+    for index in 0..32u32 {
+        if matches!(index, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        let nibble = (bits >> (124 - 4 * index)) & 0xf;
+        let digit = DIGITS
+            .get(usize::try_from(nibble).unwrap_or(0))
+            .copied()
+            .unwrap_or(b'0');
+        out.push(char::from(digit));
+    }
+    out
 }
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
 /// e.g. `2025-01-31T09:05:00.250Z`.
 pub(crate) fn format_timestamp(unix_millis: u64) -> String {
     let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+    if year > 9999 {
+        return format!(
+            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z"
+        );
+    }
+    // Digit by digit: a `format!` costs ten times as much, once per record.
+    let mut out = String::with_capacity(24);
+    push_digits(&mut out, year, 4);
+    out.push('-');
+    push_digits(&mut out, month, 2);
+    out.push('-');
+    push_digits(&mut out, day, 2);
+    out.push('T');
+    push_digits(&mut out, hour, 2);
+    out.push(':');
+    push_digits(&mut out, minute, 2);
+    out.push(':');
+    push_digits(&mut out, second, 2);
+    out.push('.');
+    push_digits(&mut out, millis, 3);
+    out.push('Z');
+    out
+}
+
+/// The last `width` decimal digits of `value`, zero-padded.
+fn push_digits(out: &mut String, value: u64, width: u32) {
+    for place in (0..width).rev() {
+        let digit = (value / 10u64.pow(place)) % 10;
+        out.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+    }
 }
 
 /// Milliseconds since the Unix epoch in a form safe in file names on every
@@ -441,6 +581,146 @@ fn civil(unix_millis: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The digit-by-digit writers against the `format!` they replaced.
+    #[test]
+    fn uuids_and_timestamps_are_written_as_format_wrote_them() {
+        let mut bits: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;
+        for round in 0..2000u128 {
+            bits = bits.wrapping_mul(0x2545_f491_4f6c_dd1d).wrapping_add(round);
+            let expected = format!(
+                "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+                (bits >> 96) & 0xffff_ffff,
+                (bits >> 80) & 0xffff,
+                (bits >> 64) & 0xffff,
+                (bits >> 48) & 0xffff,
+                bits & 0xffff_ffff_ffff,
+            );
+            assert_eq!(format_uuid(bits), expected);
+            let millis = u64::try_from(bits % 300_000_000_000_000).unwrap_or(0);
+            let (year, month, day, hour, minute, second, milli) = civil(millis);
+            assert_eq!(
+                format_timestamp(millis),
+                format!(
+                    "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z"
+                )
+            );
+        }
+        for edge in [
+            0,
+            999,
+            1_710_000_000_000,
+            253_402_300_799_999,
+            253_402_300_800_000,
+            u64::MAX,
+        ] {
+            let (year, month, day, hour, minute, second, milli) = civil(edge);
+            assert_eq!(
+                format_timestamp(edge),
+                format!(
+                    "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z"
+                )
+            );
+        }
+        assert_eq!(format_uuid(0), "00000000-0000-0000-0000-000000000000");
+        assert_eq!(
+            format_uuid(u128::MAX),
+            "ffffffff-ffff-ffff-ffff-ffffffffffff"
+        );
+    }
+
+    /// Records written member by member are byte for byte what serde writes.
+    #[test]
+    fn the_direct_record_line_equals_the_serde_line() {
+        use proptest::prelude::*;
+        let text = || "[ -~é\u{1}\u{1f}\u{7f}\n\"\\\\]{0,12}";
+        let id = prop_oneof![
+            Just(Value::Null),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            text().prop_map(Value::String),
+            Just(json!(-0.0)),
+            Just(json!(1.5)),
+        ];
+        let strategy = (
+            (text(), text(), id, text()),
+            (
+                proptest::option::of(text()),
+                proptest::option::of(text()),
+                any::<u16>(),
+                any::<u64>(),
+                proptest::option::of((text(), any::<i32>(), proptest::option::of(text()))),
+                text(),
+                any::<bool>(),
+                0usize..3,
+            ),
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 1024,
+            ..proptest::test_runner::Config::default()
+        });
+        runner
+            .run(
+                &strategy,
+                |(
+                    (timestamp, correlation_id, request_id, route),
+                    (
+                        method,
+                        tool,
+                        status,
+                        duration_micros,
+                        error,
+                        schema_version,
+                        deterministic,
+                        transport,
+                    ),
+                )| {
+                    let record = ValidationRecord {
+                        timestamp,
+                        correlation_id,
+                        request_id,
+                        transport: [Transport::Http, Transport::Stdio, Transport::Sse][transport],
+                        route,
+                        method,
+                        tool,
+                        status,
+                        duration_micros,
+                        error: error.map(|(code, jsonrpc_code, detail)| ErrorPayload {
+                            code,
+                            jsonrpc_code,
+                            message: "m\"x".to_owned(),
+                            detail,
+                        }),
+                        metadata: Metadata {
+                            schema_version,
+                            deterministic,
+                        },
+                    };
+                    let direct = record.to_json_line();
+                    let serde = record.to_json_line_serde();
+                    prop_assert_eq!(
+                        String::from_utf8_lossy(&direct),
+                        String::from_utf8_lossy(&serde)
+                    );
+                    Ok(())
+                },
+            )
+            .expect("the direct line equals the serde line");
+    }
+
+    /// The no-count shortcut of `excerpt` keeps exactly what counting keeps.
+    #[test]
+    fn short_text_is_kept_whole_like_counting_keeps_it() {
+        for text in ["", "tools/call", "\u{1}\u{1}\u{1}", "\"\"\"", "ééé", "a\nb"] {
+            for max in [0, 6, 17, 18, 32, 256] {
+                let counted: usize = text.chars().map(escaped_len).sum();
+                if text.len() * 6 <= max {
+                    assert!(counted <= max, "{text:?} {max}");
+                }
+                assert_eq!(excerpt(text, max) == text, counted <= max, "{text:?} {max}");
+            }
+        }
+    }
 
     fn rejected(error: CanonicalError, detail: &str) -> Outcome {
         Outcome {

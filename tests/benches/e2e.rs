@@ -2,10 +2,13 @@
 //! evidence_query` (check `time_now`) on newline-delimited stdio, with 1
 //! and with 64 requests in flight.
 //!
-//! Servers: `evidence-wire serve` (the CLI, blocking adapter, 4 workers),
-//! `bench-rmcp-stdio` (rmcp's stdio transport with an equivalent tool) and
-//! `bench-echo` (copies its input back: the floor, a pipe round trip with
-//! no protocol work). Every server gets the MCP handshake first
+//! Servers: `evidence-wire serve` (the CLI, blocking adapter, 4 workers)
+//! with `--no-log` and with its validation log on (the default, written to a
+//! scratch directory), each over newline-delimited and Content-Length
+//! framing; `bench-rmcp-stdio` (rmcp with an equivalent tool) over its
+//! default `stdio()` transport and over `stdio_pipes()` on a current-thread
+//! runtime (`--pipes`, its best setup); and `bench-echo` (copies its input
+//! back: the floor, a pipe round trip with no protocol work). Every server gets the MCP handshake first
 //! (`initialize`, `notifications/initialized`; echo just reflects it).
 //!
 //! Each configuration: 200 warm-up requests, then 5 rounds of N requests
@@ -50,6 +53,8 @@ fn request(id: u64) -> String {
 }
 
 struct Session {
+    /// Content-Length framing instead of newline-delimited.
+    content_length: bool,
     child: Child,
     input: ChildStdin,
     output: BufReader<ChildStdout>,
@@ -60,7 +65,7 @@ struct Session {
 }
 
 impl Session {
-    fn start(command: &mut Command, echo: bool) -> Result<Session, String> {
+    fn start(command: &mut Command, echo: bool, content_length: bool) -> Result<Session, String> {
         let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -70,6 +75,7 @@ impl Session {
         let input = child.stdin.take().ok_or("no stdin")?;
         let output = BufReader::new(child.stdout.take().ok_or("no stdout")?);
         let mut session = Session {
+            content_length,
             child,
             input,
             output,
@@ -96,14 +102,54 @@ impl Session {
         Ok(session)
     }
 
-    fn send(&mut self, line: &str) -> Result<(), String> {
+    /// Writes newline-terminated messages, each framed as the session says.
+    fn send(&mut self, lines: &str) -> Result<(), String> {
+        let framed;
+        let bytes = if self.content_length {
+            let mut out = String::with_capacity(lines.len() + 64);
+            for line in lines.lines() {
+                out.push_str(&format!("Content-Length: {}\r\n\r\n{line}", line.len()));
+            }
+            framed = out;
+            framed.as_bytes()
+        } else {
+            lines.as_bytes()
+        };
         self.input
-            .write_all(line.as_bytes())
+            .write_all(bytes)
             .map_err(|error| format!("write: {error}"))
     }
 
     fn receive(&mut self) -> Result<(), String> {
         self.line.clear();
+        if self.content_length {
+            let mut length = None;
+            loop {
+                let mut header = String::new();
+                match self.output.read_line(&mut header) {
+                    Ok(0) => return Err("the server closed its output".into()),
+                    Ok(_) => {}
+                    Err(error) => return Err(format!("read: {error}")),
+                }
+                let header = header.trim_end();
+                if header.is_empty() {
+                    if length.is_some() {
+                        break;
+                    }
+                    continue;
+                }
+                if let Some((name, value)) = header.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse::<usize>().ok();
+                    }
+                }
+            }
+            let mut body = vec![0u8; length.unwrap_or(0)];
+            std::io::Read::read_exact(&mut self.output, &mut body)
+                .map_err(|error| format!("read: {error}"))?;
+            self.line = String::from_utf8(body).map_err(|error| format!("answer: {error}"))?;
+            return Ok(());
+        }
         match self.output.read_line(&mut self.line) {
             Ok(0) => Err("the server closed its output".into()),
             Ok(_) => Ok(()),
@@ -210,9 +256,14 @@ fn cli_binary() -> PathBuf {
         .expect("a target directory")
 }
 
-fn measure(name: &str, command: &mut Command, window: u64) -> Result<(f64, Vec<f64>), String> {
+fn measure(
+    name: &str,
+    command: &mut Command,
+    window: u64,
+    content_length: bool,
+) -> Result<(f64, Vec<f64>), String> {
     let count = if window == 1 { 2000 } else { 10_000 };
-    let mut session = Session::start(command, name == "echo")?;
+    let mut session = Session::start(command, name == "echo", content_length)?;
     let done = watchdog(session.child.id());
     let outcome = (|| {
         session.run(WARM_UP, window)?;
@@ -238,19 +289,44 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let servers: [(&str, Command); 3] = [
-        ("evidence-wire", {
-            let mut command = Command::new(&cli);
-            command.arg("serve");
-            command
-        }),
-        ("rmcp", Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"))),
-        ("echo", Command::new(env!("CARGO_BIN_EXE_bench-echo"))),
+    // The validation log (on by default) goes to a scratch directory.
+    let logs = std::env::temp_dir().join(format!("evidence-wire-e2e-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&logs);
+    let serve = |extra: &[&str]| {
+        let mut command = Command::new(&cli);
+        command.arg("serve").args(extra).current_dir(&logs);
+        command
+    };
+    // (name, command, framing: Content-Length?)
+    let servers: Vec<(&str, Command, bool)> = vec![
+        ("evidence-wire", serve(&["--no-log"]), false),
+        ("evidence-wire-log", serve(&[]), false),
+        ("evidence-wire-cl", serve(&["--no-log"]), true),
+        ("evidence-wire-log-cl", serve(&[]), true),
+        (
+            "rmcp",
+            Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio")),
+            false,
+        ),
+        (
+            "rmcp-pipes",
+            {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"));
+                command.arg("--pipes");
+                command
+            },
+            false,
+        ),
+        (
+            "echo",
+            Command::new(env!("CARGO_BIN_EXE_bench-echo")),
+            false,
+        ),
     ];
     let dir = results_dir();
     std::fs::create_dir_all(&dir).expect("results directory");
     let mut lines = String::new();
-    for (name, mut command) in servers {
+    for (name, mut command, content_length) in servers {
         if filter
             .as_deref()
             .is_some_and(|filter| !name.contains(filter))
@@ -258,10 +334,10 @@ fn main() {
             continue;
         }
         for window in [1u64, 64] {
-            match measure(name, &mut command, window) {
+            match measure(name, &mut command, window, content_length) {
                 Ok((median, rates)) => {
                     eprintln!(
-                        "{name:14} in flight {window:>2}: {median:>10.0} requests/s (rounds {:?})",
+                        "{name:22} in flight {window:>2}: {median:>10.0} requests/s (rounds {:?})",
                         rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
                     );
                     lines.push_str(
@@ -274,6 +350,7 @@ fn main() {
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&logs);
     let path = dir.join("e2e.jsonl");
     let mut file = std::fs::File::create(&path).expect("results file");
     file.write_all(lines.as_bytes()).expect("write results");

@@ -15,6 +15,10 @@
 //! ~100 B and a ~10 KB evidence value (ours, serde_json_canonicalizer +
 //! sha2, raw sha2 over the same bytes).
 //!
+//! And `serve` answering `time_now` (issue 25 target 4): the CLI binary
+//! (`$EW_BENCH_CLI`, as `e2e.rs` finds it) under callgrind, driven one
+//! request at a time, `(run of 2000 - run of 200) / 1800` per request.
+//!
 //! Output: a table on stderr and JSON lines in
 //! `$EW_BENCH_RESULTS/instructions.jsonl` (default `target/bench-results`).
 //! Without valgrind on PATH it says so and writes nothing.
@@ -147,6 +151,109 @@ fn callgrind(case: &str, repeat: u64, out: &std::path::Path) -> Result<u64, Stri
         .ok_or_else(|| format!("no totals in {}", out.display()))
 }
 
+/// The CLI binary: `$EW_BENCH_CLI`, or `evidence-wire` in this bench's
+/// target profile directory (scripts/bench builds it).
+fn cli_binary() -> Option<PathBuf> {
+    if let Some(path) = std::env::var_os("EW_BENCH_CLI") {
+        return Some(PathBuf::from(path));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let path = exe.parent()?.parent()?.join("evidence-wire");
+    path.exists().then_some(path)
+}
+
+/// Total instructions of `evidence-wire serve --no-log` under callgrind
+/// answering `queries` `time_now` calls one at a time (newline-delimited,
+/// after the MCP handshake), every answer checked.
+fn serve_run(cli: &std::path::Path, queries: u64, out: &std::path::Path) -> Result<u64, String> {
+    use std::io::{BufRead, BufReader};
+    let mut child = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(cli)
+        .args(["serve", "--no-log"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .map_err(|error| format!("cannot run valgrind: {error}"))?;
+    let mut input = child.stdin.take().ok_or("no stdin")?;
+    let mut output = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut line = String::new();
+    let mut exchange = |message: &str, answer: bool, line: &mut String| -> Result<(), String> {
+        input
+            .write_all(message.as_bytes())
+            .and_then(|()| input.flush())
+            .map_err(|error| format!("write: {error}"))?;
+        if answer {
+            line.clear();
+            output
+                .read_line(line)
+                .map_err(|error| format!("read: {error}"))?;
+        }
+        Ok(())
+    };
+    exchange(
+        concat!(
+            r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","#,
+            r#""capabilities":{},"clientInfo":{"name":"instructions","version":"0"}}}"#,
+            "\n"
+        ),
+        true,
+        &mut line,
+    )?;
+    exchange(
+        "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+        false,
+        &mut line,
+    )?;
+    for id in 1..=queries {
+        let request = format!(
+            concat!(
+                r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"evidence_query","#,
+                r#""arguments":{{"query":{{"provider_id":"evidence-wire","check_id":"time_now"}},"#,
+                r#""context":{{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","#,
+                r#""stage_id":"st","trigger_id":"t","trigger_time":{{"kind":"unix_millis","value":1710000000000}},"#,
+                r#""correlation_id":null}}}}}}}}"#,
+                "\n"
+            ),
+            id
+        );
+        exchange(&request, true, &mut line)?;
+        if !line.contains("evidence_hash") || line.contains("\"isError\":true") {
+            return Err(format!("unexpected answer: {}", line.trim_end()));
+        }
+    }
+    drop(input);
+    let status = child.wait().map_err(|error| format!("wait: {error}"))?;
+    if !status.success() {
+        return Err(format!("valgrind run of serve failed: {status}"));
+    }
+    total_instructions(out)
+}
+
+fn total_instructions(out: &std::path::Path) -> Result<u64, String> {
+    let text =
+        std::fs::read_to_string(out).map_err(|error| format!("{}: {error}", out.display()))?;
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("summary:")
+                .or_else(|| line.strip_prefix("totals:"))
+        })
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|count| count.parse().ok())
+        .ok_or_else(|| format!("no totals in {}", out.display()))
+}
+
+/// Instructions per `time_now` request of `serve` (issue 25 target 4):
+/// (run of 2000 - run of 200) / 1800, so start-up cancels out.
+fn serve_per_request(out: &std::path::Path) -> Result<u64, String> {
+    let cli = cli_binary().ok_or("the CLI binary is not built (set EW_BENCH_CLI)")?;
+    let base = serve_run(&cli, 200, out)?;
+    let total = serve_run(&cli, 2000, out)?;
+    Ok(total.saturating_sub(base) / 1800)
+}
+
 fn results_dir() -> PathBuf {
     std::env::var_os("EW_BENCH_RESULTS")
         .map(PathBuf::from)
@@ -198,6 +305,25 @@ fn main() {
                 lines.push('\n');
             }
             Err(error) => eprintln!("{group} {size} {side}: {error}"),
+        }
+    }
+    if filter
+        .as_deref()
+        .is_none_or(|filter| "serve|time_now|evidence-wire".contains(filter))
+    {
+        match serve_per_request(&scratch) {
+            Ok(per_request) => {
+                eprintln!(
+                    "{:18} {:5} {:32} {per_request:>14} instructions/request",
+                    "serve", "time_now", "evidence-wire"
+                );
+                lines.push_str(
+                    &serde_json::json!({"group": "serve", "size": "time_now", "side": "evidence-wire", "instructions": per_request})
+                        .to_string(),
+                );
+                lines.push('\n');
+            }
+            Err(error) => eprintln!("serve time_now: {error}"),
         }
     }
     let _ = std::fs::remove_file(&scratch);

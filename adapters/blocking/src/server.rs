@@ -51,7 +51,8 @@
 //! it. Output is buffered (64 KiB) and flushed once per batch of answers.
 //!
 //! [`serve_with_log`] also writes one validation log record per message
-//! (`evidence_wire_log`); [`serve`] writes none.
+//! (`evidence_wire_log`), batched: the records of one batch of input in one
+//! `write`, before that batch's answers; [`serve`] writes none.
 
 use std::collections::VecDeque;
 use std::io::{self, BufWriter, Read, Write};
@@ -172,6 +173,9 @@ impl<W: Write> Shared<W> {
                 }
             }
         }
+        // The records of this batch reach the file before its answers
+        // reach the peer (one `write` for the batch).
+        state.log.flush();
         if state.write_error.is_none() {
             let mut wrote = false;
             while let Some(bytes) = state.server.poll_transmit() {
@@ -486,7 +490,7 @@ where
         state: Mutex::new(State {
             server,
             output: BufWriter::with_capacity(OUTPUT_BUFFER, output),
-            log: log.stdio(),
+            log: log.stdio_batched(),
             failure: None,
             write_error: None,
             broken: false,

@@ -1519,3 +1519,77 @@ fn serve_log_max_bytes_caps_a_flood_of_empty_objects() {
     assert_eq!(code(&output), 2);
     assert!(stderr(&output).contains("16384"), "{}", stderr(&output));
 }
+
+#[test]
+fn serve_loses_no_validation_record_of_an_answered_query_on_sigterm() {
+    // Issue 25 target 3: records are batched (one write per batch of input),
+    // and each batch's records are written before its answers: after N
+    // answers, a SIGTERM (the default action: no handler, no flush at exit)
+    // finds the initialize and notification records and the N call records.
+    const QUERIES: u64 = 40;
+    let dir = TempDir::new();
+    let logs = dir.0.join("logs");
+    let mut child = Command::new(BIN)
+        .args([
+            "serve",
+            "--deterministic-log",
+            "--log-dir",
+            &logs.display().to_string(),
+        ])
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .current_dir(&dir.0)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn evidence-wire serve");
+    let mut input = child.stdin.take().expect("stdin");
+    let mut output = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    input
+        .write_all(
+            br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}
+{"jsonrpc":"2.0","method":"notifications/initialized"}
+"#,
+        )
+        .expect("write handshake");
+    output.read_line(&mut line).expect("initialize answer");
+    assert!(line.contains("\"result\""), "{line}");
+    for id in 1..=QUERIES {
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"evidence_query","arguments":{{"query":{{"provider_id":"evidence-wire","check_id":"time_now"}},"context":{CONTEXT}}}}}}}"#
+        );
+        writeln!(input, "{request}").expect("write query");
+        line.clear();
+        output.read_line(&mut line).expect("an answer");
+        assert!(line.contains("evidence_hash"), "{line}");
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill -TERM");
+    assert!(status.success());
+    let exit = child.wait().expect("wait serve");
+    drop(input);
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(
+        exit.signal(),
+        Some(15),
+        "serve ended by the SIGTERM: {exit:?}"
+    );
+    let (_, files) = run_files(&logs);
+    let records: usize = files
+        .iter()
+        .map(|path| {
+            std::fs::read_to_string(path)
+                .expect("run file")
+                .lines()
+                .count()
+        })
+        .sum();
+    assert_eq!(
+        records as u64,
+        QUERIES + 2,
+        "one record per message answered or read: {files:?}"
+    );
+}

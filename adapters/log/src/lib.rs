@@ -25,9 +25,17 @@
 //! directory that cannot be created, a file that cannot be written or a
 //! symlink that cannot be replaced is reported once (on stderr, or to the
 //! [`Reporter`] given) and the server goes on; records that cannot be
-//! written are dropped. Each record is written with one `write` call on a
-//! file opened for appending, and nothing is buffered, so a crash loses no
-//! record already written and concurrent writers never interleave lines.
+//! written are dropped. Records go to a file opened for appending, whole
+//! lines per `write` call, so concurrent writers never interleave lines.
+//! [`ValidationLog::record`] and the [`ValidationLog::stdio`] observer write
+//! each record at once (one `write` each); the
+//! [`ValidationLog::stdio_batched`] observer keeps records in memory (at
+//! most [`BATCH_BYTES`]) until its adapter calls [`StdioLog::flush`], once
+//! per batch of input handled and before the answers are written: one
+//! `write` per batch, and a record is in the file (the kernel's page cache)
+//! before its answer reaches the peer, so a SIGTERM or a crash of the
+//! process loses no record of an answered message. [`ValidationLog::flush`]
+//! (at shutdown) writes what is pending and syncs the file to disk.
 //!
 //! Runs are named `<UTC time>-<pid>.jsonl` (`20250131T090500.250Z-4242.jsonl`);
 //! in deterministic mode `run-000001.jsonl`, `run-000002.jsonl`, … (one
@@ -84,6 +92,10 @@ pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Called with every record written (the CLI turns them into diagnostics).
 pub type Listener = Arc<dyn Fn(&ValidationRecord) + Send + Sync>;
+
+/// Pending record bytes of a batching observer written at once, whatever
+/// its adapter does ([`StdioLog::flush`] writes them sooner).
+pub const BATCH_BYTES: usize = 64 * 1024;
 
 /// How many files share a log directory's size cap: the current file is
 /// rotated when it would pass `max_bytes / FILE_SHARES`.
@@ -210,6 +222,11 @@ struct Inner {
     reporter: Reporter,
     listener: Option<Listener>,
     written: u64,
+    /// Record lines accepted (counted in `current_bytes`) but not yet
+    /// written to `file`: a batching observer's ([`ValidationLog::stdio_batched`]).
+    pending: Vec<u8>,
+    /// How many records `pending` holds.
+    pending_records: u64,
 }
 
 impl Inner {
@@ -226,6 +243,8 @@ impl Inner {
             reporter,
             listener: None,
             written: 0,
+            pending: Vec::new(),
+            pending_records: 0,
         }
     }
 
@@ -299,6 +318,8 @@ impl Inner {
         {
             return;
         }
+        // What is pending belongs to the current file.
+        self.write_pending();
         match start_run(&self.settings) {
             Ok(run) => {
                 if let Some(previous) = self.path.replace(run.path) {
@@ -319,6 +340,15 @@ impl Inner {
 
     /// Write one record line: rotate, make room, then one `write`.
     fn append(&mut self, line: &[u8]) {
+        self.accept(line);
+        self.write_pending();
+    }
+
+    /// Accept one record line for the current file: rotate, make room,
+    /// then add it to the pending bytes (counted as the file's from now on,
+    /// so the cap holds whenever they are written). Written at once when
+    /// the pending bytes pass [`BATCH_BYTES`].
+    fn accept(&mut self, line: &[u8]) {
         if self.file.is_none() {
             return;
         }
@@ -328,16 +358,30 @@ impl Inner {
             self.report(&error);
             return;
         }
+        self.pending.extend_from_slice(line);
+        self.pending_records = self.pending_records.saturating_add(1);
+        self.current_bytes = self.current_bytes.saturating_add(incoming);
+        if self.pending.len() >= BATCH_BYTES {
+            self.write_pending();
+        }
+    }
+
+    /// Write the pending record lines to the current file, in one `write`.
+    fn write_pending(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let records = core::mem::take(&mut self.pending_records);
         let Some(file) = &mut self.file else {
+            self.pending.clear();
             return;
         };
-        match file.write_all(line) {
+        match file.write_all(&self.pending) {
             Ok(()) => {
-                self.current_bytes = self.current_bytes.saturating_add(incoming);
-                self.written = self.written.saturating_add(1);
+                self.written = self.written.saturating_add(records);
             }
             Err(error) => {
-                // Part of the line may have landed: count what the file holds.
+                // Part of the batch may have landed: count what the file holds.
                 if let Ok(metadata) = file.metadata() {
                     self.current_bytes = metadata.len();
                 }
@@ -348,6 +392,16 @@ impl Inner {
                 ));
             }
         }
+        self.pending.clear();
+        if self.pending.capacity() > BATCH_BYTES.saturating_mul(2) {
+            self.pending.shrink_to(BATCH_BYTES);
+        }
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.write_pending();
     }
 }
 
@@ -436,16 +490,16 @@ impl ValidationLog {
             .and_then(|inner| lock(inner).path.clone())
     }
 
-    /// Makes every record written so far durable (the run file's data is
-    /// synced to disk): what a server calls last when it shuts down.
-    /// Records are written unbuffered, so nothing is lost without it on a
-    /// clean exit; this guards against a crash of the machine right after.
-    /// A failure is reported like a failed write (the server goes on).
+    /// Writes every pending record to the run file and makes what the file
+    /// holds durable (its data synced to disk): what a server calls last
+    /// when it shuts down. A failure is reported like a failed write (the
+    /// server goes on).
     pub fn flush(&self) {
         let Some(inner) = &self.inner else {
             return;
         };
         let mut inner = lock(inner);
+        inner.write_pending();
         let synced = match &inner.file {
             Some(file) => file.sync_data(),
             None => return,
@@ -486,11 +540,46 @@ impl ValidationLog {
         Some(record)
     }
 
-    /// The observer of one stdio connection.
+    /// Record `outcome` like [`ValidationLog::record`], leaving its line
+    /// pending (see [`ValidationLog::stdio_batched`]).
+    fn record_pending(&self, outcome: &Outcome, facts: &RecordFacts<'_>) {
+        let Some(inner) = self.inner.as_ref() else {
+            return;
+        };
+        let mut inner = lock(inner);
+        let clock = if inner.recorder.is_deterministic() {
+            ClockReading::default()
+        } else {
+            read_clock()
+        };
+        let record = inner.recorder.record(outcome, facts, clock);
+        inner.accept(&record.to_json_line());
+        if let Some(listener) = &inner.listener {
+            listener(&record);
+        }
+    }
+
+    /// The observer of one stdio connection: every record is written when
+    /// it is observed (one `write` each).
     pub fn stdio(&self) -> StdioLog {
         StdioLog {
             log: self.clone(),
             received: Instant::now(),
+            batched: false,
+        }
+    }
+
+    /// The observer of one stdio connection that batches: records wait in
+    /// memory until [`StdioLog::flush`] (which the adapter calls once per
+    /// batch of input handled, before writing the answers, so a record
+    /// reaches the file before its answer reaches the peer), until
+    /// [`BATCH_BYTES`] are pending, [`ValidationLog::flush`], or the
+    /// observer is dropped: one `write` per batch instead of one per record.
+    pub fn stdio_batched(&self) -> StdioLog {
+        StdioLog {
+            log: self.clone(),
+            received: Instant::now(),
+            batched: true,
         }
     }
 
@@ -510,6 +599,8 @@ impl ValidationLog {
 pub struct StdioLog {
     log: ValidationLog,
     received: Instant,
+    /// Records wait for [`StdioLog::flush`] ([`ValidationLog::stdio_batched`]).
+    batched: bool,
 }
 
 impl StdioLog {
@@ -536,7 +627,25 @@ impl StdioLog {
             status: log::stdio_status(outcome),
             duration_micros: micros_since(self.received),
         };
-        self.log.record(outcome, &facts);
+        if self.batched {
+            self.log.record_pending(outcome, &facts);
+        } else {
+            self.log.record(outcome, &facts);
+        }
+    }
+
+    /// Write the records observed so far that are still pending (one
+    /// `write`); nothing to do for an observer that does not batch.
+    pub fn flush(&mut self) {
+        if let Some(inner) = self.log.inner.as_ref().filter(|_| self.batched) {
+            lock(inner).write_pending();
+        }
+    }
+}
+
+impl Drop for StdioLog {
+    fn drop(&mut self) {
+        self.flush();
     }
 }
 
@@ -1137,5 +1246,47 @@ mod tests {
         assert_eq!(enabled.dir, PathBuf::from(DEFAULT_DIR));
         assert!(!enabled.deterministic);
         assert_eq!(enabled.max_bytes, 256 * 1024 * 1024);
+    }
+
+    /// A batching observer writes nothing until flushed (then everything,
+    /// in order), and the size cap holds exactly as with one write per
+    /// record: its pending bytes count as the file's.
+    #[test]
+    fn a_batching_observer_writes_at_flush_and_keeps_the_cap() {
+        const CAP: u64 = 16 * 1024;
+        let dir = scratch("batched");
+        let settings = LogSettings::new(&dir).deterministic(true).max_bytes(CAP);
+        let log = ValidationLog::try_open(&settings).expect("writable");
+        let path = log.path().expect("a run file");
+        let mut stdio = log.stdio_batched();
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        assert_eq!(lines(&path).len(), 0, "pending until flushed");
+        assert_eq!(log.written(), 0);
+        stdio.flush();
+        let records = lines(&path);
+        assert_eq!(records.len(), 2);
+        assert_eq!(records[1]["correlationId"], log::sequential_uuid(2));
+        assert_eq!(log.written(), 2);
+
+        let mut outcome = outcome(Some(CanonicalError::InvalidEnvelope));
+        let bound = CAP + log::MAX_RECORD_BYTES as u64;
+        for n in 0..2000 {
+            outcome.detail = Some("d".repeat(n % 1500));
+            stdio.observe(&ServerEvent::Handled(outcome.clone()), None);
+            if n % 7 == 0 {
+                stdio.flush();
+                let (total, _) = run_files_size(&dir);
+                assert!(total <= bound, "{total} bytes after record {n} (cap {CAP})");
+            }
+        }
+        drop(stdio);
+        assert_eq!(log.written(), 2002, "every record was written");
+        let (total, files) = run_files_size(&dir);
+        assert!(
+            total <= bound && files >= 2,
+            "{total} bytes in {files} files"
+        );
+        let _ = fs::remove_dir_all(&dir);
     }
 }

@@ -88,9 +88,7 @@ impl Server {
         batch: Option<u64>,
         result: &EvidenceResult,
     ) -> Vec<u8> {
-        let encode = |result: &EvidenceResult| {
-            envelope::encode_reply(id, &dialect::evidence_tool_result(result, speech))
-        };
+        let encode = |result: &EvidenceResult| dialect::encode_evidence_reply(id, result, speech);
         let body = encode(result);
         match self.answer_limit_broken(&body, batch) {
             None => body,

@@ -113,6 +113,11 @@ pub(crate) struct Registry {
     /// Whether [`ServerConfig::set_evidence_tool`] replaced it (then it
     /// wins over a contract's).
     pub(crate) evidence_replaced: bool,
+    /// Whether `evidence_query` arguments are still checked against the
+    /// built-in input schema (false once a definition of that name
+    /// registered its own): the one-pass read ([`super::arguments`]) is
+    /// exact only against the built-in one.
+    pub(crate) evidence_schema_builtin: bool,
     /// Every other tool, in the order added.
     pub(crate) tools: Vec<Tool>,
     /// The resources, in the order added.
@@ -127,6 +132,7 @@ impl Default for Registry {
         Registry {
             evidence: ToolDefinition::shared_evidence_query(),
             evidence_replaced: false,
+            evidence_schema_builtin: true,
             tools: Vec::new(),
             resources: Vec::new(),
             #[cfg(feature = "std")]
@@ -217,6 +223,9 @@ impl ServerConfig {
     /// Registers (or replaces) a tool's schemas; a schema that does not
     /// compile leaves the tool answering `INTERNAL_ERROR`.
     fn register_schemas(&mut self, definition: &ToolDefinition) {
+        if definition.name == EVIDENCE_QUERY_TOOL {
+            self.registry.evidence_schema_builtin = false;
+        }
         #[cfg(feature = "std")]
         self.registry.schemas.register(crate::schema::ToolIo {
             name: definition.name.clone(),

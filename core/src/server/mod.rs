@@ -134,6 +134,7 @@ use crate::frame::{self, Decoder, FrameError, Framing};
 use crate::unique::{self, Duplicate, UniqueError};
 
 mod answer;
+mod arguments;
 mod config;
 mod contract;
 mod methods;
@@ -978,14 +979,33 @@ impl Server {
                 None,
             );
         };
-        let call: CallParams<'_> = match serde_json::from_str(raw.get()) {
-            Ok(call) => call,
-            Err(error) => {
-                let detail = format!("tools/call params must be {{name, arguments}}: {error}");
-                return self.reply_error(id, batch, CanonicalError::InvalidToolInput, detail, None);
-            }
+        // The usual `evidence_query` call, arguments included, in one pass
+        // (exact only against the built-in input schema); any other call
+        // or shape is read the full way below.
+        let ready = if self.config.registry.evidence_schema_builtin {
+            arguments::read_call(raw.get())
+        } else {
+            None
         };
-        let name = call.name.into_owned();
+        let (name, arguments_text) = if ready.is_some() {
+            (crate::evidence::EVIDENCE_QUERY_TOOL.to_owned(), "{}")
+        } else {
+            let call: CallParams<'_> = match serde_json::from_str(raw.get()) {
+                Ok(call) => call,
+                Err(error) => {
+                    let detail = format!("tools/call params must be {{name, arguments}}: {error}");
+                    return self.reply_error(
+                        id,
+                        batch,
+                        CanonicalError::InvalidToolInput,
+                        detail,
+                        None,
+                    );
+                }
+            };
+            let text = call.arguments.map(RawValue::get).unwrap_or("{}");
+            (call.name.into_owned(), text)
+        };
         // The configuration is shared: hold it here while `self` answers.
         let config = Arc::clone(&self.config);
         let found = config
@@ -1010,7 +1030,6 @@ impl Server {
             let detail = format!("tool {name:?} is not in server.auth.allowed_tools");
             return self.reply_error(id, batch, CanonicalError::Forbidden, detail, Some(name));
         }
-        let arguments_text = call.arguments.map(RawValue::get).unwrap_or("{}");
         // Inline tools answer at once and hold no ticket, so only calls
         // that wait for the embedder count against the limit.
         let waits = !matches!(kind, ToolKind::Inline(_));
@@ -1027,7 +1046,11 @@ impl Server {
         }
         match kind {
             ToolKind::Evidence => {
-                let arguments = match self.evidence_arguments(&name, arguments_text) {
+                let read = match ready {
+                    Some(arguments) => Ok(arguments),
+                    None => self.evidence_arguments(&name, arguments_text),
+                };
+                let arguments = match read {
                     Ok(arguments) => arguments,
                     Err(EvidenceInputError::Duplicate(duplicate)) => {
                         let place = format!("arguments of tool `{name}`");
@@ -1122,6 +1145,23 @@ impl Server {
         name: &str,
         text: &str,
     ) -> Result<EvidenceQueryArguments, EvidenceInputError> {
+        // The common, plainly valid arguments in one typed pass; anything
+        // else goes the full way below, which words every refusal.
+        if self.config.registry.evidence_schema_builtin {
+            if let Some(arguments) = arguments::read(text) {
+                return Ok(arguments);
+            }
+        }
+        self.evidence_arguments_in_full(name, text)
+    }
+
+    /// [`Server::evidence_arguments`] the full way: the duplicate-refusing
+    /// parse into a value, the input schema, then the typed read.
+    fn evidence_arguments_in_full(
+        &self,
+        name: &str,
+        text: &str,
+    ) -> Result<EvidenceQueryArguments, EvidenceInputError> {
         let typed = |error: serde_json::Error| {
             EvidenceInputError::Typed(format!(
                 "evidence_query arguments must be {{query, context}} as spec/evidence.md describes: {error}"
@@ -1206,7 +1246,7 @@ impl Server {
             error.code, error.message
         );
         let result = EvidenceResult::with_error(error);
-        let body = envelope::encode_reply(id, &dialect::evidence_tool_result(&result, self.speech));
+        let body = dialect::encode_evidence_reply(id, &result, self.speech);
         self.reply(batch, body);
         RequestOutcome {
             tool: Some(tool),

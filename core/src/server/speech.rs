@@ -16,7 +16,8 @@
 //! `_meta`.
 //!
 //! Limits: `_meta` is read from params already bounded by the frame and
-//! envelope limits; one extra parse of the params' top level.
+//! envelope limits; one extra parse of the params' top level, skipped when
+//! no member can be `_meta` (neither those bytes nor an escape in them).
 
 use alloc::borrow::ToOwned;
 use alloc::format;
@@ -80,6 +81,13 @@ impl Server {
         let Some(params) = params else {
             return Ok(connection);
         };
+        // No member is named `_meta` without those bytes or an escape:
+        // most requests skip the parse below (a pass over all the params).
+        let bytes = params.get().as_bytes();
+        if memchr::memmem::find(bytes, b"_meta").is_none() && memchr::memchr(b'\\', bytes).is_none()
+        {
+            return Ok(connection);
+        }
         // Params that are not an object are refused by each method.
         let Ok(parsed) = serde_json::from_str::<Params<'_>>(params.get()) else {
             return Ok(connection);

@@ -35,6 +35,7 @@ mod frame_props;
 mod frame_vectors;
 mod fuzz_corpus;
 mod schema_registry;
+mod server_arguments;
 mod server_backpressure;
 mod server_contract;
 mod server_deferred_outcomes;

@@ -250,6 +250,9 @@ fn main() {
     let mut verdicts = Verdicts(String::from(
         "| target (ours : peer, same run) | wall clock (medians) | instruction counts |\n| --- | --- | --- |\n",
     ));
+    let mut issue25 = Verdicts(String::from(
+        "| target (ours : peer, same run) | wall clock (medians) | instruction counts |\n| --- | --- | --- |\n",
+    ));
     let instructions = read_lines(&results.join("instructions.jsonl"));
     let count = |group: &str, size: &str, side: &str| {
         instructions.iter().find_map(|row| {
@@ -413,7 +416,7 @@ fn main() {
         "\n## 3. Instruction counts (valgrind callgrind, `tests/benches/instructions.rs`)\n\n",
     );
     doc.push_str("Instructions per operation ((run of 8 - run of 0) / 8, so start-up cancels out). Framing: 1000 x ~100 B\nor 20 x ~10 KB messages fed in 4 KiB chunks (`10KB-dense`: 20 x ~10 KB of small objects, more
-opening brackets than the depth limit, `common::dense_request`); canonical: one value. Ratio: peer / ours (the\n`ours-cl-envelope` row for framing, `ours` for canonical).\n\n| path | size | side | instructions/op | peer / ours |\n|---|---|---|---|---|\n");
+opening brackets than the depth limit, `common::dense_request`); canonical: one value; `serve`: the CLI's\n`evidence-wire serve --no-log` answering `time_now` one request at a time after the handshake, per request\n((run of 2000 - run of 200) / 1800). Ratio: peer / ours (the `ours-cl-envelope` row for framing, `ours` for\ncanonical).\n\n| path | size | side | instructions/op | peer / ours |\n|---|---|---|---|---|\n");
     for row in &instructions {
         let (Some(group), Some(size), Some(side)) = (
             row["group"].as_str(),
@@ -487,31 +490,66 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
         })
     };
     doc.push_str("\n## 5. End to end over a pipe (`tests/benches/e2e.rs`)\n\n");
-    doc.push_str("`tools/call evidence_query` (`time_now`, hashed evidence) over newline-delimited stdio after the\nMCP handshake; 5 rounds (2000 requests one at a time, 10000 with 64 in flight), median round.\n`evidence-wire serve` (CLI, blocking adapter, 4 workers) vs `bench-rmcp-stdio` (rmcp stdio, equivalent\ntool) vs `bench-echo` (copies input to output: the floor).\n\n| in flight | evidence-wire | rmcp | echo (floor) | ours / rmcp | echo / ours |\n|---|---|---|---|---|---|\n");
-    for window in [1u64, 64] {
-        let ours = rps(&e2e, "evidence-wire", "in_flight", window);
-        let peer = rps(&e2e, "rmcp", "in_flight", window);
-        let echo = rps(&e2e, "echo", "in_flight", window);
-        let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
+    doc.push_str("`tools/call evidence_query` (`time_now`, hashed evidence) over stdio after the MCP handshake; 5 rounds\n(2000 requests one at a time, 10000 with 64 in flight), median round. `evidence-wire serve` (CLI,\nblocking adapter, 4 workers) with `--no-log` and with its validation log on (the default), newline-delimited\n(nd) and Content-Length (cl); `bench-rmcp-stdio` (rmcp, equivalent tool) over its default `stdio()` on a\nmulti-thread runtime and over `stdio_pipes()` on a current-thread runtime (its best); `bench-echo` (copies\ninput to output: the floor). Ratios against rmcp's best (`stdio_pipes`, newline-delimited: rmcp has no\nContent-Length transport).\n\n| in flight | framing | evidence-wire --no-log | evidence-wire, log on | rmcp `stdio()` | rmcp `stdio_pipes()` | echo (floor) | ours / rmcp best | echo / ours | log on / off |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
+    let e2e_rate = |server: &str, window: u64| rps(&e2e, server, "in_flight", window);
+    for (window, framing, ours_name, log_name) in [
+        (1u64, "nd", "evidence-wire", "evidence-wire-log"),
+        (1, "cl", "evidence-wire-cl", "evidence-wire-log-cl"),
+        (64, "nd", "evidence-wire", "evidence-wire-log"),
+        (64, "cl", "evidence-wire-cl", "evidence-wire-log-cl"),
+    ] {
+        let ours = e2e_rate(ours_name, window);
+        let logged = e2e_rate(log_name, window);
+        let (default, pipes, echo) = if framing == "nd" {
+            (
+                e2e_rate("rmcp", window),
+                e2e_rate("rmcp-pipes", window),
+                e2e_rate("echo", window),
+            )
+        } else {
+            (None, None, None)
+        };
+        let best = e2e_rate("rmcp-pipes", window);
         let _ = writeln!(
             doc,
-            "| {window} | {} | {} | {} | {} | {} |",
+            "| {window} | {framing} | {} | {} | {} | {} | {} | {} | {} | {} |",
             show(ours),
-            show(peer),
+            show(logged),
+            show(default),
+            show(pipes),
             show(echo),
-            ratio(ratio_of(ours, peer)),
-            ratio(ratio_of(echo, ours)),
+            ratio(ratio_of(ours, best)),
+            ratio(ratio_of(e2e_rate("echo", window), ours)),
+            ratio(ratio_of(logged, ours)),
         );
         if window == 64 {
             verdicts.add(
-                "stdio end to end, 64 in flight: >= 2x rmcp",
-                ratio_of(ours, peer),
+                &format!(
+                    "stdio end to end ({framing}), 64 in flight: >= 2x rmcp's default stdio()"
+                ),
+                ratio_of(ours, e2e_rate("rmcp", window)),
                 None,
                 2.0,
                 |r| format!("{r:.2}x"),
             );
-        } else {
-            // Within 1.5x of the echo floor: echo / ours <= 1.5, i.e. ours / echo >= 1/1.5.
+            issue25.add(
+                &format!(
+                    "1. stdio ({framing}), 64 in flight: >= 2.5x rmcp's best (stdio_pipes, nd)"
+                ),
+                ratio_of(ours, best),
+                None,
+                2.5,
+                |r| format!("{r:.2}x"),
+            );
+            issue25.add(
+                &format!("3. stdio ({framing}), 64 in flight: the validation log costs <= 10 % (log on / off >= 0.90)"),
+                ratio_of(logged, ours),
+                None,
+                0.9,
+                |r| format!("{:.0} % cost ({r:.2}x)", (1.0 - r) * 100.0),
+            );
+        } else if framing == "nd" {
             verdicts.add(
                 "stdio end to end, 1 at a time: within 1.5x of the bare pipe echo",
                 ratio_of(echo, ours).map(|r| 1.5 / r),
@@ -519,13 +557,54 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
                 1.0,
                 |r| format!("{:.2}x the echo's time", 1.5 / r),
             );
+            issue25.add(
+                "2. stdio (nd), 1 in flight: >= 1.2x rmcp's best (stdio_pipes)",
+                ratio_of(ours, best),
+                None,
+                1.2,
+                |r| format!("{r:.2}x"),
+            );
+            issue25.add(
+                "2. stdio (nd), 1 in flight: our time per request within 1.2x the echo's",
+                ratio_of(echo, ours).map(|r| 1.2 / r),
+                None,
+                1.0,
+                |r| format!("{:.2}x the echo's time", 1.2 / r),
+            );
         }
     }
+    issue25.add(
+        "4. instructions per request, serve answering time_now (callgrind): <= 20k",
+        None,
+        count("serve", "time_now", "evidence-wire").map(|n| 20_000.0 / n),
+        1.0,
+        |r| format!("{:.0}", 20_000.0 / r),
+    );
+    issue25.add(
+        "6. dense 10 KB envelopes: >= 5x lsp-server",
+        None,
+        ratio_of(
+            frame_count("10KB-dense", "lsp-server"),
+            frame_count("10KB-dense", "ours-cl-envelope"),
+        ),
+        5.0,
+        |r| format!("{r:.2}x"),
+    );
+    issue25.add(
+        "6. dense 10 KB envelopes: >= 70 % of IgnoredAny",
+        None,
+        ratio_of(
+            frame_count("10KB-dense", "ignoredany"),
+            frame_count("10KB-dense", "ours-cl-envelope"),
+        ),
+        0.7,
+        |r| format!("{:.0} %", r * 100.0),
+    );
 
     // HTTP.
     let http = read_lines(&results.join("http.jsonl"));
     doc.push_str("\n## 6. HTTP on loopback (`tests/benches/http.rs`)\n\n");
-    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 3 rounds of 2 s, median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). No target in the issue.\n\n| connections | evidence-wire | rmcp | ours / rmcp |\n|---|---|---|---|\n");
+    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 3 rounds of 2 s, median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). Issue 25 target 5: >= 2.5x at 64.\n\n| connections | evidence-wire | rmcp | ours / rmcp |\n|---|---|---|---|\n");
     for connections in [1u64, 64] {
         let ours = rps(&http, "evidence-wire", "connections", connections);
         let peer = rps(&http, "rmcp", "connections", connections);
@@ -538,9 +617,21 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
             ratio(ratio_of(ours, peer))
         );
     }
+    issue25.add(
+        "5. HTTP, 64 connections: >= 2.5x the rmcp streamable-HTTP server",
+        ratio_of(
+            rps(&http, "evidence-wire", "connections", 64),
+            rps(&http, "rmcp", "connections", 64),
+        ),
+        None,
+        2.5,
+        |r| format!("{r:.2}x"),
+    );
 
     doc.push_str("\n## Targets (issue 10)\n\n");
     doc.push_str(&verdicts.0);
+    doc.push_str("\n## Targets (issue 25)\n\n");
+    doc.push_str(&issue25.0);
     if let Some(notes) = get("notes").and_then(|path| std::fs::read_to_string(path).ok()) {
         doc.push('\n');
         doc.push_str(&notes);

@@ -8,7 +8,9 @@
 //!
 //! Built only with the `bench-peers` feature (scripts/bench).
 //! - `bench-rmcp-stdio`: newline-delimited JSON-RPC on stdin/stdout (rmcp's
-//!   own stdio transport), until stdin ends.
+//!   default `stdio()` transport, multi-thread runtime), until stdin ends.
+//! - `bench-rmcp-stdio --pipes`: the same over rmcp's `stdio_pipes()`
+//!   (non-blocking pipes) on a current-thread runtime: its best stdio setup.
 //! - `bench-rmcp-stdio --http`: rmcp's streamable-HTTP server in stateless
 //!   JSON-response mode on `127.0.0.1:0` (hyper HTTP/1.1), printing
 //!   `listening <port>` on stdout; it stops when stdin ends.
@@ -105,6 +107,19 @@ async fn serve_http() -> Result<(), Box<dyn std::error::Error>> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let http = std::env::args().any(|arg| arg == "--http");
+    let pipes = std::env::args().any(|arg| arg == "--pipes");
+    if pipes {
+        // rmcp's best stdio setup, as its docs recommend when both ends are
+        // pipes: the non-blocking pipe transport on a current-thread runtime.
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        return runtime.block_on(async {
+            let service = PEER.serve(rmcp::transport::stdio_pipes()).await?;
+            service.waiting().await?;
+            Ok(())
+        });
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
