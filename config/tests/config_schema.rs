@@ -413,7 +413,16 @@ fn serialized_configs() -> Vec<(String, Value)> {
 /// A configuration with `[bundled.signing]`: its key file must be private
 /// (mode 0600), which a checked-in fixture cannot be, so it is written here.
 fn signing_config() -> Config {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("config-schema-signing");
+    // One directory per call: tests run in parallel, and a key file being
+    // rewritten (truncated, then 0644 until the chmod) must never be what
+    // another test's load reads.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "config-schema-signing-{}-{call}",
+        std::process::id()
+    ));
+    let _ = fs::remove_dir_all(&dir);
     fs::create_dir_all(&dir).expect("temp dir");
     let key = dir.join("signer.key");
     fs::write(&key, [7u8; 32]).expect("key file");
