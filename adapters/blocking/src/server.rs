@@ -542,6 +542,7 @@ where
                 state.server.drain();
                 shared.pump(&mut state, &mut found);
                 shared.input_wanted.notify_all();
+                state = settle_unlocked(&shared, state, &mut found);
                 continue;
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -550,6 +551,7 @@ where
                 deadline = Some(Instant::now() + FOREVER);
                 state.server.expire_in_flight();
                 shared.pump(&mut state, &mut found);
+                state = settle_unlocked(&shared, state, &mut found);
                 continue;
             }
             state = shared
@@ -567,4 +569,20 @@ where
     shared.close();
     log.flush();
     outcome
+}
+
+/// Hands out what `pump` found (queries a drain or an expiry let through,
+/// e.g. a message held at the cap) without holding the state lock, which
+/// `settle` takes itself; returns the lock taken again.
+fn settle_unlocked<'a, W: Write>(
+    shared: &'a Shared<W>,
+    state: MutexGuard<'a, State<W>>,
+    found: &mut Vec<ServerEvent>,
+) -> MutexGuard<'a, State<W>> {
+    if found.is_empty() {
+        return state;
+    }
+    drop(state);
+    shared.settle(found);
+    shared.lock_state()
 }

@@ -505,13 +505,22 @@ const EXPIRE_GRACE: Duration = Duration::from_secs(2);
 async fn drain(shared: &Shared, expire: &watch::Sender<bool>) {
     let all = u32::try_from(shared.config.max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
     let idle = || Arc::clone(&shared.calls).acquire_many_owned(all);
-    if tokio::time::timeout(shared.config.drain_timeout, idle())
-        .await
-        .is_err()
-    {
-        let _ = expire.send(true);
-        let _ = tokio::time::timeout(EXPIRE_GRACE, idle()).await;
-    }
+    let slots = match tokio::time::timeout(shared.config.drain_timeout, idle()).await {
+        Ok(slots) => slots.ok(),
+        Err(_) => {
+            let _ = expire.send(true);
+            tokio::time::timeout(EXPIRE_GRACE, idle())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        }
+    };
+    // A request admitted just before the drain began may not have taken
+    // its slot yet: closed (while the slots are still held), the slots
+    // refuse it with the retryable draining answer instead of letting a
+    // call start that nobody waits for.
+    shared.calls.close();
+    drop(slots);
 }
 
 /// Accepts connections (as the budget allows) and serves each on its own
@@ -726,6 +735,9 @@ async fn answer(
     };
     let Ok(_permit) = Arc::clone(&shared.calls).try_acquire_owned() else {
         metrics.overload_refused(Transport::Http);
+        if shared.draining.load(Ordering::SeqCst) {
+            return http::draining_reply();
+        }
         return http::overloaded_reply(shared.config.max_concurrent_requests);
     };
     let mut expired = shared.expired.clone();

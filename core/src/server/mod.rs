@@ -541,6 +541,8 @@ impl Server {
                 self.push_deferred_outcome(call.id, outcome, call.speech);
             }
         }
+        // Slots are free: what was held at the cap goes on.
+        self.resume();
         count
     }
 
@@ -717,7 +719,7 @@ impl Server {
                 },
             };
             match next {
-                Ok(frame) if self.must_hold() => {
+                Ok(frame) if self.must_hold() && may_take_slot(&frame.body) => {
                     self.held = Some(frame);
                     return;
                 }
@@ -1547,4 +1549,14 @@ pub(crate) fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate>
         Some(Ok(value)) => Ok(value),
         Some(Err(UniqueError::Duplicate(duplicate))) => Err(duplicate),
     }
+}
+
+/// Whether a message that arrives at the in-flight cap might start a call
+/// (take a slot): a `tools/call` in its bytes, or an escape that could
+/// spell one. Anything else (a cancellation, a ping, a response,
+/// `tools/list`) is handled at once, so a peer can still cancel or probe a
+/// connection whose slots are all busy; it only waits when it is queued
+/// behind a held call (the stream is read in order).
+fn may_take_slot(body: &[u8]) -> bool {
+    memchr::memmem::find(body, b"tools/call").is_some() || memchr::memchr(b'\\', body).is_some()
 }

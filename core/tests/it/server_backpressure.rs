@@ -141,31 +141,47 @@ fn input_fed_in_pieces_resumes_where_it_stopped() {
     );
 }
 
-/// Messages at the cap wait in their order, a cancellation included:
-/// once an answer frees a slot, the cancellation is acted on (freeing its
-/// query's slot too) before the call after it starts.
+/// At the cap a cancellation is not held behind the busy slots: it is
+/// acted on as it arrives (freeing its query's slot), and the call after
+/// it then starts; events keep the order of the input.
 #[test]
-fn held_messages_keep_their_order_cancellations_included() {
+fn at_the_cap_a_cancellation_frees_its_slot_for_the_next_call() {
     let mut server = server(2, Overload::Backpressure);
     let cancel =
         br#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#;
     let cancel = [cancel.as_slice(), b"\n"].concat();
     server.handle_input(&[call(1), call(2), cancel, call(3)].concat());
-    let running = queries(&mut server);
-    assert_eq!(running.iter().map(|(_, n)| *n).collect::<Vec<_>>(), [1, 2]);
-    assert!(!server.wants_input());
-    server
-        .respond(running[1].0, answer_with(2))
-        .expect("in flight");
     let events: Vec<ServerEvent> = std::iter::from_fn(|| server.poll_event())
         .filter(|event| !matches!(event, ServerEvent::Handled(_)))
         .collect();
-    assert!(
-        matches!(&events[..], [ServerEvent::Cancelled { ticket, .. }, ServerEvent::EvidenceQuery { .. }] if *ticket == running[0].0),
-        "{events:?}"
+    let n = |query: &evidence_wire::evidence::EvidenceQuery| {
+        query.params.as_ref().and_then(|p| p["n"].as_u64())
+    };
+    match &events[..] {
+        [
+            ServerEvent::EvidenceQuery {
+                ticket: first,
+                query: q1,
+                ..
+            },
+            ServerEvent::EvidenceQuery { query: q2, .. },
+            ServerEvent::Cancelled { ticket, .. },
+            ServerEvent::EvidenceQuery { query: q3, .. },
+        ] => {
+            assert_eq!((n(q1), n(q2), n(q3)), (Some(1), Some(2), Some(3)));
+            assert_eq!(ticket, first, "call 1 is the one cancelled");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        server.in_flight(),
+        2,
+        "call 1 cancelled, calls 2 and 3 running"
     );
-    assert_eq!(server.in_flight(), 1, "call 1 cancelled, call 3 running");
-    assert!(server.wants_input());
+    assert!(
+        server.wants_input(),
+        "nothing is held: the next message is read"
+    );
 }
 
 /// End of input closes input only once the held messages are handled.
@@ -245,4 +261,42 @@ fn expiry_answers_what_is_still_running() {
     assert!(server.respond(running[1].0, answer_with(2)).is_err());
     assert!(answers(&mut server).is_empty());
     assert!(server.is_finished());
+}
+
+/// Every slot is taken by a call that will not finish on its own: the
+/// peer's cancellation and its ping are still read and acted on (only a
+/// message that may start a call waits for a slot).
+#[test]
+fn at_the_cap_a_cancellation_and_a_ping_still_get_through() {
+    let mut server = server(1, Overload::Backpressure);
+    server.handle_input(&call(1));
+    assert_eq!(queries(&mut server).len(), 1);
+    assert_eq!(server.in_flight(), 1);
+    let ping = b"{\"jsonrpc\":\"2.0\",\"id\":\"p\",\"method\":\"ping\"}\n";
+    server.handle_input(ping);
+    let out = answers(&mut server);
+    assert_eq!(out.len(), 1, "the ping is answered at the cap: {out:?}");
+    assert_eq!(out[0]["id"], "p");
+    let cancel = b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/cancelled\",\"params\":{\"requestId\":1}}\n";
+    server.handle_input(cancel);
+    let cancelled = std::iter::from_fn(|| server.poll_event())
+        .any(|event| matches!(event, ServerEvent::Cancelled { .. }));
+    assert!(cancelled, "the cancellation reached the stuck call");
+    assert_eq!(server.in_flight(), 0, "its slot is free");
+    assert!(server.wants_input());
+}
+
+/// `expire_in_flight` frees every slot, so a call held at the cap goes on
+/// (without a drain, nothing else would ever resume it).
+#[test]
+fn expiry_resumes_what_was_held_at_the_cap() {
+    let mut server = server(1, Overload::Backpressure);
+    server.handle_input(&[call(1), call(2)].concat());
+    assert_eq!(queries(&mut server).len(), 1);
+    assert!(!server.wants_input(), "call 2 is held");
+    assert_eq!(server.expire_in_flight(), 1);
+    let started = queries(&mut server);
+    assert_eq!(started.len(), 1, "call 2 started once call 1 expired");
+    assert_eq!(started[0].1, 2);
+    assert!(server.wants_input());
 }
