@@ -1151,11 +1151,6 @@ pub(crate) fn encode_reply<R: Serialize + ?Sized>(id: &Id<'_>, result: &R) -> Ve
     encode_result(id, result).unwrap_or_else(|_| FALLBACK_ERROR.to_vec())
 }
 
-/// A success response whose result is already JSON; cannot fail.
-pub fn encode_raw_result(id: &Id<'_>, result: &RawValue) -> Vec<u8> {
-    encode_result(id, result).unwrap_or_else(|_| FALLBACK_ERROR.to_vec())
-}
-
 /// The error response for a canonical error; `id` renders `null` when `None`.
 pub fn encode_error(id: Option<&Id<'_>>, error: CanonicalError, detail: Option<&str>) -> Vec<u8> {
     encode_error_object(id, &error.error_object(id, detail))

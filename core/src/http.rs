@@ -27,7 +27,7 @@
 //!    an HTTP parser may already refuse or merge some repeats itself (hyper
 //!    refuses two different `Content-Length`s and merges equal ones, which
 //!    RFC 9110 §8.6 allows).
-//! 3. Proxies ([`proxied`]): a request carrying `Forwarded`,
+//! 3. Proxies (`proxied`): a request carrying `Forwarded`,
 //!    `X-Forwarded-For`, `X-Forwarded-Host` or `X-Real-IP` came through a
 //!    proxy, from anywhere the proxy serves; behind a proxy on the same host
 //!    every request arrives from loopback, so without a bearer token such a
@@ -35,7 +35,7 @@
 //!    With [`HttpPolicy::behind_proxy`] (which needs a bearer token: see
 //!    [`check_behind_proxy`]) the proxy is trusted to say what the client
 //!    sent: the `Host` checked below is the forwarded one
-//!    ([`forwarded_host`]), checked against [`HttpPolicy::allowed_hosts`]
+//!    (`forwarded_host`), checked against [`HttpPolicy::allowed_hosts`]
 //!    only (the bind address says nothing about the names the proxy
 //!    serves), and a loopback `Origin` is not implicitly allowed (it names
 //!    the client's machine, not this one).
@@ -45,7 +45,7 @@
 //!    with the bound port (no port means 80), or be one of
 //!    [`HttpPolicy::allowed_hosts`]; on any other bind it is checked only
 //!    against a non-empty `allowed_hosts`. Otherwise `421 Misdirected
-//!    Request` with the canonical `FORBIDDEN` body ([`misdirected_reply`]):
+//!    Request` with the canonical `FORBIDDEN` body (`misdirected_reply`):
 //!    a page whose DNS name was rebound to 127.0.0.1 still sends its own
 //!    name as `Host`, and cannot change it.
 //! 5. `Origin`: absent is accepted (non-browser clients); present, it must be
@@ -73,7 +73,7 @@
 //! (the MCP SDK clients treat any other status as a transport failure and
 //! never read the JSON-RPC error), while unreadable messages keep their row's
 //! status. `Accept: text/event-stream` without `application/json` gets the
-//! answer as one SSE event ([`encode_sse_event`]).
+//! answer as one SSE event (`encode_sse_event`).
 //!
 //! Limits: the body limit is [`HttpPolicy::max_body_bytes`]; header values
 //! are inspected, never copied, except a session id (at most
@@ -204,7 +204,7 @@ pub struct HttpPolicy {
     /// Most bytes a request body may hold (default 1 MiB).
     pub max_body_bytes: usize,
     /// The server runs behind a trusted reverse proxy (default false): the
-    /// `Host` checked is the one the proxy forwards ([`forwarded_host`]),
+    /// `Host` checked is the one the proxy forwards (`forwarded_host`),
     /// against [`HttpPolicy::allowed_hosts`] only, and loopback origins
     /// are not implicitly allowed. Needs a bearer token
     /// ([`check_behind_proxy`]).
@@ -417,13 +417,13 @@ pub fn health_reply() -> HttpReply {
 }
 
 /// `200 {"status":"ready"}`: the server accepts calls.
-pub fn ready_reply() -> HttpReply {
+pub(crate) fn ready_reply() -> HttpReply {
     HttpReply::json(200, br#"{"status":"ready"}"#.to_vec())
 }
 
 /// `503 {"status":"draining"}`: the server is shutting down; a balancer
 /// stops routing to it.
-pub fn not_ready_reply() -> HttpReply {
+pub(crate) fn not_ready_reply() -> HttpReply {
     HttpReply::json(503, br#"{"status":"draining"}"#.to_vec())
 }
 
@@ -455,7 +455,7 @@ pub fn metrics_reply(text: Vec<u8>) -> HttpReply {
 
 /// `403 FORBIDDEN` for a request that came through a proxy (it carries
 /// `header`) to a server without a bearer token.
-pub fn proxied_unauthenticated_reply(header: &str) -> HttpReply {
+pub(crate) fn proxied_unauthenticated_reply(header: &str) -> HttpReply {
     let detail = format!(
         "this request came through a proxy (it carries {header}) and this server has no bearer token; behind a proxy every request looks local, so configure [server.auth] with a bearer token (and [server] behind_proxy = true)"
     );
@@ -467,7 +467,7 @@ pub fn proxied_unauthenticated_reply(header: &str) -> HttpReply {
 }
 
 /// `404` for a path that serves nothing, as a JSON-RPC `METHOD_NOT_FOUND` body.
-pub fn not_found_reply(path: &str) -> HttpReply {
+pub(crate) fn not_found_reply(path: &str) -> HttpReply {
     let detail = format!(
         "nothing is served at {path:?}; POST JSON-RPC to {RPC_PATH} or {MCP_PATH}, GET {HEALTHZ_PATH} or {READYZ_PATH}"
     );
@@ -475,7 +475,7 @@ pub fn not_found_reply(path: &str) -> HttpReply {
 }
 
 /// `405` with `Allow`, as a JSON-RPC `INVALID_ENVELOPE` body.
-pub fn method_not_allowed_reply(method: &str, path: &str, allow: &'static str) -> HttpReply {
+pub(crate) fn method_not_allowed_reply(method: &str, path: &str, allow: &'static str) -> HttpReply {
     let detail = format!("{method} is not served at {path:?}; use {allow}");
     let mut reply = HttpReply::error(405, CanonicalError::InvalidEnvelope, &detail);
     reply.headers.push(("allow", allow.to_owned()));
@@ -521,7 +521,7 @@ pub fn unreadable_body_reply(reason: &str) -> HttpReply {
 
 /// `400 INVALID_ENVELOPE` for a header that must appear once but was sent
 /// `count` times.
-pub fn repeated_header_reply(name: &str, count: usize) -> HttpReply {
+pub(crate) fn repeated_header_reply(name: &str, count: usize) -> HttpReply {
     let detail = format!(
         "the {name} header appears {count} times; it must appear at most once, so send it once"
     );
@@ -530,7 +530,7 @@ pub fn repeated_header_reply(name: &str, count: usize) -> HttpReply {
 
 /// `421 Misdirected Request` with the canonical `FORBIDDEN` body: `Host`
 /// (absent when `None`) names no host this server answers for.
-pub fn misdirected_reply(host: Option<&[u8]>) -> HttpReply {
+pub(crate) fn misdirected_reply(host: Option<&[u8]>) -> HttpReply {
     let detail = match host {
         Some(host) => format!(
             "this server does not answer for Host {:?} (DNS-rebinding protection); use the address it listens on (127.0.0.1:PORT, localhost:PORT or [::1]:PORT on a loopback bind), or add the name to the server's allowed_hosts",
@@ -564,7 +564,7 @@ impl BearerCheck {
 /// Compares two secrets in time independent of where they differ and of
 /// their lengths: both are hashed with SHA-256 and the digests compared with
 /// [`subtle`].
-pub fn secrets_equal(expected: &[u8], presented: &[u8]) -> bool {
+pub(crate) fn secrets_equal(expected: &[u8], presented: &[u8]) -> bool {
     let expected = Sha256::digest(expected);
     let presented = Sha256::digest(presented);
     bool::from(expected.as_slice().ct_eq(presented.as_slice()))
@@ -572,7 +572,7 @@ pub fn secrets_equal(expected: &[u8], presented: &[u8]) -> bool {
 
 /// Checks `Authorization` against the configured token: the scheme
 /// `Bearer` (any case), at least one space, then the token.
-pub fn check_bearer(expected: Option<&str>, authorization: Option<&[u8]>) -> BearerCheck {
+pub(crate) fn check_bearer(expected: Option<&str>, authorization: Option<&[u8]>) -> BearerCheck {
     let Some(expected) = expected else {
         return BearerCheck::NotRequired;
     };
@@ -600,7 +600,7 @@ pub fn check_bearer(expected: Option<&str>, authorization: Option<&[u8]>) -> Bea
 
 /// `401` with `WWW-Authenticate: Bearer realm=…` (plus `error="invalid_token"`
 /// when a wrong token was sent, as RFC 6750 says).
-pub fn unauthenticated_reply(check: BearerCheck) -> HttpReply {
+pub(crate) fn unauthenticated_reply(check: BearerCheck) -> HttpReply {
     let (challenge, detail) = match check {
         BearerCheck::Invalid => (
             format!(r#"Bearer realm="{AUTH_REALM}", error="invalid_token""#),
@@ -622,7 +622,7 @@ pub fn unauthenticated_reply(check: BearerCheck) -> HttpReply {
 
 /// True when `origin` may call: absent, on the allow-list (ASCII case
 /// ignored, a trailing `/` ignored), or a loopback origin when allowed.
-pub fn origin_allowed(policy: &HttpPolicy, origin: Option<&[u8]>) -> bool {
+pub(crate) fn origin_allowed(policy: &HttpPolicy, origin: Option<&[u8]>) -> bool {
     let Some(origin) = origin else {
         return true;
     };
@@ -640,7 +640,7 @@ pub fn origin_allowed(policy: &HttpPolicy, origin: Option<&[u8]>) -> bool {
 
 /// True for `http(s)://localhost[:port]`, `http(s)://127.x.y.z[:port]` and
 /// `http(s)://[::1][:port]`.
-pub fn is_loopback_origin(origin: &[u8]) -> bool {
+pub(crate) fn is_loopback_origin(origin: &[u8]) -> bool {
     let Ok(origin) = core::str::from_utf8(origin) else {
         return false;
     };
@@ -688,7 +688,11 @@ fn is_port(text: &str) -> bool {
 /// (`localhost`, `127.0.0.0/8`, `[::1]`) with the bound port (no port means
 /// 80). On a non-loopback or unknown bind, any `Host` passes while
 /// `allowed_hosts` is empty.
-pub fn host_allowed(policy: &HttpPolicy, server: Option<SocketAddr>, host: Option<&[u8]>) -> bool {
+pub(crate) fn host_allowed(
+    policy: &HttpPolicy,
+    server: Option<SocketAddr>,
+    host: Option<&[u8]>,
+) -> bool {
     let host = host.map(trim_ascii);
     if let Some(host) = host {
         if policy
@@ -743,7 +747,7 @@ fn names_loopback(host: &[u8], port: u16) -> bool {
 }
 
 /// True for loopback addresses, IPv4-mapped IPv6 ones included.
-pub fn is_loopback_ip(ip: IpAddr) -> bool {
+pub(crate) fn is_loopback_ip(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => v4.is_loopback(),
         IpAddr::V6(v6) => {
@@ -790,7 +794,7 @@ pub fn check_behind_proxy(behind_proxy: bool, authenticated: bool) -> Result<(),
 /// The first proxy header a request carries (`Forwarded`,
 /// `X-Forwarded-For`, `X-Forwarded-Host`, `X-Real-IP`), if any: then it
 /// came through a proxy.
-pub fn proxied(head: &RequestHead<'_>) -> Option<&'static str> {
+pub(crate) fn proxied(head: &RequestHead<'_>) -> Option<&'static str> {
     [
         ("Forwarded", head.forwarded),
         ("X-Forwarded-For", head.x_forwarded_for),
@@ -806,7 +810,7 @@ pub fn proxied(head: &RequestHead<'_>) -> Option<&'static str> {
 /// last element of `Forwarded` (the one the nearest proxy added), else the
 /// last entry of `X-Forwarded-Host`, else `Host`. `Err` names a proxy
 /// header sent more than once (ambiguous: refused).
-pub fn forwarded_host<'a>(
+pub(crate) fn forwarded_host<'a>(
     head: &RequestHead<'a>,
 ) -> Result<Option<&'a [u8]>, (&'static str, usize)> {
     match head.forwarded {
@@ -844,7 +848,7 @@ pub fn forwarded_host<'a>(
 /// True when `Accept` asks for server-sent events and not for JSON: it
 /// lists `text/event-stream` and none of `application/json`,
 /// `application/*`, `*/*` (ranges with `q=0` do not count).
-pub fn wants_sse(accept: Option<&[u8]>) -> bool {
+pub(crate) fn wants_sse(accept: Option<&[u8]>) -> bool {
     let Some(accept) = accept else {
         return false;
     };
@@ -886,7 +890,7 @@ pub fn wants_sse(accept: Option<&[u8]>) -> bool {
 
 /// Appends `json` as one SSE `message` event: `event: message`, one
 /// `data:` line per line of the body (compact JSON has one), a blank line.
-pub fn encode_sse_event(json: &[u8], out: &mut Vec<u8>) {
+pub(crate) fn encode_sse_event(json: &[u8], out: &mut Vec<u8>) {
     out.reserve(json.len().saturating_add(24));
     out.extend_from_slice(b"event: message\n");
     for line in json.split(|byte| *byte == b'\n') {
@@ -900,7 +904,7 @@ pub fn encode_sse_event(json: &[u8], out: &mut Vec<u8>) {
 
 /// True when `id` is an acceptable `Mcp-Session-Id`: 1 to
 /// [`MAX_SESSION_ID_BYTES`] visible ASCII characters (0x21–0x7E).
-pub fn session_id_valid(id: &[u8]) -> bool {
+pub(crate) fn session_id_valid(id: &[u8]) -> bool {
     !id.is_empty()
         && id.len() <= MAX_SESSION_ID_BYTES
         && id.iter().all(|byte| (0x21..=0x7e).contains(byte))
@@ -1413,7 +1417,7 @@ impl ConnectionBudget {
 /// 2026-07-28 says: 400 for a malformed request, bad `_meta`, disagreeing
 /// headers or an unknown revision, 404 for an unknown method, 200 for the
 /// rest.
-pub fn answer_status(endpoint: Endpoint, outcomes: &[Outcome]) -> u16 {
+pub(crate) fn answer_status(endpoint: Endpoint, outcomes: &[Outcome]) -> u16 {
     let [outcome] = outcomes else {
         // A batch (or nothing recorded): the body says what failed.
         return 200;
@@ -1533,7 +1537,7 @@ impl Exchange {
 
     /// The HTTP reply: `202` with no body when nothing is answered, else the
     /// JSON-RPC answer as JSON or one SSE event, with the status of
-    /// [`answer_status`] and the session id echoed.
+    /// `answer_status` and the session id echoed.
     pub fn into_reply(mut self) -> HttpReply {
         while let Some(event) = self.server.poll_event() {
             if let ServerEvent::Handled(outcome) = event {
