@@ -13,50 +13,18 @@
     clippy::indexing_slicing
 )] // test code may panic
 
+mod common;
+use common::*;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+
 use std::thread;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_evidence-wire");
-
-/// A context with a fixed trigger time, so time checks are reproducible.
-const CONTEXT: &str = r#"{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1710000000000},"correlation_id":null}"#;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "evidence-wire-cli-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).expect("temp dir");
-        TempDir(path)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent).expect("parent dir");
-        }
-        std::fs::write(&path, text).expect("write file");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn run(args: &[&str], stdin: Option<&[u8]>) -> Output {
     run_in(args, stdin, None, &[])
@@ -371,10 +339,10 @@ fn json_path_refuses_a_symlink_out_of_the_root() {
 #[test]
 fn json_path_refuses_files_over_the_size_limit() {
     let dir = TempDir::new();
-    dir.write("big.json", &format!("[{}]", vec!["1"; 200].join(",")));
+    dir.write("big.json", format!("[{}]", vec!["1"; 200].join(",")));
     let config = dir.write(
         "ew.toml",
-        &format!(
+        format!(
             "[bundled]\nroot = {:?}\n[bundled.json]\nmax_file_bytes = 64\n",
             dir.0.display().to_string()
         ),
@@ -426,7 +394,7 @@ fn http_server(
 fn http_config(dir: &TempDir, insecure: bool, host: &str) -> PathBuf {
     dir.write(
         "http.toml",
-        &format!(
+        format!(
             "[bundled.http]\nallow_hosts = [{host:?}]\nallow_insecure_http = {insecure}\nallow_private_addresses = true\ntimeout_ms = 2000\nmax_body_bytes = 64\n"
         ),
     )
@@ -802,7 +770,7 @@ const PUBLIC_KEY: &str = "k1=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421
 #[test]
 fn verify_accepts_good_evidence_and_refuses_tampering() {
     let dir = TempDir::new();
-    let good = dir.write("good.json", &signed_hello().to_string());
+    let good = dir.write("good.json", signed_hello().to_string());
     let good = good.display().to_string();
     let output = run(&["verify", &good, "--key", PUBLIC_KEY], None);
     assert_eq!(code(&output), 0, "{}", stderr(&output));
@@ -831,7 +799,7 @@ fn verify_accepts_good_evidence_and_refuses_tampering() {
         ),
     ];
     for (index, (result, key, kind)) in cases.into_iter().enumerate() {
-        let path = dir.write(&format!("bad{index}.json"), &result.to_string());
+        let path = dir.write(&format!("bad{index}.json"), result.to_string());
         let output = run(&["verify", &path.display().to_string(), "--key", key], None);
         assert_eq!(code(&output), 1, "case {index}: {}", stderr(&output));
         assert!(
@@ -847,7 +815,7 @@ fn verify_accepts_good_evidence_and_refuses_tampering() {
     // Without --key, a hash-only audit; the tampered value still fails.
     let mut tampered = signed_hello();
     tampered["value"]["value"] = json!("bye");
-    let path = dir.write("audit.json", &tampered.to_string());
+    let path = dir.write("audit.json", tampered.to_string());
     let output = run(&["verify", &path.display().to_string()], None);
     assert_eq!(code(&output), 1);
     let output = run(&["verify", "-"], Some(b"not json"));
@@ -981,16 +949,6 @@ fn serve_echoes_an_id_of_minus_zero_as_sent() {
     assert_eq!(lines[2], r#"{"jsonrpc":"2.0","id":0,"result":{}}"#);
 }
 
-/// Kills the child when dropped, so a failing test leaves no server behind.
-struct KillOnDrop(std::process::Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn serve_http_answers_query_url() {
     let dir = TempDir::new();
@@ -1069,7 +1027,7 @@ fn http_timeout_when_the_server_accepts_and_never_answers() {
     let dir = TempDir::new();
     let config = dir.write(
         "timeout.toml",
-        &format!(
+        format!(
             "[bundled.http]\nallow_hosts = [\"127.0.0.1:{port}\"]\nallow_insecure_http = true\nallow_private_addresses = true\ntimeout_ms = 300\n"
         ),
     );
@@ -1208,7 +1166,7 @@ fn allow_raw_false_refuses_bytes_evidence_from_a_configured_provider() {
     let config_for = |allow_raw: bool| {
         dir.write(
             &format!("raw-{allow_raw}.toml"),
-            &format!(
+            format!(
                 "[[providers]]\nname = \"raw\"\ntype = \"mcp\"\nurl = \"http://127.0.0.1:{port}/rpc\"\nallow_insecure_http = true\ncapabilities_path = \"raw.json\"\nallow_raw = {allow_raw}\n"
             ),
         )
@@ -1271,7 +1229,7 @@ fn allow_raw_false_lets_json_evidence_through() {
     std::fs::write(dir.0.join("plain.json"), &contract.stdout).expect("contract");
     let config = dir.write(
         "plain.toml",
-        &format!(
+        format!(
             "[[providers]]\nname = \"plain\"\ntype = \"mcp\"\nurl = \"http://127.0.0.1:{port}/rpc\"\nallow_insecure_http = true\ncapabilities_path = \"plain.json\"\n"
         ),
     );
@@ -1405,7 +1363,7 @@ fn configured_https_provider_uses_tls_ca_certs() {
     std::fs::write(dir.0.join("secure.json"), &contract.stdout).expect("contract");
     let config = dir.write(
         "secure.toml",
-        &format!(
+        format!(
             "[[providers]]\nname = \"secure\"\ntype = \"mcp\"\nurl = \"https://localhost:{port}/rpc\"\ncapabilities_path = \"secure.json\"\ntls = {{ ca_certs = [\"certs/provider.pem\"] }}\n"
         ),
     );
@@ -1430,7 +1388,7 @@ fn configured_https_provider_uses_tls_ca_certs() {
     // A missing certificate file fails `config check` with exit 2 naming the field.
     let missing = dir.write(
         "missing.toml",
-        &format!(
+        format!(
             "[[providers]]\nname = \"secure\"\ntype = \"mcp\"\nurl = \"https://localhost:{port}/rpc\"\ncapabilities_path = \"secure.json\"\ntls = {{ ca_certs = [\"certs/absent.pem\"] }}\n"
         ),
     );

@@ -15,56 +15,18 @@
     clippy::indexing_slicing
 )] // test code may panic
 
+mod common;
+use common::*;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_evidence-wire");
-
-const CONTEXT: &str = r#"{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1710000000000},"correlation_id":null}"#;
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "evidence-wire-hardening-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).expect("temp dir");
-        TempDir(path)
-    }
-
-    fn write(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).expect("write");
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Kills the child when dropped, so a failing test leaves no server behind.
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// The JSONPaths that aborted the process: ~1000 nested `(`, ~500 nested `$[?!`.
 fn attacks() -> [String; 2] {
@@ -332,14 +294,14 @@ fn serve_http_peak_memory_under_64_concurrent_worst_case_json_path_calls() {
     let zeros = vec!["0"; leaves].join(",");
     dir.write(
         "deep.json",
-        &format!("{}{zeros}{}", "[".repeat(120), "]".repeat(120)),
+        format!("{}{zeros}{}", "[".repeat(120), "]".repeat(120)),
     );
     // 1 MB of one flat array: the largest node list an evaluation builds.
-    dir.write("flat.json", &format!("[{zeros}]"));
+    dir.write("flat.json", format!("[{zeros}]"));
     // A document whose whole answer is just under max_result_bytes.
     dir.write(
         "answer.json",
-        &format!("[{}]", vec!["\"0123456789abcdef\""; 13_000].join(",")),
+        format!("[{}]", vec!["\"0123456789abcdef\""; 13_000].join(",")),
     );
     let (child, address) = serve_http(&dir, &[]);
     let pid = child.0.id();
@@ -470,7 +432,7 @@ fn http_checks_ignore_environment_proxies_unless_configured() {
     let config = |use_env_proxy: bool| {
         dir.write(
             &format!("proxy-{use_env_proxy}.toml"),
-            &format!(
+            format!(
                 "[bundled.http]\nallow_hosts = [\"127.0.0.1:{port}\"]\nallow_insecure_http = true\nallow_private_addresses = true\nuse_env_proxy = {use_env_proxy}\ntimeout_ms = 2000\n"
             ),
         )
@@ -518,7 +480,7 @@ fn contract_check_reports_what_decision_gate_would_refuse() {
     contract["checks"][4]["result_schema"] = json!({});
     contract["checks"][7]["allowed_comparators"] = json!(["equals", "exists"]);
     let dir = TempDir::new();
-    let file = dir.write("files.json", &contract.to_string());
+    let file = dir.write("files.json", contract.to_string());
     let output = run(&["contract", "--check", &file.display().to_string()]);
     assert_eq!(output.status.code(), Some(1));
     let report = String::from_utf8_lossy(&output.stdout);
@@ -546,7 +508,10 @@ fn contract_check_reports_what_decision_gate_would_refuse() {
         "{report}"
     );
     // The bundled provider's own contract, as a user would deploy it, is clean.
-    dir.write("files.json", &String::from_utf8_lossy(&printed.stdout));
+    dir.write(
+        "files.json",
+        String::from_utf8_lossy(&printed.stdout).as_bytes(),
+    );
     let output = run(&["config", "check", &config.display().to_string()]);
     assert_eq!(
         output.status.code(),

@@ -17,14 +17,14 @@
     clippy::indexing_slicing
 )] // test code may panic
 
+mod common;
+use common::*;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-
-const BIN: &str = env!("CARGO_BIN_EXE_evidence-wire");
 
 /// Decision Gate's hash of `"hello"` and its signature by the 0x07 seed.
 const HELLO_HASH: &str = "5aa762ae383fbb727af3c7a36d4940a5b8c40a989452d2304fc958ff3f354e7a";
@@ -38,40 +38,6 @@ const DG_ONLY_HASH: &str = "d8a324fae07e90e275c3c73412629b2e8c2cdb23f2465e6f6666
 /// Differs in member order only; Decision Gate's hash.
 const KEY_ORDER: &str = r#"{"a":1,"a b":2,"a!":3,"ab":4}"#;
 const KEY_ORDER_DG_HASH: &str = "89ed29440c9fd56dfbfe957bfe2126ad4c4059916d27ffa8ad15b6bdaeaf92ba";
-
-struct TempDir(PathBuf);
-
-impl TempDir {
-    fn new() -> TempDir {
-        static COUNTER: AtomicUsize = AtomicUsize::new(0);
-        let path = std::env::temp_dir().join(format!(
-            "evidence-wire-signing-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir_all(&path).expect("temp dir");
-        TempDir(path)
-    }
-
-    fn write(&self, name: &str, bytes: &[u8]) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, bytes).expect("write file");
-        path
-    }
-
-    /// The 0x07 seed, private (mode 0600) as a signing key must be.
-    fn seed(&self, name: &str) -> PathBuf {
-        let path = self.write(name, &[7u8; 32]);
-        chmod(&path, 0o600);
-        path
-    }
-}
-
-impl Drop for TempDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn chmod(path: &Path, mode: u32) {
     use std::os::unix::fs::PermissionsExt;
@@ -159,7 +125,7 @@ fn serve_signs_what_decision_gate_verifies() {
     dir.write("hello.json", b"\"hello\"");
     dir.write("dg-only.json", DG_ONLY.as_bytes());
     dir.write("key-order.json", KEY_ORDER.as_bytes());
-    let key = dir.seed("provider.key");
+    let key = seed(&dir, "provider.key");
     let mut input = decision_gate_call(1, "hello.json");
     input.extend(decision_gate_call(2, "dg-only.json"));
     input.extend(decision_gate_call(3, "key-order.json"));
@@ -228,7 +194,7 @@ fn serve_without_a_key_still_sends_decision_gates_hash() {
 fn the_signing_key_comes_from_the_configuration_too() {
     let dir = TempDir::new();
     dir.write("hello.json", b"\"hello\"");
-    dir.seed("signer.key");
+    seed(&dir, "signer.key");
     dir.write(
         "evidence-wire.toml",
         b"[bundled]\nroot = \".\"\n\n[bundled.signing]\nkey_file = \"signer.key\"\nkey_id = \"keys/signer.pub\"\n",
@@ -258,7 +224,7 @@ fn the_signing_key_comes_from_the_configuration_too() {
 #[test]
 fn an_exposed_or_malformed_signing_key_is_refused() {
     let dir = TempDir::new();
-    let key = dir.write("open.key", &[7u8; 32]);
+    let key = dir.write("open.key", [7u8; 32]);
     chmod(&key, 0o644);
     let output = run(
         &["serve", "--no-log", "--signing-key", "open.key"],
@@ -267,7 +233,7 @@ fn an_exposed_or_malformed_signing_key_is_refused() {
     );
     assert_eq!(code(&output), 2, "{}", stderr(&output));
     assert!(stderr(&output).contains("chmod 600"), "{}", stderr(&output));
-    let short = dir.write("short.key", &[7u8; 16]);
+    let short = dir.write("short.key", [7u8; 16]);
     chmod(&short, 0o600);
     let output = run(
         &["serve", "--no-log", "--signing-key", "short.key"],
@@ -451,8 +417,8 @@ fn a_trusted_key_matches_by_stem_or_by_the_path_as_written() {
     let dir = TempDir::new();
     dir.write("hello.json", b"\"hello\"");
     std::fs::create_dir_all(dir.0.join("keys")).unwrap();
-    dir.write("keys/provider.pub", &hex_bytes(PUBLIC_KEY_HEX));
-    dir.seed("provider.key");
+    dir.write("keys/provider.pub", hex_bytes(PUBLIC_KEY_HEX));
+    seed(&dir, "provider.key");
     let exe = std::fs::canonicalize(BIN).unwrap();
     for key_id in ["keys/provider.pub", "provider"] {
         let config = format!(
@@ -528,4 +494,11 @@ fn hex_bytes(hex: &str) -> Vec<u8> {
     (0..hex.len() / 2)
         .map(|index| u8::from_str_radix(&hex[index * 2..index * 2 + 2], 16).expect("hex"))
         .collect()
+}
+
+/// The 0x07 seed in `dir`, private (mode 0600) as a signing key must be.
+fn seed(dir: &TempDir, name: &str) -> PathBuf {
+    let path = dir.write(name, [7u8; 32]);
+    chmod(&path, 0o600);
+    path
 }
