@@ -11,6 +11,16 @@
 //! back: the floor, a pipe round trip with no protocol work). Every server gets the MCP handshake first
 //! (`initialize`, `notifications/initialized`; echo just reflects it).
 //!
+//! One in flight is measured twice: unpinned, and with the driver and the
+//! server pinned to one CPU (Linux; the driver sets its own affinity before
+//! it starts the server, which inherits it). Unpinned, a request-answer
+//! ping-pong on a small VM lands in one of two modes from run to run: both
+//! processes woken on one CPU (a few µs per round trip) or woken across
+//! CPUs through the hypervisor (~80 µs), for every server alike, so the
+//! ratios there mostly measure where the scheduler put the processes.
+//! Pinned, every server gets the same one-CPU ping-pong and the ratios show
+//! the per-request work. Both are reported.
+//!
 //! Each configuration: 200 warm-up requests, then 5 rounds of N requests
 //! (N = 2000 one at a time, 10000 with 64 in flight); the median round's
 //! requests per second is reported. Every answer is checked for a JSON-RPC
@@ -256,13 +266,52 @@ fn cli_binary() -> PathBuf {
         .expect("a target directory")
 }
 
+/// Restores the driver's CPU affinity when dropped.
+struct Pin {
+    #[cfg(target_os = "linux")]
+    before: rustix::thread::CpuSet,
+}
+
+impl Pin {
+    /// Pins the calling thread (and so the children it starts from now on)
+    /// to the first CPU it may run on; `None` where that is not possible.
+    #[cfg(target_os = "linux")]
+    fn first_cpu() -> Option<Pin> {
+        use rustix::thread::{CpuSet, sched_getaffinity, sched_setaffinity};
+        let before = sched_getaffinity(None).ok()?;
+        let cpu = (0..CpuSet::MAX_CPU).find(|&cpu| before.is_set(cpu))?;
+        let mut one = CpuSet::new();
+        one.set(cpu);
+        sched_setaffinity(None, &one).ok()?;
+        Some(Pin { before })
+    }
+
+    #[cfg(not(target_os = "linux"))]
+    fn first_cpu() -> Option<Pin> {
+        None
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        let _ = rustix::thread::sched_setaffinity(None, &self.before);
+    }
+}
+
 fn measure(
     name: &str,
     command: &mut Command,
     window: u64,
     content_length: bool,
+    pinned: bool,
 ) -> Result<(f64, Vec<f64>), String> {
     let count = if window == 1 { 2000 } else { 10_000 };
+    let _pin = if pinned {
+        Some(Pin::first_cpu().ok_or("cannot pin to one CPU here")?)
+    } else {
+        None
+    };
     let mut session = Session::start(command, name == "echo", content_length)?;
     let done = watchdog(session.child.id());
     let outcome = (|| {
@@ -333,20 +382,21 @@ fn main() {
         {
             continue;
         }
-        for window in [1u64, 64] {
-            match measure(name, &mut command, window, content_length) {
+        for (window, pinned) in [(1u64, false), (64, false), (1, true)] {
+            let how = if pinned { " (pinned)" } else { "" };
+            match measure(name, &mut command, window, content_length, pinned) {
                 Ok((median, rates)) => {
                     eprintln!(
-                        "{name:22} in flight {window:>2}: {median:>10.0} requests/s (rounds {:?})",
+                        "{name:22} in flight {window:>2}{how:9}: {median:>10.0} requests/s (rounds {:?})",
                         rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
                     );
                     lines.push_str(
-                        &serde_json::json!({"server": name, "in_flight": window, "median_rps": median, "rounds": rates})
+                        &serde_json::json!({"server": name, "in_flight": window, "pinned": pinned, "median_rps": median, "rounds": rates})
                             .to_string(),
                     );
                     lines.push('\n');
                 }
-                Err(error) => eprintln!("{name} in flight {window}: FAILED: {error}"),
+                Err(error) => eprintln!("{name} in flight {window}{how}: FAILED: {error}"),
             }
         }
     }
