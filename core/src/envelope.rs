@@ -11,9 +11,12 @@
 //! (full JSON-RPC 2.0 with batches and null ids) and [`Policy::strict`] (the
 //! seed's executable contract), each adjustable through builder setters.
 //! Whatever the policy, an envelope object that names a member twice is
-//! rejected, and nesting deeper than [`Policy::max_depth`] is rejected by a
-//! linear pre-scan before any parser runs, so no input can make anything
-//! recurse deeply. Batches longer than [`Policy::max_batch_len`] are rejected
+//! rejected, and nesting deeper than [`Policy::max_depth`] is rejected
+//! before any recursive parser runs, so no input can make anything recurse
+//! deeply. An envelope object is checked in one validating pass (syntax,
+//! exact depth and member spans together, see `envelope/scan.rs`); any body
+//! that pass does not settle takes a linear depth pre-scan and then
+//! `serde_json`, which words the refusal. Batches longer than [`Policy::max_batch_len`] are rejected
 //! whole, and only that many entries are ever stored.
 //!
 //! Outcomes: body that is not JSON → `PARSE_ERROR` (-32700, id `null`); JSON
