@@ -11,9 +11,12 @@
 //! (full JSON-RPC 2.0 with batches and null ids) and [`Policy::strict`] (the
 //! seed's executable contract), each adjustable through builder setters.
 //! Whatever the policy, an envelope object that names a member twice is
-//! rejected, and nesting deeper than [`Policy::max_depth`] is rejected by a
-//! linear pre-scan before any parser runs, so no input can make anything
-//! recurse deeply. Batches longer than [`Policy::max_batch_len`] are rejected
+//! rejected, and nesting deeper than [`Policy::max_depth`] is rejected
+//! before any recursive parser runs, so no input can make anything recurse
+//! deeply. An envelope object is checked in one validating pass (syntax,
+//! exact depth and member spans together, see `envelope/scan.rs`); any body
+//! that pass does not settle takes a linear depth pre-scan and then
+//! `serde_json`, which words the refusal. Batches longer than [`Policy::max_batch_len`] are rejected
 //! whole, and only that many entries are ever stored.
 //!
 //! Outcomes: body that is not JSON → `PARSE_ERROR` (-32700, id `null`); JSON
@@ -63,6 +66,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::error::{CanonicalError, ErrorObject};
+
+mod scan;
+
+use scan::Scan;
 
 /// The only `jsonrpc` member value accepted and written.
 pub const JSONRPC_VERSION: &str = "2.0";
@@ -422,14 +429,60 @@ impl Policy {
 /// object, an empty batch, a batch under a policy without batches, a batch
 /// longer than the limit, or a single invalid envelope (`INVALID_ENVELOPE`).
 pub fn validate<'a>(body: &'a [u8], policy: &Policy) -> Result<Incoming<'a>, Rejection> {
+    // The usual case, a valid envelope object, in one validating pass
+    // (syntax, exact depth and the member spans together); anything it does
+    // not settle takes the `serde_json` path below, which words every
+    // refusal (see `scan`).
+    if first_significant_byte(body) == Some(b'{') {
+        if let Ok(text) = core::str::from_utf8(body) {
+            match scanned_envelope(text, policy.max_depth) {
+                Ok(envelope) => return check_envelope(&envelope, policy).map(Incoming::Single),
+                Err(Scan::TooDeep(offset)) => return Err(too_deep(offset, policy)),
+                Err(Scan::Unsettled) => {}
+            }
+        }
+    }
+    validate_with_serde(body, policy)
+}
+
+/// The envelope members of `text` read by the one validating pass.
+fn scanned_envelope(text: &str, max_depth: usize) -> Result<RawEnvelope<'_>, Scan> {
+    let mut envelope = RawEnvelope::default();
+    let mut other_names = BTreeSet::new();
+    scan::members(text, max_depth, |name, value| {
+        let name = match name.get(1..name.len().saturating_sub(1)) {
+            Some(plain) if !plain.contains('\\') => Cow::Borrowed(plain),
+            // Escaped names are rare: `serde_json` reads them (and refuses
+            // what it refuses, e.g. a lone surrogate, on its own path).
+            _ => {
+                serde_json::from_str::<JsonStr<'_>>(name)
+                    .map_err(|_| Scan::Unsettled)?
+                    .0
+            }
+        };
+        envelope.record(&mut other_names, name, scan::raw_value(value)?);
+        Ok(())
+    })?;
+    Ok(envelope)
+}
+
+fn too_deep(offset: usize, policy: &Policy) -> Rejection {
+    Rejection::invalid(
+        None,
+        format!(
+            "JSON nested deeper than {} levels (byte {offset}); flatten the message or raise Policy::max_depth",
+            policy.max_depth
+        ),
+    )
+}
+
+/// [`validate`] the straightforward way: the depth pre-scan, then
+/// `serde_json`'s `RawValue` capture of the members. Every body the one
+/// validating pass does not settle comes here; the unit tests of `scan`
+/// hold the two paths to the same outcomes.
+fn validate_with_serde<'a>(body: &'a [u8], policy: &Policy) -> Result<Incoming<'a>, Rejection> {
     if let Some(offset) = nesting_exceeds(body, policy.max_depth) {
-        return Err(Rejection::invalid(
-            None,
-            format!(
-                "JSON nested deeper than {} levels (byte {offset}); flatten the message or raise Policy::max_depth",
-                policy.max_depth
-            ),
-        ));
+        return Err(too_deep(offset, policy));
     }
     match first_significant_byte(body) {
         Some(b'{') => {
@@ -541,6 +594,46 @@ struct RawEnvelope<'a> {
     unknown: Option<String>,
 }
 
+impl<'a> RawEnvelope<'a> {
+    /// Keeps the member `name: value` (the first of each known name; the
+    /// first name seen twice and the first unknown name for the refusal).
+    fn record(
+        &mut self,
+        other_names: &mut BTreeSet<Cow<'a, str>>,
+        name: Cow<'a, str>,
+        value: &'a RawValue,
+    ) {
+        let slot = match name.as_ref() {
+            "jsonrpc" => &mut self.jsonrpc,
+            "id" => &mut self.id,
+            "method" => &mut self.method,
+            "params" => &mut self.params,
+            "result" => &mut self.result,
+            "error" => &mut self.error,
+            _ => {
+                if self.unknown.is_none() {
+                    self.unknown = Some(name.to_string());
+                }
+                if other_names.contains(&name) {
+                    if self.duplicate.is_none() {
+                        self.duplicate = Some(name.into_owned());
+                    }
+                } else {
+                    other_names.insert(name);
+                }
+                return;
+            }
+        };
+        if slot.is_some() {
+            if self.duplicate.is_none() {
+                self.duplicate = Some(name.into_owned());
+            }
+        } else {
+            *slot = Some(value);
+        }
+    }
+}
+
 impl<'de> Deserialize<'de> for RawEnvelope<'de> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_map(EnvelopeVisitor)
@@ -563,34 +656,7 @@ impl<'de> Visitor<'de> for EnvelopeVisitor {
         let mut other_names: BTreeSet<Cow<'de, str>> = BTreeSet::new();
         while let Some(JsonStr(name)) = map.next_key::<JsonStr<'de>>()? {
             let value: &'de RawValue = map.next_value()?;
-            let slot = match name.as_ref() {
-                "jsonrpc" => &mut envelope.jsonrpc,
-                "id" => &mut envelope.id,
-                "method" => &mut envelope.method,
-                "params" => &mut envelope.params,
-                "result" => &mut envelope.result,
-                "error" => &mut envelope.error,
-                _ => {
-                    if envelope.unknown.is_none() {
-                        envelope.unknown = Some(name.to_string());
-                    }
-                    if other_names.contains(&name) {
-                        if envelope.duplicate.is_none() {
-                            envelope.duplicate = Some(name.into_owned());
-                        }
-                    } else {
-                        other_names.insert(name);
-                    }
-                    continue;
-                }
-            };
-            if slot.is_some() {
-                if envelope.duplicate.is_none() {
-                    envelope.duplicate = Some(name.into_owned());
-                }
-            } else {
-                *slot = Some(value);
-            }
+            envelope.record(&mut other_names, name, value);
         }
         Ok(envelope)
     }

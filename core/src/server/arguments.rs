@@ -148,11 +148,18 @@ pub(crate) fn read(text: &str) -> Option<EvidenceQueryArguments> {
     convert(arguments)
 }
 
-/// The params of a `tools/call` (`text`) naming `evidence_query`, read in
+/// The params of a `tools/call` (`raw`) naming `evidence_query`, read in
 /// one pass with their arguments (other members are ignored, as the full
 /// path's read of `name` and `arguments` ignores them); `None` for any
 /// other call or shape (then the full path decides).
-pub(crate) fn read_call(text: &str) -> Option<EvidenceQueryArguments> {
+pub(crate) fn read_call(raw: &RawValue) -> Option<EvidenceQueryArguments> {
+    checked::call(raw).or_else(|| read_call_serde(raw.get()))
+}
+
+/// [`read_call`] with `serde_json`'s typed parse: the reference the
+/// hand-written reader ([`checked::call`]) is held to, and its fallback for
+/// shapes it leaves (escaped member names).
+fn read_call_serde(text: &str) -> Option<EvidenceQueryArguments> {
     let Object(call) = serde_json::from_str::<Object<Call<'_>>>(text).ok()?;
     if call.name != EVIDENCE_QUERY_TOOL {
         return None;
@@ -202,6 +209,8 @@ fn convert(arguments: Arguments<'_>) -> Option<EvidenceQueryArguments> {
         },
     })
 }
+
+mod checked;
 
 #[cfg(test)]
 mod tests {

@@ -985,7 +985,7 @@ impl Server {
         // (exact only against the built-in input schema); any other call
         // or shape is read the full way below.
         let ready = if self.config.registry.evidence_schema_builtin {
-            arguments::read_call(raw.get())
+            arguments::read_call(raw)
         } else {
             None
         };
