@@ -75,8 +75,8 @@ use evidence_wire_provider::{Completion, IntoService, ServeError, Service, compl
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{
-    ACCEPT, AUTHORIZATION, CONTENT_LENGTH, FORWARDED, HOST, HeaderMap, HeaderName, HeaderValue,
-    ORIGIN,
+    ACCEPT, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, FORWARDED, HOST,
+    HeaderMap, HeaderName, HeaderValue, ORIGIN, RETRY_AFTER, WWW_AUTHENTICATE,
 };
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -637,9 +637,11 @@ async fn serve_connection(
                 id,
             };
             // Only JSON-RPC routes are validation-logged (not probes).
+            // (A disabled log records nothing: no call record is made.)
             let route = http::route(request.method().as_str(), request.uri().path());
-            let mut call = matches!(route, http::Route::Call(_))
-                .then(|| shared.config.validation_log.http_call(request.uri().path()));
+            let log = &shared.config.validation_log;
+            let mut call = (log.is_enabled() && matches!(route, http::Route::Call(_)))
+                .then(|| log.http_call(request.uri().path()));
             let reply = answer(&shared, request, call.as_mut()).await;
             if let Some(call) = call {
                 call.finish(&reply);
@@ -781,7 +783,7 @@ async fn answer(
         }
         Ok(Ok(body)) => body,
     };
-    let mut exchange = Exchange::start(shared.service.config(), plan, &body);
+    let mut exchange = Exchange::start(shared.service.config(), plan, body.as_slice());
     drop(body);
     let handler = shared.service.handler().as_ref();
     let mut counts = metrics.connection(Transport::Http);
@@ -832,18 +834,62 @@ enum BodyError {
     Read(hyper::Error),
 }
 
-async fn read_body(mut body: Incoming, mut limit: BodyLimit) -> Result<Vec<u8>, BodyError> {
-    let mut bytes = Vec::new();
+async fn read_body(mut body: Incoming, mut limit: BodyLimit) -> Result<BodyBytes, BodyError> {
+    let mut bytes = BodyBytes::default();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(BodyError::Read)?;
         if let Ok(data) = frame.into_data() {
             limit
                 .accept(data.len())
                 .map_err(|too_large| BodyError::TooLarge(too_large.limit))?;
-            bytes.extend_from_slice(&data);
+            bytes.push(data);
         }
     }
     Ok(bytes)
+}
+
+/// A request body gathered from its frames. A body that arrives as one
+/// frame (the usual case: it came with its head, or in one read) is kept
+/// as hyper handed it over, without a copy; only a body of several frames
+/// is joined into one buffer. Either way [`BodyBytes::as_slice`] is the
+/// frames' bytes in order.
+#[derive(Default)]
+enum BodyBytes {
+    /// No bytes yet.
+    #[default]
+    Empty,
+    /// One non-empty frame.
+    One(Bytes),
+    /// The frames so far, joined.
+    Joined(Vec<u8>),
+}
+
+impl BodyBytes {
+    /// Append one frame's bytes.
+    fn push(&mut self, data: Bytes) {
+        if data.is_empty() {
+            return;
+        }
+        match self {
+            BodyBytes::Empty => *self = BodyBytes::One(data),
+            BodyBytes::One(first) => {
+                let mut joined = Vec::with_capacity(first.len().saturating_add(data.len()));
+                joined.extend_from_slice(first);
+                joined.extend_from_slice(&data);
+                *self = BodyBytes::Joined(joined);
+            }
+            BodyBytes::Joined(joined) => joined.extend_from_slice(&data),
+        }
+    }
+
+    /// Every byte pushed, in order.
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            BodyBytes::Empty => &[],
+            BodyBytes::One(bytes) => bytes,
+            BodyBytes::Joined(joined) => joined,
+        }
+    }
 }
 
 /// A connection whose writes fail with `TimedOut` once they have made no
@@ -995,14 +1041,90 @@ fn to_response(reply: HttpReply, in_request: InRequest) -> Response<Answer> {
     let mut response = Response::new(body);
     *response.status_mut() =
         StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let headers = response.headers_mut();
+    headers.reserve(reply.headers.len());
     for (name, value) in reply.headers {
         // Every value comes from the core and is valid; skip rather than panic.
-        if let (Ok(name), Ok(value)) = (
-            HeaderName::from_bytes(name.as_bytes()),
-            HeaderValue::try_from(value),
-        ) {
-            response.headers_mut().append(name, value);
+        if let (Some(name), Ok(value)) = (reply_header_name(name), HeaderValue::try_from(value)) {
+            headers.append(name, value);
         }
     }
     response
+}
+
+/// The [`HeaderName`] of a reply header the core names: the ones it uses
+/// come from constants (parsing a name costs ~600 instructions, and a
+/// non-standard one is copied into a fresh allocation); any other is
+/// parsed (`None` if it is not a valid name).
+fn reply_header_name(name: &str) -> Option<HeaderName> {
+    Some(match name {
+        "content-type" => CONTENT_TYPE,
+        "cache-control" => CACHE_CONTROL,
+        "retry-after" => RETRY_AFTER,
+        "www-authenticate" => WWW_AUTHENTICATE,
+        "allow" => ALLOW,
+        "mcp-session-id" => MCP_SESSION_ID.clone(),
+        other => return HeaderName::from_bytes(other.as_bytes()).ok(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reply header names taken from constants are the names the
+    /// core wrote, as parsing them gives.
+    #[test]
+    fn reply_header_names_match_parsing() {
+        for name in [
+            "content-type",
+            "cache-control",
+            "retry-after",
+            "www-authenticate",
+            "allow",
+            "mcp-session-id",
+            "x-some-other",
+        ] {
+            let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
+            assert_eq!(reply_header_name(name), parsed, "{name}");
+            assert_eq!(
+                reply_header_name(name).map(|n| n.to_string()).as_deref(),
+                Some(name)
+            );
+        }
+        assert_eq!(reply_header_name("bad name"), None);
+    }
+
+    /// However a body is split into frames (empty ones included), the
+    /// gathered bytes are the frames joined in order, as the plain
+    /// `extend_from_slice` loop gave.
+    #[test]
+    fn body_bytes_are_the_frames_joined() {
+        let body: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        for _ in 0..500 {
+            let mut gathered = BodyBytes::default();
+            let mut plain = Vec::new();
+            let mut rest = body.as_slice();
+            while !rest.is_empty() {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let take = usize::try_from(seed % 300).unwrap().min(rest.len());
+                let (frame, tail) = rest.split_at(take);
+                plain.extend_from_slice(frame);
+                gathered.push(Bytes::copy_from_slice(frame));
+                rest = tail;
+            }
+            assert_eq!(gathered.as_slice(), plain.as_slice());
+            assert_eq!(gathered.as_slice(), body.as_slice());
+        }
+        assert_eq!(BodyBytes::default().as_slice(), b"");
+        let mut one = BodyBytes::default();
+        one.push(Bytes::new());
+        one.push(Bytes::from_static(b"abc"));
+        one.push(Bytes::new());
+        assert!(matches!(one, BodyBytes::One(_)));
+        assert_eq!(one.as_slice(), b"abc");
+    }
 }
