@@ -27,13 +27,20 @@
 //! evidence error codes and provider names keep their own value for the
 //! first [`MAX_LABEL_VALUES`] distinct ones, then `other`. So the number of
 //! series stays bounded whatever peers send.
+//!
+//! Cost: a query's series (its check's latency histogram and its `ok`
+//! counter per transport) and the `in_flight` gauges are looked up once
+//! and kept, so answering a query hashes no label set (an HTTP request is
+//! one connection: this is paid on every request). The series still
+//! appear at their first use, as the registry's own lookup would create
+//! them.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use evidence_wire::error::CanonicalError;
@@ -83,6 +90,22 @@ impl Transport {
     }
 }
 
+/// One `T` per transport.
+#[derive(Default)]
+struct PerTransport<T> {
+    stdio: T,
+    http: T,
+}
+
+impl<T> PerTransport<T> {
+    fn get(&self, transport: Transport) -> &T {
+        match transport {
+            Transport::Stdio => &self.stdio,
+            Transport::Http => &self.http,
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
     transport: &'static str,
@@ -121,22 +144,67 @@ struct ProviderLabels {
 
 /// A label whose values come from outside: the first
 /// [`MAX_LABEL_VALUES`] distinct ones are kept, the rest read `other`.
-#[derive(Default)]
-struct Bounded {
-    seen: Mutex<HashSet<String>>,
+/// Each kept value carries a `T` (made once, with the value), so what
+/// depends only on the value is looked up once. The values are kept in
+/// order (a few comparisons of at most [`MAX_LABEL_VALUES`] entries, no
+/// hashing).
+struct Bounded<T> {
+    seen: Mutex<BTreeMap<String, Arc<T>>>,
+    other: OnceLock<Arc<T>>,
+    make: fn(&str) -> T,
 }
 
-impl Bounded {
-    fn label(&self, value: &str) -> String {
+impl<T> Bounded<T> {
+    fn new(make: fn(&str) -> T) -> Self {
+        Bounded {
+            seen: Mutex::new(BTreeMap::new()),
+            other: OnceLock::new(),
+            make,
+        }
+    }
+
+    /// The kept value for `value`: its own while fewer than
+    /// [`MAX_LABEL_VALUES`] are kept, else `other`'s.
+    fn get(&self, value: &str) -> Arc<T> {
         let mut seen = self.seen.lock().unwrap_or_else(PoisonError::into_inner);
-        if seen.contains(value) {
-            return value.to_owned();
+        if let Some(kept) = seen.get(value) {
+            return Arc::clone(kept);
         }
         if seen.len() < MAX_LABEL_VALUES {
-            seen.insert(value.to_owned());
-            return value.to_owned();
+            let kept = Arc::new((self.make)(value));
+            seen.insert(value.to_owned(), Arc::clone(&kept));
+            return kept;
         }
-        "other".to_owned()
+        drop(seen);
+        Arc::clone(self.other.get_or_init(|| Arc::new((self.make)("other"))))
+    }
+}
+
+/// A bounded label value by itself.
+struct Name(String);
+
+impl Bounded<Name> {
+    fn label(&self, value: &str) -> String {
+        self.get(value).0.clone()
+    }
+}
+
+/// The series of one check (one kept `check` label value), each made at
+/// its first use.
+struct CheckSeries {
+    check: String,
+    latency: OnceLock<Histogram>,
+    /// `queries_total{outcome="ok"}`, by transport.
+    ok: PerTransport<OnceLock<Counter>>,
+}
+
+impl CheckSeries {
+    fn new(check: &str) -> Self {
+        CheckSeries {
+            check: check.to_owned(),
+            latency: OnceLock::new(),
+            ok: PerTransport::default(),
+        }
     }
 }
 
@@ -154,9 +222,11 @@ struct Inner {
     overload: Family<TransportLabels, Counter>,
     dropped: Family<DropLabels, Counter>,
     restarts: Family<ProviderLabels, Counter>,
-    checks: Bounded,
-    codes: Bounded,
-    providers: Bounded,
+    /// The `in_flight` gauges, by transport.
+    in_flight_gauges: PerTransport<OnceLock<Gauge>>,
+    checks: Bounded<CheckSeries>,
+    codes: Bounded<Name>,
+    providers: Bounded<Name>,
 }
 
 /// The registry and every metric of a process. Clone it freely: clones
@@ -236,9 +306,10 @@ impl Metrics {
                 overload,
                 dropped,
                 restarts,
-                checks: Bounded::default(),
-                codes: Bounded::default(),
-                providers: Bounded::default(),
+                in_flight_gauges: PerTransport::default(),
+                checks: Bounded::new(CheckSeries::new),
+                codes: Bounded::new(|value| Name(value.to_owned())),
+                providers: Bounded::new(|value| Name(value.to_owned())),
             }),
         }
     }
@@ -249,7 +320,7 @@ impl Metrics {
         ConnectionMetrics {
             metrics: self.clone(),
             transport,
-            started: HashMap::new(),
+            started: BTreeMap::new(),
         }
     }
 
@@ -302,13 +373,16 @@ impl Metrics {
         text
     }
 
-    fn in_flight(&self, transport: Transport) -> Gauge {
-        self.inner
-            .in_flight
-            .get_or_create(&TransportLabels {
-                transport: transport.label(),
-            })
-            .clone()
+    fn in_flight(&self, transport: Transport) -> &Gauge {
+        let inner = &self.inner;
+        inner.in_flight_gauges.get(transport).get_or_init(|| {
+            inner
+                .in_flight
+                .get_or_create(&TransportLabels {
+                    transport: transport.label(),
+                })
+                .clone()
+        })
     }
 }
 
@@ -318,7 +392,7 @@ pub struct ConnectionMetrics {
     metrics: Metrics,
     transport: Transport,
     /// Tickets handed out: the check (`None` for a tool call) and when.
-    started: HashMap<Ticket, (Option<String>, Instant)>,
+    started: BTreeMap<Ticket, (Option<Arc<CheckSeries>>, Instant)>,
 }
 
 impl fmt::Debug for ConnectionMetrics {
@@ -367,11 +441,13 @@ impl ConnectionMetrics {
                 }
             }
             ServerEvent::EvidenceQuery { ticket, query, .. } => {
-                let check = inner.checks.label(&query.check_id);
+                let check = inner.checks.get(&query.check_id);
                 self.start(*ticket, Some(check));
             }
             ServerEvent::ToolCall { ticket, .. } => self.start(*ticket, None),
-            ServerEvent::Cancelled { ticket, .. } => self.finish(*ticket, "cancelled"),
+            ServerEvent::Cancelled { ticket, .. } => {
+                self.finish(*ticket, Outcome::Other("cancelled"));
+            }
             ServerEvent::FramingError(error) | ServerEvent::Fatal(error) => {
                 self.metrics
                     .frame_dropped(self.transport, drop_reason(error));
@@ -383,11 +459,13 @@ impl ConnectionMetrics {
     /// The embedder answered `ticket`: `error_code` is the evidence
     /// error's code when the result carries one (`None`: evidence).
     pub fn answered(&mut self, ticket: Ticket, error_code: Option<&str>) {
-        let outcome = match error_code {
-            None => "ok".to_owned(),
-            Some(code) => self.metrics.inner.codes.label(code),
-        };
-        self.finish(ticket, &outcome);
+        match error_code {
+            None => self.finish(ticket, Outcome::Ok),
+            Some(code) => {
+                let code = self.metrics.inner.codes.label(code);
+                self.finish(ticket, Outcome::Other(&code));
+            }
+        }
     }
 
     /// Every query still in flight was answered with the retryable error
@@ -395,48 +473,75 @@ impl ConnectionMetrics {
     pub fn expired(&mut self) {
         let tickets: Vec<Ticket> = self.started.keys().copied().collect();
         for ticket in tickets {
-            self.finish(ticket, "expired");
+            self.finish(ticket, Outcome::Other("expired"));
         }
     }
 
-    fn start(&mut self, ticket: Ticket, check: Option<String>) {
+    fn start(&mut self, ticket: Ticket, check: Option<Arc<CheckSeries>>) {
         self.metrics.in_flight(self.transport).inc();
         self.started.insert(ticket, (check, Instant::now()));
     }
 
-    fn finish(&mut self, ticket: Ticket, outcome: &str) {
+    fn finish(&mut self, ticket: Ticket, outcome: Outcome<'_>) {
         let Some((check, since)) = self.started.remove(&ticket) else {
             return;
         };
         self.metrics.in_flight(self.transport).dec();
         // Tool calls count in flight only.
-        let Some(check) = check else {
+        let Some(series) = check else {
             return;
         };
         let inner = &self.metrics.inner;
-        inner
+        series
             .latency
-            .get_or_create(&CheckLabels {
-                check: check.clone(),
+            .get_or_init(|| {
+                inner
+                    .latency
+                    .get_or_create(&CheckLabels {
+                        check: series.check.clone(),
+                    })
+                    .clone()
             })
             .observe(since.elapsed().as_secs_f64());
-        inner
-            .queries
-            .get_or_create(&QueryLabels {
-                transport: self.transport.label(),
-                check,
-                outcome: outcome.to_owned(),
-            })
-            .inc();
+        let queries = |outcome: &str| {
+            inner
+                .queries
+                .get_or_create(&QueryLabels {
+                    transport: self.transport.label(),
+                    check: series.check.clone(),
+                    outcome: outcome.to_owned(),
+                })
+                .clone()
+        };
+        match outcome {
+            Outcome::Ok => series
+                .ok
+                .get(self.transport)
+                .get_or_init(|| queries("ok"))
+                .inc(),
+            Outcome::Other(outcome) => queries(outcome).inc(),
+        };
     }
+}
+
+/// The `outcome` label of an answered query.
+#[derive(Clone, Copy)]
+enum Outcome<'a> {
+    /// `ok`: its counter is kept with the check's series.
+    Ok,
+    /// Any other (an evidence error code, `cancelled`, `expired`).
+    Other(&'a str),
 }
 
 impl Drop for ConnectionMetrics {
     fn drop(&mut self) {
+        // (Made here if it is not yet: the series shows once any
+        // connection of the transport has ended.)
         let gauge = self.metrics.in_flight(self.transport);
-        for _ in self.started.drain() {
+        for _ in 0..self.started.len() {
             gauge.dec();
         }
+        self.started.clear();
     }
 }
 
@@ -462,6 +567,7 @@ mod tests {
     use super::*;
     use evidence_wire::evidence::{EvidenceResult, EvidenceValue};
     use evidence_wire::server::{Server, ServerConfig};
+    use std::collections::HashSet;
 
     fn call(id: u64, check: &str) -> Vec<u8> {
         format!(
@@ -566,6 +672,77 @@ mod tests {
             .filter_map(|rest| rest.split('"').next())
             .collect();
         assert_eq!(checks.len(), MAX_LABEL_VALUES + 1, "{checks:?}");
+    }
+
+    /// The series kept with each check (and the `in_flight` gauges) count
+    /// exactly as looking each one up in the registry does: they appear
+    /// at their first use, not before; each transport and each outcome
+    /// keeps its own counter; the `other` check shares one set.
+    #[test]
+    fn kept_series_count_as_registry_lookups() {
+        let metrics = Metrics::new();
+        let nothing_yet = metrics.encode();
+        for absent in [
+            "in_flight{",
+            "queries_total{",
+            "check_duration_seconds_count{",
+        ] {
+            assert!(!nothing_yet.contains(absent), "{absent} in {nothing_yet}");
+        }
+        // A connection that hands out nothing still shows the gauge once
+        // it ends, as before.
+        drop(metrics.connection(Transport::Stdio));
+        let text = metrics.encode();
+        assert!(
+            text.contains("evidence_wire_in_flight{transport=\"stdio\"} 0"),
+            "{text}"
+        );
+        assert!(!text.contains("in_flight{transport=\"http\"}"), "{text}");
+
+        let mut config = ServerConfig::default();
+        config.max_in_flight = 1000;
+        // 70 distinct checks: the last 6 read `other`. Each is answered
+        // `ok` on both transports, and check-0 also with an error code.
+        for transport in [Transport::Stdio, Transport::Http] {
+            let mut counts = metrics.connection(transport);
+            let mut server = Server::new(config.clone());
+            for id in 0..70 {
+                server.handle_input(&line(call(id, &format!("check-{id}"))));
+            }
+            server.handle_input(&line(call(70, "check-0")));
+            while let Some(event) = server.poll_event() {
+                counts.observe(&event);
+                if let ServerEvent::EvidenceQuery { ticket, query, .. } = event {
+                    let code = (query.check_id == "check-0" && ticket.get() > 65).then_some("boom");
+                    counts.answered(ticket, code);
+                }
+            }
+        }
+        let text = metrics.encode();
+        for expected in [
+            r#"evidence_wire_queries_total{transport="stdio",check="check-0",outcome="ok"} 1"#,
+            r#"evidence_wire_queries_total{transport="http",check="check-0",outcome="ok"} 1"#,
+            r#"evidence_wire_queries_total{transport="stdio",check="check-0",outcome="boom"} 1"#,
+            r#"evidence_wire_queries_total{transport="http",check="check-0",outcome="boom"} 1"#,
+            r#"evidence_wire_queries_total{transport="stdio",check="check-63",outcome="ok"} 1"#,
+            r#"evidence_wire_queries_total{transport="stdio",check="other",outcome="ok"} 6"#,
+            r#"evidence_wire_queries_total{transport="http",check="other",outcome="ok"} 6"#,
+            r#"evidence_wire_check_duration_seconds_count{check="check-0"} 4"#,
+            r#"evidence_wire_check_duration_seconds_count{check="check-5"} 2"#,
+            r#"evidence_wire_check_duration_seconds_count{check="other"} 12"#,
+            r#"evidence_wire_in_flight{transport="stdio"} 0"#,
+            r#"evidence_wire_in_flight{transport="http"} 0"#,
+        ] {
+            assert!(text.contains(expected), "{expected}\nin\n{text}");
+        }
+        assert!(!text.contains("check=\"check-64\""), "{text}");
+        let queries = text
+            .lines()
+            .filter(|line| line.starts_with("evidence_wire_queries_total{"))
+            .count();
+        // 64 kept checks and `other`, `ok` on each transport, plus check-0's
+        // `boom` on each.
+        assert_eq!(queries, 65 * 2 + 2, "{text}");
     }
 
     #[test]
