@@ -88,7 +88,7 @@ use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
-use crate::tasks::Tasks;
+use crate::tasks::RequestTasks;
 
 #[cfg(doc)]
 use evidence_wire::server::ServerConfig;
@@ -789,7 +789,7 @@ async fn answer(
     let mut counts = metrics.connection(Transport::Http);
     // Dropped with the request (a client that disconnects): its tasks are
     // aborted.
-    let mut tasks = Tasks::new();
+    let mut tasks = RequestTasks::new();
     loop {
         while let Some(event) = exchange.poll_event() {
             if let Some(call) = &mut call {

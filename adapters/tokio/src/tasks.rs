@@ -9,13 +9,18 @@
 //! `internal_error` result), so no query is left unanswered. How many
 //! tasks run at once is bounded by the core (`ServerConfig::max_in_flight`
 //! for stdio, the call permits for HTTP).
+//!
+//! [`RequestTasks`] does the same for one HTTP request, whose body almost
+//! always holds one call: that call's task is held by its own handle (no
+//! task set, no maps from task to ticket); a second call in the same body
+//! (a batch) and the ones after it go to a [`Tasks`].
 
 use std::collections::HashMap;
 
 use evidence_wire::frame::FrameError;
 use evidence_wire::server::Ticket;
 use evidence_wire_provider::{Answer, CallKind, Completion, Job, Respond, Work, complete};
-use tokio::task::{AbortHandle, Id, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinHandle, JoinSet};
 
 /// The handler calls in flight for one connection or request.
 pub(crate) struct Tasks {
@@ -63,6 +68,7 @@ impl Tasks {
 
     fn start(&mut self, ticket: Ticket, job: Job) {
         let kind = job.kind();
+        // As `spawn` below does for `RequestTasks`.
         let abort = match job.into_guarded() {
             Answer::Ready(completion) => self.set.spawn(std::future::ready(completion)),
             Answer::Blocking(work) => self.set.spawn_blocking(work),
@@ -89,5 +95,276 @@ impl Tasks {
             let completion = outcome.unwrap_or_else(|_| Completion::cancelled(kind));
             return Some((ticket, completion));
         }
+    }
+}
+
+/// The handler calls of one HTTP request: the first call that needs a
+/// task is held by its own [`JoinHandle`]; any more go to a [`Tasks`]
+/// (made only then). Behaves as one [`Tasks`] would: ready answers are
+/// given at once, a cancelled call is aborted and yields a failure answer,
+/// a panicked one its `internal_error`, and dropping it aborts every task.
+pub(crate) struct RequestTasks {
+    one: Option<OneCall>,
+    more: Option<Tasks>,
+}
+
+/// A call's task with the ticket and kind it answers.
+struct OneCall {
+    ticket: Ticket,
+    kind: CallKind,
+    handle: JoinHandle<Completion>,
+}
+
+impl Drop for OneCall {
+    fn drop(&mut self) {
+        // A JoinHandle dropped does not stop its task; a JoinSet's does.
+        self.handle.abort();
+    }
+}
+
+impl RequestTasks {
+    pub(crate) fn new() -> Self {
+        RequestTasks {
+            one: None,
+            more: None,
+        }
+    }
+
+    /// As [`Tasks::run`].
+    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Option<FrameError> {
+        match work {
+            Work::Run { ticket, job } => match job.into_ready() {
+                Ok(completion) => {
+                    let _ = complete(server, ticket, completion);
+                }
+                Err(job) if self.one.is_none() => {
+                    let kind = job.kind();
+                    let handle = spawn(job);
+                    self.one = Some(OneCall {
+                        ticket,
+                        kind,
+                        handle,
+                    });
+                }
+                Err(job) => {
+                    let work = Work::Run { ticket, job };
+                    return self.more.get_or_insert_with(Tasks::new).run(work, server);
+                }
+            },
+            Work::Cancel { ticket } => match &self.one {
+                // Aborted, it still yields its failure answer once.
+                Some(one) if one.ticket == ticket => one.handle.abort(),
+                _ => {
+                    if let Some(more) = &mut self.more {
+                        return more.run(Work::Cancel { ticket }, server);
+                    }
+                }
+            },
+            Work::Fatal(error) => return Some(error),
+            _ => {}
+        }
+        None
+    }
+
+    /// As [`Tasks::next`].
+    pub(crate) async fn next(&mut self) -> Option<(Ticket, Completion)> {
+        let more = async {
+            match &mut self.more {
+                Some(more) => more.next().await,
+                None => None,
+            }
+        };
+        let Some(one) = &mut self.one else {
+            return more.await;
+        };
+        tokio::select! {
+            joined = &mut one.handle => {
+                let (ticket, kind) = (one.ticket, one.kind);
+                self.one = None;
+                Some((ticket, joined.unwrap_or_else(|_| Completion::cancelled(kind))))
+            }
+            Some(finished) = more => Some(finished),
+        }
+    }
+}
+
+/// A call's task, as [`Tasks`] starts one.
+fn spawn(job: Job) -> JoinHandle<Completion> {
+    match job.into_guarded() {
+        Answer::Ready(completion) => tokio::spawn(std::future::ready(completion)),
+        Answer::Blocking(work) => tokio::task::spawn_blocking(work),
+        Answer::Async(future) => tokio::spawn(future),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use evidence_wire::evidence::{
+        EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue,
+    };
+    use evidence_wire::server::{Server, ServerConfig, ServerEvent};
+    use evidence_wire_provider::{Handler, dispatch};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    /// The `held` call started; its future was dropped.
+    static HELD_STARTED: AtomicBool = AtomicBool::new(false);
+    static HELD_DROPPED: AtomicBool = AtomicBool::new(false);
+
+    /// Answers by check id: ready, async, blocking, slow (for cancelling)
+    /// or a panic.
+    struct Mixed;
+
+    impl Handler for Mixed {
+        fn evidence_query(
+            &self,
+            query: EvidenceQuery,
+            _context: EvidenceContext,
+        ) -> evidence_wire_provider::Answer<EvidenceResult> {
+            let value = || EvidenceResult::with_value(EvidenceValue::json(&1).unwrap());
+            match query.check_id.as_str() {
+                "ready" => evidence_wire_provider::Answer::ready(value()),
+                "async" => evidence_wire_provider::Answer::future(async move {
+                    tokio::task::yield_now().await;
+                    value()
+                }),
+                "blocking" => evidence_wire_provider::Answer::blocking(value),
+                "slow" => evidence_wire_provider::Answer::future(async move {
+                    tokio::time::sleep(Duration::from_secs(30)).await;
+                    value()
+                }),
+                "panic" => evidence_wire_provider::Answer::future(async { panic!("boom") }),
+                "held" => evidence_wire_provider::Answer::future(async move {
+                    struct Held;
+                    impl Drop for Held {
+                        fn drop(&mut self) {
+                            HELD_DROPPED.store(true, Ordering::SeqCst);
+                        }
+                    }
+                    let _held = Held;
+                    HELD_STARTED.store(true, Ordering::SeqCst);
+                    std::future::pending::<()>().await;
+                    value()
+                }),
+                other => evidence_wire_provider::Answer::ready(EvidenceResult::with_error(
+                    EvidenceError::new("unsupported_check", other.to_owned()),
+                )),
+            }
+        }
+    }
+
+    fn call(id: u64, check: &str) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"evidence_query","arguments":{{"query":{{"provider_id":"p","check_id":"{check}"}},"context":{{"tenant_id":1,"namespace_id":1,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{{"kind":"unix_millis","value":0}}}}}}}}}}"#
+        )
+    }
+
+    fn cancel(id: u64) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+        )
+    }
+
+    /// What one body's calls come to: each finished call as `next` yields
+    /// it, and the answers the server then writes, in a stable order.
+    macro_rules! outcome {
+        ($tasks:expr, $body:expr) => {{
+            let mut tasks = $tasks;
+            let mut server = Server::new(ServerConfig::default());
+            server.handle_input($body.as_bytes());
+            server.handle_input(b"\n");
+            let mut finished = Vec::new();
+            loop {
+                while let Some(event) = server.poll_event() {
+                    if !matches!(event, ServerEvent::Handled(_)) {
+                        let _ = tasks.run(dispatch(&Mixed, event), &mut server);
+                    }
+                }
+                if server.in_flight() == 0 {
+                    break;
+                }
+                let next = tokio::time::timeout(Duration::from_secs(5), tasks.next());
+                let Some((ticket, completion)) = next.await.unwrap() else {
+                    break;
+                };
+                finished.push(format!("{ticket:?} {completion:?}"));
+                let _ = complete(&mut server, ticket, completion);
+            }
+            let mut answers = Vec::new();
+            while let Some(message) = server.poll_message() {
+                answers.push(String::from_utf8(message).unwrap());
+            }
+            finished.sort();
+            answers.sort();
+            (finished, answers)
+        }};
+    }
+
+    /// `RequestTasks` (one call held alone, the rest in a `Tasks`) yields
+    /// the same finished calls and leads to the same answers as `Tasks`,
+    /// for single calls of each kind, batches, and cancels of the first
+    /// call and of a later one.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn request_tasks_behave_as_tasks() {
+        let bodies = [
+            call(1, "ready"),
+            call(1, "async"),
+            call(1, "blocking"),
+            call(1, "panic"),
+            call(1, "nope"),
+            format!(
+                "[{},{},{}]",
+                call(1, "async"),
+                call(2, "blocking"),
+                call(3, "ready")
+            ),
+            format!("[{},{},{}]", call(1, "slow"), cancel(1), call(2, "async")),
+            format!("[{},{},{}]", call(1, "async"), call(2, "slow"), cancel(2)),
+            format!(
+                "[{},{},{}]",
+                call(1, "panic"),
+                call(2, "async"),
+                call(3, "panic")
+            ),
+        ];
+        for body in bodies {
+            let body = body.replace('\n', "");
+            let plain = outcome!(Tasks::new(), body);
+            let one = outcome!(RequestTasks::new(), body);
+            assert_eq!(one, plain, "{body}");
+            assert!(!plain.0.is_empty() || !plain.1.is_empty(), "{body}");
+        }
+    }
+
+    /// Dropping `RequestTasks` (a client that went away) aborts the calls
+    /// still running, as dropping a `Tasks` does.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn dropping_request_tasks_aborts_its_calls() {
+        let mut tasks = RequestTasks::new();
+        let mut server = Server::new(ServerConfig::default());
+        server.handle_input(format!("{}\n", call(1, "held")).as_bytes());
+        while let Some(event) = server.poll_event() {
+            let _ = tasks.run(dispatch(&Mixed, event), &mut server);
+        }
+        assert!(tasks.one.is_some());
+        for _ in 0..500 {
+            if HELD_STARTED.load(Ordering::SeqCst) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            HELD_STARTED.load(Ordering::SeqCst),
+            "the call never started"
+        );
+        drop(tasks);
+        for _ in 0..500 {
+            if HELD_DROPPED.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the call's task still runs after its RequestTasks was dropped");
     }
 }
