@@ -264,10 +264,13 @@ pub fn sha256(json: &[u8], options: &Options) -> Result<[u8; 32], CanonicalizeEr
 pub fn hex_lower(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let digit = |nibble: u8| DIGITS.get(usize::from(nibble)).copied().unwrap_or(b'0');
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(2));
-    for byte in bytes {
-        out.push(digit(byte >> 4));
-        out.push(digit(byte & 0x0f));
+    // Filled in place: a `push` per digit costs a capacity check each.
+    let mut out = alloc::vec![0u8; bytes.len().saturating_mul(2)];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        if let [high, low] = pair {
+            *high = digit(byte >> 4);
+            *low = digit(byte & 0x0f);
+        }
     }
     // Only ASCII digits and letters were written.
     String::from_utf8(out).unwrap_or_default()
