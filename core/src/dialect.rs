@@ -410,6 +410,13 @@ fn encode_usual_reply(
             // the body of a JSON string.
             body.extend_from_slice(br#""text","text":"{\"content_type\":"#);
             match content_type {
+                // The usual content type needs no escape, as JSON or as
+                // JSON in a string.
+                Some(content_type) if is_plain(content_type) => {
+                    body.extend_from_slice(br#"\""#);
+                    body.extend_from_slice(content_type.as_bytes());
+                    body.extend_from_slice(br#"\""#);
+                }
                 Some(content_type) => {
                     let quoted = json_string(content_type)?;
                     push_escaped(&mut body, quoted.as_bytes());
@@ -485,6 +492,11 @@ fn push_usual_serialization(
         br#","evidence_ref":null,"evidence_anchor":null,"signature":null,"content_type":"#,
     );
     match content_type {
+        Some(content_type) if is_plain(content_type) => {
+            out.push(b'"');
+            out.extend_from_slice(content_type.as_bytes());
+            out.push(b'"');
+        }
         Some(content_type) => out.extend_from_slice(json_string(content_type)?.as_bytes()),
         None => out.extend_from_slice(b"null"),
     }
@@ -523,6 +535,16 @@ fn is_alphanumeric(bytes: &[u8]) -> bool {
         all &= byte.is_ascii_alphanumeric();
     }
     all
+}
+
+/// True when no byte of `text` is escaped in a JSON string (no control
+/// character, `"` or `\\`).
+fn is_plain(text: &str) -> bool {
+    let mut plain = true;
+    for &byte in text.as_bytes() {
+        plain &= byte >= 0x20 && byte != b'"' && byte != b'\\';
+    }
+    plain
 }
 
 /// `text` as a JSON string (quoted, escaped as serde_json escapes).
