@@ -279,7 +279,7 @@ fn serve_per_request(
     log_dir: Option<&std::path::Path>,
 ) -> Result<u64, String> {
     let cli = cli_binary().ok_or("the CLI binary is not built (set EW_BENCH_CLI)")?;
-    let mut run = |queries| {
+    let run = |queries| {
         if let Some(dir) = log_dir {
             let _ = std::fs::remove_dir_all(dir);
         }
