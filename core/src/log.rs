@@ -707,22 +707,15 @@ fn format_uuid(bits: u128) -> String {
 /// Appends `bits` as a UUID ([`format_uuid`]), two digits per byte (a
 /// `format!` costs ten times as much, once per record).
 fn push_uuid(out: &mut Vec<u8>, bits: u128) {
+    let hex = bits.to_be_bytes().map(crate::canonical::hex_pair);
     let mut text = [b'-'; 36];
-    let mut slots = text.iter_mut();
-    for (index, byte) in bits.to_be_bytes().into_iter().enumerate() {
-        if matches!(index, 4 | 6 | 8 | 10) {
-            // Keep the dash.
-            slots.next();
+    // Groups of 4, 2, 2, 2 and 6 bytes, a dash between.
+    let mut at = 0usize;
+    for (index, pair) in hex.iter().enumerate() {
+        if let Some(slot) = text.get_mut(at..at.saturating_add(2)) {
+            slot.copy_from_slice(pair);
         }
-        for nibble in [byte >> 4, byte & 0xf] {
-            if let Some(slot) = slots.next() {
-                *slot = if nibble < 10 {
-                    b'0' + nibble
-                } else {
-                    b'a' + (nibble - 10)
-                };
-            }
-        }
+        at = at.saturating_add(if matches!(index, 3 | 5 | 7 | 9) { 3 } else { 2 });
     }
     out.extend_from_slice(&text);
 }
