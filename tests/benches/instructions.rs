@@ -160,7 +160,8 @@ fn callgrind(case: &str, repeat: u64, out: &std::path::Path) -> Result<u64, Stri
 /// target profile directory (scripts/bench builds it).
 fn cli_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("EW_BENCH_CLI") {
-        return Some(PathBuf::from(path));
+        // Relative to the workspace root (cargo runs benches in the package's directory).
+        return Some(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join(path));
     }
     let exe = std::env::current_exe().ok()?;
     let path = exe.parent()?.parent()?.join("evidence-wire");
