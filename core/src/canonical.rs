@@ -262,15 +262,43 @@ pub fn sha256(json: &[u8], options: &Options) -> Result<[u8; 32], CanonicalizeEr
 
 /// Lowercase hex of bytes.
 pub fn hex_lower(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let digit = |nibble: u8| DIGITS.get(usize::from(nibble)).copied().unwrap_or(b'0');
-    let mut out = Vec::with_capacity(bytes.len().saturating_mul(2));
-    for byte in bytes {
-        out.push(digit(byte >> 4));
-        out.push(digit(byte & 0x0f));
+    // Filled in place, two digits per byte from a table: a `push` per
+    // digit costs a capacity check each.
+    let mut out = alloc::vec![0u8; bytes.len().saturating_mul(2)];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(bytes) {
+        pair.copy_from_slice(&hex_pair(*byte));
     }
     // Only ASCII digits and letters were written.
     String::from_utf8(out).unwrap_or_default()
+}
+
+/// The two lowercase hexadecimal digits of every byte value.
+const HEX_PAIRS: [[u8; 2]; 256] = {
+    let mut table = [[0u8; 2]; 256];
+    let mut byte = 0u8;
+    const fn digit(nibble: u8) -> u8 {
+        if nibble < 10 {
+            b'0' + nibble
+        } else {
+            b'a' + (nibble - 10)
+        }
+    }
+    loop {
+        // A constant loop over 0..=255: every index is in bounds.
+        #[allow(clippy::indexing_slicing)]
+        {
+            table[byte as usize] = [digit(byte >> 4), digit(byte & 0x0f)];
+        }
+        if byte == u8::MAX {
+            break table;
+        }
+        byte += 1;
+    }
+};
+
+/// The two lowercase hexadecimal digits of `byte`.
+pub(crate) fn hex_pair(byte: u8) -> [u8; 2] {
+    HEX_PAIRS.get(usize::from(byte)).copied().unwrap_or(*b"00")
 }
 
 /// Writes the canonical form (ECMAScript `Number.prototype.toString`) of a
@@ -1251,5 +1279,21 @@ impl Tape<'_> {
         }
         out.write_bytes(b"\"");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use alloc::format;
+    use alloc::string::String;
+    use alloc::vec::Vec;
+
+    /// The digit table against `format!` for every byte value.
+    #[test]
+    fn hex_digits_are_what_format_writes() {
+        let every: Vec<u8> = (0..=255u8).collect();
+        let expected: String = every.iter().map(|byte| format!("{byte:02x}")).collect();
+        assert_eq!(super::hex_lower(&every), expected);
+        assert_eq!(super::hex_lower(&[]), "");
     }
 }

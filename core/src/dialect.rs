@@ -284,6 +284,9 @@ pub(crate) fn encode_evidence_reply(
     result: &EvidenceResult,
     speech: Speech,
 ) -> Vec<u8> {
+    if let Some(body) = encode_usual_reply(id, result, speech) {
+        return body;
+    }
     let serialized = serialize_direct(result).unwrap_or_else(|| result.to_json_vec());
     let mut body = Vec::with_capacity(serialized.len().saturating_mul(2).saturating_add(96));
     body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
@@ -328,6 +331,277 @@ pub(crate) fn encode_evidence_reply(
         }
     }
     body
+}
+
+/// [`encode_evidence_reply`] of the usual result (no error, reference,
+/// anchor or signature; a JSON value or none; a hexadecimal digest or
+/// none), written in one pass into one buffer: MCP's text item is written
+/// already escaped (the fixed members as escaped literals, the content
+/// type and the canonical value through [`push_escaped`]), then the
+/// serialization where the shape needs it. `None` for any other result
+/// (the general path answers it), and for a value the canonicalizer
+/// refuses.
+fn encode_usual_reply(
+    id: &crate::id::Id<'_>,
+    result: &EvidenceResult,
+    speech: Speech,
+) -> Option<Vec<u8>> {
+    use crate::evidence::{EvidenceValue, HashAlgorithm};
+    if result.error.is_some()
+        || result.evidence_ref.is_some()
+        || result.evidence_anchor.is_some()
+        || result.signature.is_some()
+    {
+        return None;
+    }
+    let raw = match &result.value {
+        Some(EvidenceValue::Json(raw)) => Some(raw.get()),
+        Some(EvidenceValue::Bytes(_)) => return None,
+        None => None,
+    };
+    let digest = match &result.evidence_hash {
+        None => None,
+        Some(digest) if is_alphanumeric(digest.value.as_bytes()) => Some(match digest.algorithm {
+            HashAlgorithm::Sha256 => digest.value.as_str(),
+        }),
+        Some(_) => return None,
+    };
+    let content_type = result.content_type.as_deref();
+    let raw_len = raw.map_or(0, str::len);
+    let content_type_len = content_type.map_or(0, str::len);
+    // The general path checks the whole result against the
+    // canonicalizer's input limit; far below it, nothing to check.
+    let limits = Options::default();
+    if raw_len.saturating_add(content_type_len.saturating_mul(6)) > limits.max_input_bytes / 2 {
+        return None;
+    }
+    let canonical_value = match raw {
+        Some(raw) => Some(canonical_value(raw, &limits)?),
+        None => None,
+    };
+    let mut body = Vec::with_capacity(
+        raw_len
+            .saturating_mul(3)
+            .saturating_add(content_type_len.saturating_mul(8))
+            .saturating_add(720),
+    );
+    body.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    match id {
+        crate::id::Id::Number(number) => push_i64(&mut body, *number),
+        crate::id::Id::Null => body.extend_from_slice(b"null"),
+        crate::id::Id::NegativeZero => body.extend_from_slice(b"-0"),
+        crate::id::Id::String(_) => {
+            body.extend_from_slice(&serde_json::to_vec(&id.as_borrowed()).ok()?)
+        }
+    }
+    body.extend_from_slice(br#","result":{"content":[{"type":"#);
+    let lane = match result.lane {
+        crate::evidence::Lane::Verified => "verified",
+        crate::evidence::Lane::Asserted => "asserted",
+    };
+    match speech.dialect {
+        Dialect::DecisionGate => {
+            body.extend_from_slice(br#""json","json":"#);
+            push_usual_serialization(&mut body, raw, lane, digest, content_type)?;
+            body.extend_from_slice(b"}]}}");
+        }
+        Dialect::Mcp => {
+            // The canonical text, members in canonical order, escaped as
+            // the body of a JSON string.
+            body.extend_from_slice(br#""text","text":"{\"content_type\":"#);
+            match content_type {
+                // The usual content type needs no escape, as JSON or as
+                // JSON in a string.
+                Some(content_type) if is_plain(content_type) => {
+                    body.extend_from_slice(br#"\""#);
+                    body.extend_from_slice(content_type.as_bytes());
+                    body.extend_from_slice(br#"\""#);
+                }
+                Some(content_type) => {
+                    let quoted = json_string(content_type)?;
+                    push_escaped(&mut body, quoted.as_bytes());
+                }
+                None => body.extend_from_slice(b"null"),
+            }
+            body.extend_from_slice(
+                br#",\"error\":null,\"evidence_anchor\":null,\"evidence_hash\":"#,
+            );
+            match digest {
+                Some(hex) => {
+                    body.extend_from_slice(br#"{\"algorithm\":\"sha256\",\"value\":\""#);
+                    body.extend_from_slice(hex.as_bytes());
+                    body.extend_from_slice(br#"\"}"#);
+                }
+                None => body.extend_from_slice(b"null"),
+            }
+            body.extend_from_slice(br#",\"evidence_ref\":null,\"lane\":\""#);
+            body.extend_from_slice(lane.as_bytes());
+            body.extend_from_slice(br#"\",\"signature\":null,\"value\":"#);
+            match &canonical_value {
+                Some(value) => {
+                    body.extend_from_slice(br#"{\"kind\":\"json\",\"value\":"#);
+                    push_escaped(&mut body, value);
+                    body.push(b'}');
+                }
+                None => body.extend_from_slice(b"null"),
+            }
+            body.extend_from_slice(br#"}"}]"#);
+            if speech.has_structured_content() {
+                body.extend_from_slice(br#","structuredContent":"#);
+                push_usual_serialization(&mut body, raw, lane, digest, content_type)?;
+            }
+            body.extend_from_slice(br#","isError":false"#);
+            if speech.is_stateless() {
+                body.extend_from_slice(br#","resultType":"complete""#);
+            }
+            body.extend_from_slice(b"}}");
+        }
+    }
+    Some(body)
+}
+
+/// The usual result as [`EvidenceResult::to_json_vec`] writes it (see
+/// [`serialize_direct`], which writes the same members).
+fn push_usual_serialization(
+    out: &mut Vec<u8>,
+    raw: Option<&str>,
+    lane: &str,
+    digest: Option<&str>,
+    content_type: Option<&str>,
+) -> Option<()> {
+    match raw {
+        Some(raw) => {
+            out.extend_from_slice(br#"{"value":{"kind":"json","value":"#);
+            out.extend_from_slice(raw.as_bytes());
+            out.push(b'}');
+        }
+        None => out.extend_from_slice(br#"{"value":null"#),
+    }
+    out.extend_from_slice(br#","lane":""#);
+    out.extend_from_slice(lane.as_bytes());
+    out.extend_from_slice(br#"","error":null,"evidence_hash":"#);
+    match digest {
+        Some(hex) => {
+            out.extend_from_slice(br#"{"algorithm":"sha256","value":""#);
+            out.extend_from_slice(hex.as_bytes());
+            out.extend_from_slice(br#""}"#);
+        }
+        None => out.extend_from_slice(b"null"),
+    }
+    out.extend_from_slice(
+        br#","evidence_ref":null,"evidence_anchor":null,"signature":null,"content_type":"#,
+    );
+    match content_type {
+        Some(content_type) if is_plain(content_type) => {
+            out.push(b'"');
+            out.extend_from_slice(content_type.as_bytes());
+            out.push(b'"');
+        }
+        Some(content_type) => out.extend_from_slice(json_string(content_type)?.as_bytes()),
+        None => out.extend_from_slice(b"null"),
+    }
+    out.push(b'}');
+    Some(())
+}
+
+/// The canonical JSON of an evidence value (`raw`, valid JSON) two levels
+/// down in a result, as [`canonical_text_direct`] writes it. A value that
+/// is already canonical on sight (`null`, `true`, `false`, an integer of
+/// at most 15 digits, which a double holds exactly and prints as is, a
+/// string without escapes) is copied; anything else is canonicalized.
+fn canonical_value(raw: &str, limits: &Options) -> Option<Vec<u8>> {
+    let bytes = raw.as_bytes();
+    let digits = bytes.strip_prefix(b"-").unwrap_or(bytes);
+    let integer = !digits.is_empty()
+        && digits.len() <= 15
+        && digits.iter().all(u8::is_ascii_digit)
+        && bytes != b"-0";
+    let plain_string = bytes.len() >= 2
+        && bytes.first() == Some(&b'"')
+        && bytes.last() == Some(&b'"')
+        && !bytes.contains(&b'\\');
+    if integer || plain_string || matches!(bytes, b"null" | b"true" | b"false") {
+        return Some(bytes.to_vec());
+    }
+    let mut options = *limits;
+    options.max_depth = options.max_depth.checked_sub(2)?;
+    canonical::to_vec_with(bytes, &options).ok()
+}
+
+/// True when every byte is an ASCII letter or digit.
+fn is_alphanumeric(bytes: &[u8]) -> bool {
+    let mut all = true;
+    for byte in bytes {
+        all &= byte.is_ascii_alphanumeric();
+    }
+    all
+}
+
+/// True when no byte of `text` is escaped in a JSON string (no control
+/// character, `"` or `\\`).
+fn is_plain(text: &str) -> bool {
+    let mut plain = true;
+    for &byte in text.as_bytes() {
+        plain &= byte >= 0x20 && byte != b'"' && byte != b'\\';
+    }
+    plain
+}
+
+/// `text` as a JSON string (quoted, escaped as serde_json escapes).
+fn json_string(text: &str) -> Option<String> {
+    serde_json::to_string(text).ok()
+}
+
+/// `value` in decimal, with its sign.
+fn push_i64(out: &mut Vec<u8>, value: i64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    let mut rest = value.unsigned_abs();
+    loop {
+        start = start.saturating_sub(1);
+        if let Some(slot) = digits.get_mut(start) {
+            *slot = b'0' + u8::try_from(rest % 10).unwrap_or(0);
+        }
+        rest /= 10;
+        if rest == 0 || start == 0 {
+            break;
+        }
+    }
+    if value < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(digits.get(start..).unwrap_or_default());
+}
+
+/// Appends `text` escaped as the body of a JSON string, byte for byte as
+/// serde_json (and RFC 8785) escape: `\"`, `\\`, `\b \f \n \r \t`, other
+/// control characters as lowercase `\u00xx`, everything else as is. Runs
+/// without escapes are copied whole.
+fn push_escaped(out: &mut Vec<u8>, text: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut start = 0;
+    for (index, &byte) in text.iter().enumerate() {
+        let short: &[u8] = match byte {
+            b'"' => br#"\""#,
+            b'\\' => br"\\",
+            0x08 => br"\b",
+            0x0c => br"\f",
+            b'\n' => br"\n",
+            b'\r' => br"\r",
+            b'\t' => br"\t",
+            0..=0x1f => b"",
+            _ => continue,
+        };
+        out.extend_from_slice(text.get(start..index).unwrap_or_default());
+        if short.is_empty() {
+            let digit = |nibble: u8| HEX.get(usize::from(nibble)).copied().unwrap_or(b'0');
+            out.extend_from_slice(&[b'\\', b'u', b'0', b'0', digit(byte >> 4), digit(byte & 0xf)]);
+        } else {
+            out.extend_from_slice(short);
+        }
+        start = index.saturating_add(1);
+    }
+    out.extend_from_slice(text.get(start..).unwrap_or_default());
 }
 
 /// The canonical JSON (RFC 8785, default limits) of `result`, whose
@@ -857,6 +1131,78 @@ mod tests {
             let spliced = encode_evidence_reply(&id, &result, speech);
             prop_assert_eq!(
                 String::from_utf8_lossy(&spliced),
+                String::from_utf8_lossy(&expected)
+            );
+        }
+    }
+
+    /// Usual results (what `encode_usual_reply` writes in one pass): no
+    /// error, reference, anchor or signature; values of every kind, short
+    /// integers (copied as canonical) and longer ones, plain and escaped
+    /// strings; hex digests and none; content types with escapes.
+    fn usual_result() -> impl Strategy<Value = EvidenceResult> {
+        let value = prop_oneof![
+            4 => value_text(),
+            2 => any::<i64>().prop_map(|n| n.to_string()),
+            1 => Just("-0".to_owned()),
+            1 => Just("1e2".to_owned()),
+            1 => Just("12345678901234567".to_owned()),
+            1 => "[ -~é\u{7f}]{0,12}".prop_map(|text| serde_json::to_string(&text).unwrap_or_default()),
+            1 => Just("\"\\u0041\"".to_owned()),
+        ];
+        (
+            prop::option::of(value),
+            any::<bool>(),
+            prop::option::of("[0-9a-f]{64}|[A-Za-z0-9]{0,3}"),
+            prop::option::of("[ -~\u{2}é]{0,16}"),
+        )
+            .prop_map(|(value, asserted, hash, content_type)| {
+                let mut result = match value {
+                    Some(text) => {
+                        let raw: Box<RawValue> =
+                            serde_json::from_str(&text).expect("generated JSON");
+                        EvidenceResult::with_value(EvidenceValue::Json(raw))
+                    }
+                    None => EvidenceResult::with_error(EvidenceError::new("x", "y")),
+                };
+                result.error = None;
+                if asserted {
+                    result.lane = Lane::Asserted;
+                }
+                result.evidence_hash = hash.map(|value| HashDigest {
+                    algorithm: Default::default(),
+                    value,
+                });
+                result.content_type = content_type;
+                result
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2048, ..ProptestConfig::default() })]
+
+        /// The one-pass answer of a usual result is byte for byte the
+        /// serde answer.
+        #[test]
+        fn the_one_pass_answer_equals_the_serde_answer(
+            id in id(),
+            result in usual_result(),
+            speech in speech(),
+        ) {
+            let expected = crate::envelope::encode_reply(&id, &evidence_tool_result(&result, speech));
+            // Taken for every usual result but a value the canonicalizer refuses.
+            let refused = match &result.value {
+                Some(EvidenceValue::Json(raw)) => {
+                    let mut options = crate::canonical::Options::default();
+                    options.max_depth -= 2;
+                    crate::canonical::to_vec_with(raw.get().as_bytes(), &options).is_err()
+                }
+                _ => false,
+            };
+            prop_assert_eq!(super::encode_usual_reply(&id, &result, speech).is_some(), !refused);
+            let one_pass = encode_evidence_reply(&id, &result, speech);
+            prop_assert_eq!(
+                String::from_utf8_lossy(&one_pass),
                 String::from_utf8_lossy(&expected)
             );
         }

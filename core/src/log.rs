@@ -13,7 +13,10 @@
 //! This module never reads a clock, never draws randomness and never writes
 //! a file. The adapter reads the clock and an entropy source and passes them
 //! in ([`ClockReading`]), together with the transport facts
-//! ([`RecordFacts`]); a [`Recorder`] turns them into records. In
+//! ([`RecordFacts`]); a [`Recorder`] turns them into records: an owned
+//! [`ValidationRecord`], or a [`RecordView`] that borrows the outcome's
+//! text and writes its JSON line straight into the caller's buffer (what a
+//! sink does once per message: no allocation). In
 //! deterministic mode the recorder ignores the clock and the entropy: every
 //! timestamp is [`DETERMINISTIC_TIMESTAMP`], durations are zero and
 //! correlation ids count up (`00000000-0000-4000-8000-000000000001`, …), so
@@ -32,7 +35,7 @@
 //! is longer than [`MAX_RECORD_BYTES`] as a JSON line, whatever the peer
 //! sent; the sink relies on that bound for its size cap.
 
-use alloc::borrow::ToOwned;
+use alloc::borrow::{Cow, ToOwned};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -306,9 +309,7 @@ impl ValidationRecord {
 /// escape (the usual names, UUIDs and timestamps), else as serde_json
 /// writes it.
 fn push_json_str(out: &mut Vec<u8>, text: &str) -> Option<()> {
-    let plain = text
-        .bytes()
-        .all(|byte| byte >= 0x20 && byte != b'"' && byte != b'\\');
+    let plain = needs_no_escape(text.as_bytes());
     if plain {
         out.push(b'"');
         out.extend_from_slice(text.as_bytes());
@@ -317,6 +318,32 @@ fn push_json_str(out: &mut Vec<u8>, text: &str) -> Option<()> {
         out.extend_from_slice(&serde_json::to_vec(text).ok()?);
     }
     Some(())
+}
+
+/// True when no byte of `bytes` is escaped in a JSON string (a control
+/// character, `"` or `\\`): eight bytes at a time, then byte by byte.
+fn needs_no_escape(bytes: &[u8]) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    // A byte of `word` is zero when the high bit of its lane in the result
+    // is set (exact for the lanes that matter: the first zero lane is found).
+    let has_zero = |word: u64| word.wrapping_sub(ONES) & !word & HIGHS;
+    let chunks = bytes.chunks_exact(8);
+    let rest = chunks.remainder();
+    let mut flagged = 0u64;
+    for chunk in chunks {
+        let mut lanes = [0u8; 8];
+        lanes.copy_from_slice(chunk);
+        let word = u64::from_le_bytes(lanes);
+        // Bytes below 0x20: `word & 0xe0` lanes are zero.
+        flagged |= has_zero(word & 0xe0e0_e0e0_e0e0_e0e0)
+            | has_zero(word ^ (ONES * u64::from(b'"')))
+            | has_zero(word ^ (ONES * u64::from(b'\\')));
+    }
+    flagged == 0
+        && rest
+            .iter()
+            .all(|&byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
 }
 
 fn push_json_option(out: &mut Vec<u8>, text: Option<&str>) -> Option<()> {
@@ -383,20 +410,67 @@ impl Recorder {
         facts: &RecordFacts<'_>,
         clock: ClockReading,
     ) -> ValidationRecord {
+        self.view(outcome, facts, clock).to_record()
+    }
+
+    /// The same record as [`Recorder::record`] (it counts as one made),
+    /// borrowing `outcome` and `facts`: write it with
+    /// [`RecordView::write_json_line`].
+    pub fn view<'a>(
+        &mut self,
+        outcome: &'a Outcome,
+        facts: &RecordFacts<'a>,
+        clock: ClockReading,
+    ) -> RecordView<'a> {
         self.issued = self.issued.saturating_add(1);
-        let (timestamp, correlation_id, duration_micros) = if self.deterministic {
-            (
-                DETERMINISTIC_TIMESTAMP.to_owned(),
-                sequential_uuid(self.issued),
-                0,
-            )
+        let stamp = if self.deterministic {
+            // `DETERMINISTIC_TIMESTAMP` is the epoch.
+            Stamp {
+                unix_millis: 0,
+                uuid: sequential_uuid_bits(self.issued),
+                duration_micros: 0,
+            }
         } else {
-            (
-                format_timestamp(clock.unix_millis),
-                random_uuid(clock.entropy),
-                facts.duration_micros,
-            )
+            Stamp {
+                unix_millis: clock.unix_millis,
+                uuid: random_uuid_bits(clock.entropy),
+                duration_micros: facts.duration_micros,
+            }
         };
+        RecordView {
+            outcome,
+            facts: *facts,
+            stamp,
+            deterministic: self.deterministic,
+        }
+    }
+}
+
+/// The per-record stamps: when, which UUID, how long.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Stamp {
+    unix_millis: u64,
+    uuid: u128,
+    duration_micros: u64,
+}
+
+/// One record that borrows its text from the outcome and the facts
+/// ([`Recorder::view`]): [`RecordView::write_json_line`] writes exactly the
+/// bytes of [`ValidationRecord::to_json_line`] of [`RecordView::to_record`]
+/// without making the owned record (a unit proptest holds the two to the
+/// serde bytes).
+#[derive(Clone, Copy, Debug)]
+pub struct RecordView<'a> {
+    outcome: &'a Outcome,
+    facts: RecordFacts<'a>,
+    stamp: Stamp,
+    deterministic: bool,
+}
+
+impl<'a> RecordView<'a> {
+    /// The owned record.
+    pub fn to_record(&self) -> ValidationRecord {
+        let outcome = self.outcome;
         // Ids are strings (excerpted: they come from the peer), 64-bit
         // integers (bounded), `-0` (kept as sent) or null.
         let request_id = match &outcome.id {
@@ -405,11 +479,11 @@ impl Recorder {
             None => Value::Null,
         };
         ValidationRecord {
-            timestamp,
-            correlation_id,
+            timestamp: format_timestamp(self.stamp.unix_millis),
+            correlation_id: format_uuid(self.stamp.uuid),
             request_id,
-            transport: facts.transport,
-            route: excerpt(facts.route, MAX_NAME_BYTES),
+            transport: self.facts.transport,
+            route: excerpt(self.facts.route, MAX_NAME_BYTES),
             method: outcome
                 .method
                 .as_deref()
@@ -418,8 +492,8 @@ impl Recorder {
                 .tool
                 .as_deref()
                 .map(|tool| excerpt(tool, MAX_NAME_BYTES)),
-            status: facts.status,
-            duration_micros,
+            status: self.facts.status,
+            duration_micros: self.stamp.duration_micros,
             error: outcome
                 .error
                 .map(|error| ErrorPayload::new(error, outcome.detail.as_deref())),
@@ -429,6 +503,123 @@ impl Recorder {
             },
         }
     }
+
+    /// Appends the record's JSON line (compact JSON and `\n`) to `out`:
+    /// the bytes of [`ValidationRecord::to_json_line`], written from the
+    /// borrowed parts (excerpts are cut only when the text is too long).
+    pub fn write_json_line(&self, out: &mut Vec<u8>) {
+        let outcome = self.outcome;
+        out.reserve(320);
+        out.extend_from_slice(br#"{"timestamp":""#);
+        push_timestamp(out, self.stamp.unix_millis);
+        out.extend_from_slice(br#"","correlationId":""#);
+        push_uuid(out, self.stamp.uuid);
+        out.extend_from_slice(br#"","requestId":"#);
+        match &outcome.id {
+            None | Some(Id::Null) => out.extend_from_slice(b"null"),
+            Some(Id::Number(number)) => push_signed(out, *number),
+            Some(Id::NegativeZero) => out.extend_from_slice(b"-0"),
+            Some(Id::String(id)) => push_json_text(out, &excerpt_cow(id, MAX_NAME_BYTES)),
+        }
+        out.extend_from_slice(br#","transport":""#);
+        out.extend_from_slice(self.facts.transport.as_str().as_bytes());
+        out.extend_from_slice(br#"","route":"#);
+        push_json_text(out, &excerpt_cow(self.facts.route, MAX_NAME_BYTES));
+        out.extend_from_slice(br#","method":"#);
+        push_json_name(out, outcome.method.as_deref());
+        out.extend_from_slice(br#","tool":"#);
+        push_json_name(out, outcome.tool.as_deref());
+        out.extend_from_slice(br#","status":"#);
+        push_decimal(out, u64::from(self.facts.status));
+        out.extend_from_slice(br#","durationMicros":"#);
+        push_decimal(out, self.stamp.duration_micros);
+        out.extend_from_slice(br#","error":"#);
+        match outcome.error {
+            None => out.extend_from_slice(b"null"),
+            Some(error) => {
+                out.extend_from_slice(br#"{"code":"#);
+                push_json_text(out, error.name());
+                out.extend_from_slice(br#","jsonrpcCode":"#);
+                push_signed(out, i64::from(error.jsonrpc_code()));
+                out.extend_from_slice(br#","message":"#);
+                push_json_text(out, error.message());
+                out.extend_from_slice(br#","detail":"#);
+                match outcome.detail.as_deref() {
+                    Some(detail) => push_json_text(out, &excerpt_cow(detail, MAX_DETAIL_BYTES)),
+                    None => out.extend_from_slice(b"null"),
+                }
+                out.push(b'}');
+            }
+        }
+        out.extend_from_slice(br#","metadata":{"schemaVersion":""#);
+        out.extend_from_slice(SCHEMA_VERSION.as_bytes());
+        out.extend_from_slice(if self.deterministic {
+            b"\",\"deterministic\":true}}\n"
+        } else {
+            b"\",\"deterministic\":false}}\n"
+        });
+    }
+
+    /// The record's correlation id (a UUID).
+    pub fn correlation_id(&self) -> String {
+        format_uuid(self.stamp.uuid)
+    }
+
+    /// The transport.
+    pub fn transport(&self) -> Transport {
+        self.facts.transport
+    }
+
+    /// The status (see [`ValidationRecord::status`]).
+    pub fn status(&self) -> u16 {
+        self.facts.status
+    }
+
+    /// The method, excerpted as in the record.
+    pub fn method(&self) -> Option<Cow<'a, str>> {
+        self.outcome
+            .method
+            .as_deref()
+            .map(|method| excerpt_cow(method, MAX_NAME_BYTES))
+    }
+
+    /// The canonical error answered, or `None` when the message was accepted.
+    pub fn error(&self) -> Option<crate::error::CanonicalError> {
+        self.outcome.error
+    }
+
+    /// The error detail, excerpted as in the record.
+    pub fn detail(&self) -> Option<Cow<'a, str>> {
+        self.outcome
+            .detail
+            .as_deref()
+            .map(|detail| excerpt_cow(detail, MAX_DETAIL_BYTES))
+    }
+}
+
+/// A name (method, tool) as JSON, excerpted, or `null`.
+fn push_json_name(out: &mut Vec<u8>, name: Option<&str>) {
+    match name {
+        Some(name) => push_json_text(out, &excerpt_cow(name, MAX_NAME_BYTES)),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// `text` as a JSON string, as serde_json writes it (copied between quotes
+/// when no byte needs an escape).
+fn push_json_text(out: &mut Vec<u8>, text: &str) {
+    if push_json_str(out, text).is_none() {
+        // serde_json cannot fail on a `str`; keep the line well-formed anyway.
+        out.extend_from_slice(b"null");
+    }
+}
+
+/// `value` in decimal, with its sign.
+fn push_signed(out: &mut Vec<u8>, value: i64) {
+    if value < 0 {
+        out.push(b'-');
+    }
+    push_decimal(out, value.unsigned_abs());
 }
 
 /// How many bytes `c` takes inside a JSON string as serde_json writes it:
@@ -449,16 +640,21 @@ fn escaped_len(c: char) -> usize {
 /// The result never takes more than `max` bytes escaped (for `max` of at
 /// least 32; a smaller `max` yields the marker alone).
 pub fn excerpt(text: &str, max: usize) -> String {
+    excerpt_cow(text, max).into_owned()
+}
+
+/// [`excerpt`], borrowing `text` when it is kept whole.
+fn excerpt_cow(text: &str, max: usize) -> Cow<'_, str> {
     // No byte takes more than 6 escaped: short text fits without a count.
     if text.len().saturating_mul(6) <= max {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let mut escaped = 0usize;
     for c in text.chars() {
         escaped = escaped.saturating_add(escaped_len(c));
     }
     if escaped <= max {
-        return text.to_owned();
+        return Cow::Borrowed(text);
     }
     let marker = format!("… ({} bytes)", text.len());
     let budget = max.saturating_sub(marker.len());
@@ -475,75 +671,104 @@ pub fn excerpt(text: &str, max: usize) -> String {
     let mut cut = String::with_capacity(end.saturating_add(marker.len()));
     cut.push_str(text.get(..end).unwrap_or_default());
     cut.push_str(&marker);
-    cut
+    Cow::Owned(cut)
 }
 
 /// The UUID with `n` in its last 48 bits, version 4 and RFC 9562 variant
 /// bits set: `00000000-0000-4000-8000-000000000001` for 1.
 pub fn sequential_uuid(n: u64) -> String {
-    format_uuid((0x4000_u128 << 64) | (0x8000_u128 << 48) | u128::from(n & 0xffff_ffff_ffff))
+    format_uuid(sequential_uuid_bits(n))
+}
+
+/// The bits of [`sequential_uuid`].
+fn sequential_uuid_bits(n: u64) -> u128 {
+    (0x4000_u128 << 64) | (0x8000_u128 << 48) | u128::from(n & 0xffff_ffff_ffff)
 }
 
 /// A version-4 UUID made from 128 random bits.
-pub(crate) fn random_uuid(entropy: u128) -> String {
-    let versioned = (entropy & !(0xf_u128 << 76)) | (0x4_u128 << 76);
-    format_uuid((versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62))
+#[cfg(test)]
+fn random_uuid(entropy: u128) -> String {
+    format_uuid(random_uuid_bits(entropy))
 }
 
-/// `bits` as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lowercase hex), written
-/// digit by digit (a `format!` costs ten times as much, once per record).
+/// The bits of [`random_uuid`]: version 4 and the variant set.
+fn random_uuid_bits(entropy: u128) -> u128 {
+    let versioned = (entropy & !(0xf_u128 << 76)) | (0x4_u128 << 76);
+    (versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62)
+}
+
+/// `bits` as `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` (lowercase hex).
 fn format_uuid(bits: u128) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(36);
-    for index in 0..32u32 {
-        if matches!(index, 8 | 12 | 16 | 20) {
-            out.push('-');
+    let mut out = Vec::with_capacity(36);
+    push_uuid(&mut out, bits);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// Appends `bits` as a UUID ([`format_uuid`]), two digits per byte (a
+/// `format!` costs ten times as much, once per record).
+fn push_uuid(out: &mut Vec<u8>, bits: u128) {
+    let hex = bits.to_be_bytes().map(crate::canonical::hex_pair);
+    let mut text = [b'-'; 36];
+    // Groups of 4, 2, 2, 2 and 6 bytes, a dash between.
+    let mut at = 0usize;
+    for (index, pair) in hex.iter().enumerate() {
+        if let Some(slot) = text.get_mut(at..at.saturating_add(2)) {
+            slot.copy_from_slice(pair);
         }
-        let nibble = (bits >> (124 - 4 * index)) & 0xf;
-        let digit = DIGITS
-            .get(usize::try_from(nibble).unwrap_or(0))
-            .copied()
-            .unwrap_or(b'0');
-        out.push(char::from(digit));
+        at = at.saturating_add(if matches!(index, 3 | 5 | 7 | 9) { 3 } else { 2 });
     }
-    out
+    out.extend_from_slice(&text);
 }
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
 /// e.g. `2025-01-31T09:05:00.250Z`.
 pub(crate) fn format_timestamp(unix_millis: u64) -> String {
-    let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
-    if year > 9999 {
-        return format!(
-            "{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z"
-        );
-    }
-    // Digit by digit: a `format!` costs ten times as much, once per record.
-    let mut out = String::with_capacity(24);
-    push_digits(&mut out, year, 4);
-    out.push('-');
-    push_digits(&mut out, month, 2);
-    out.push('-');
-    push_digits(&mut out, day, 2);
-    out.push('T');
-    push_digits(&mut out, hour, 2);
-    out.push(':');
-    push_digits(&mut out, minute, 2);
-    out.push(':');
-    push_digits(&mut out, second, 2);
-    out.push('.');
-    push_digits(&mut out, millis, 3);
-    out.push('Z');
-    out
+    let mut out = Vec::with_capacity(24);
+    push_timestamp(&mut out, unix_millis);
+    String::from_utf8(out).unwrap_or_default()
 }
 
-/// The last `width` decimal digits of `value`, zero-padded.
-fn push_digits(out: &mut String, value: u64, width: u32) {
-    for place in (0..width).rev() {
-        let digit = (value / 10u64.pow(place)) % 10;
-        out.push(char::from(b'0' + u8::try_from(digit).unwrap_or(0)));
+/// Appends [`format_timestamp`] of `unix_millis` to `out`.
+fn push_timestamp(out: &mut Vec<u8>, unix_millis: u64) {
+    let (year, month, day, hour, minute, second, millis) = civil(unix_millis);
+    if year > 9999 {
+        out.extend_from_slice(
+            format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{millis:03}Z")
+                .as_bytes(),
+        );
+        return;
     }
+    // Two digits at a time from a table: a `format!` costs ten times as
+    // much, once per record.
+    let pair = |value: u64| {
+        let index = usize::try_from(value % 100).unwrap_or(0).saturating_mul(2);
+        match DIGIT_PAIRS.get(index..index.saturating_add(2)) {
+            Some(&[tens, ones]) => [tens, ones],
+            _ => *b"00",
+        }
+    };
+    let [y1, y2] = pair(year / 100);
+    let [y3, y4] = pair(year);
+    let [mo1, mo2] = pair(month);
+    let [d1, d2] = pair(day);
+    let [h1, h2] = pair(hour);
+    let [mi1, mi2] = pair(minute);
+    let [s1, s2] = pair(second);
+    let [ms2, ms3] = pair(millis);
+    let ms1 = b'0' + u8::try_from(millis / 100 % 10).unwrap_or(0);
+    out.extend_from_slice(&[
+        y1, y2, y3, y4, b'-', mo1, mo2, b'-', d1, d2, b'T', h1, h2, b':', mi1, mi2, b':', s1, s2,
+        b'.', ms1, ms2, ms3, b'Z',
+    ]);
 }
+
+/// `00` to `99`, two bytes each.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
 
 /// Milliseconds since the Unix epoch in a form safe in file names on every
 /// system, e.g. `20250131T090500.250Z`.
@@ -706,6 +931,139 @@ mod tests {
                 },
             )
             .expect("the direct line equals the serde line");
+    }
+
+    /// A view's line, written from borrowed parts, is byte for byte the
+    /// serde line of the owned record `Recorder::record` makes (the path
+    /// it replaced), in both modes, for every kind of id, excerpted and
+    /// escaped text, every canonical error and any clock.
+    #[test]
+    fn a_view_line_equals_the_serde_line_of_the_owned_record() {
+        use proptest::prelude::*;
+        // Short text with escapes, and text long enough to be excerpted.
+        let text = || {
+            prop_oneof![
+                "[ -~é\u{1}\u{1f}\u{7f}\n\"\\\\]{0,12}",
+                ("[a-z\"é\u{1}]{1,4}", 40usize..400).prop_map(|(unit, times)| unit.repeat(times)),
+            ]
+        };
+        let id = prop_oneof![
+            Just(None),
+            Just(Some(Id::Null)),
+            Just(Some(Id::NegativeZero)),
+            any::<i64>().prop_map(|number| Some(Id::Number(number))),
+            text().prop_map(|text| Some(Id::from(text))),
+        ];
+        let strategy = (
+            (
+                id,
+                proptest::option::of(text()),
+                proptest::option::of(text()),
+                proptest::option::of(0usize..CanonicalError::ALL.len()),
+                proptest::option::of(prop_oneof![
+                    text(),
+                    (text(), 1usize..300).prop_map(|(text, times)| text.repeat(times)),
+                ]),
+            ),
+            (
+                text(),
+                0usize..3,
+                any::<u16>(),
+                any::<u64>(),
+                prop_oneof![any::<u64>(), 0u64..300_000_000_000_000],
+                any::<u128>(),
+                any::<bool>(),
+            ),
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 1024,
+            ..proptest::test_runner::Config::default()
+        });
+        runner
+            .run(
+                &strategy,
+                |(
+                    (id, method, tool, error, detail),
+                    (
+                        route,
+                        transport,
+                        status,
+                        duration_micros,
+                        unix_millis,
+                        entropy,
+                        deterministic,
+                    ),
+                )| {
+                    let outcome = Outcome {
+                        id: id.map(Id::into_owned),
+                        method,
+                        tool,
+                        error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
+                        detail,
+                        stateless: false,
+                    };
+                    let facts = RecordFacts {
+                        transport: [Transport::Http, Transport::Stdio, Transport::Sse][transport],
+                        route: &route,
+                        status,
+                        duration_micros,
+                    };
+                    let clock = ClockReading {
+                        unix_millis,
+                        entropy,
+                    };
+                    // Two recorders in step: the second record of each.
+                    let mut owned = Recorder::new(deterministic);
+                    let mut borrowed = Recorder::new(deterministic);
+                    let _ = owned.record(&outcome, &facts, clock);
+                    let _ = borrowed.view(&outcome, &facts, clock);
+                    let record = owned.record(&outcome, &facts, clock);
+                    let view = borrowed.view(&outcome, &facts, clock);
+                    let mut line = b"kept".to_vec();
+                    view.write_json_line(&mut line);
+                    let serde = record.to_json_line_serde();
+                    prop_assert_eq!(
+                        String::from_utf8_lossy(line.get(4..).unwrap_or_default()),
+                        String::from_utf8_lossy(&serde)
+                    );
+                    prop_assert_eq!(line.get(..4), Some(&b"kept"[..]), "appended, not replaced");
+                    prop_assert_eq!(view.to_record(), record.clone());
+                    prop_assert_eq!(view.correlation_id(), record.correlation_id);
+                    prop_assert_eq!(view.method().map(Cow::into_owned), record.method);
+                    prop_assert_eq!(
+                        view.detail()
+                            .filter(|_| view.error().is_some())
+                            .map(Cow::into_owned),
+                        record.error.and_then(|error| error.detail)
+                    );
+                    prop_assert!(serde.len() <= MAX_RECORD_BYTES);
+                    Ok(())
+                },
+            )
+            .expect("the view's line equals the serde line");
+    }
+
+    /// The eight-at-a-time escape check agrees with the byte-by-byte one
+    /// for every byte value at every position (each lane, and the tail).
+    #[test]
+    fn the_word_wise_escape_check_equals_the_byte_wise_one() {
+        let reference = |bytes: &[u8]| {
+            bytes
+                .iter()
+                .all(|&byte| byte >= 0x20 && byte != b'"' && byte != b'\\')
+        };
+        for len in [0usize, 1, 7, 8, 9, 16, 17, 23] {
+            for position in 0..len {
+                for byte in 0..=255u8 {
+                    for fill in [b'a', 0xff, 0x20, 0x80] {
+                        let mut bytes = alloc::vec![fill; len];
+                        bytes[position] = byte;
+                        assert_eq!(needs_no_escape(&bytes), reference(&bytes), "{bytes:?}");
+                    }
+                }
+            }
+        }
+        assert!(needs_no_escape(b""));
     }
 
     /// The no-count shortcut of `excerpt` keeps exactly what counting keeps.

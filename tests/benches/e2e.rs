@@ -256,7 +256,8 @@ fn results_dir() -> PathBuf {
 
 fn cli_binary() -> PathBuf {
     if let Some(path) = std::env::var_os("EW_BENCH_CLI") {
-        return PathBuf::from(path);
+        // Relative to the workspace root (cargo runs benches in the package's directory).
+        return PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join(path);
     }
     let exe = std::env::current_exe().expect("current_exe");
     // target/<profile>/deps/e2e-<hash> -> target/<profile>/evidence-wire

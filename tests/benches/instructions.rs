@@ -17,7 +17,12 @@
 //!
 //! And `serve` answering `time_now` (issue 25 target 4): the CLI binary
 //! (`$EW_BENCH_CLI`, as `e2e.rs` finds it) under callgrind, driven one
-//! request at a time, `(run of 2000 - run of 200) / 1800` per request.
+//! request at a time, `(run of 2000 - run of 200) / 1800` per request,
+//! counted in the io thread's loop, where every request is read, answered
+//! and written (callgrind `--toggle-collect`);
+//! once with `--no-log` (side `evidence-wire`) and once writing the
+//! validation log (the default; side `evidence-wire-log`, into a scratch
+//! directory under the results directory) for target 3.
 //!
 //! Output: a table on stderr and JSON lines in
 //! `$EW_BENCH_RESULTS/instructions.jsonl` (default `target/bench-results`).
@@ -155,23 +160,44 @@ fn callgrind(case: &str, repeat: u64, out: &std::path::Path) -> Result<u64, Stri
 /// target profile directory (scripts/bench builds it).
 fn cli_binary() -> Option<PathBuf> {
     if let Some(path) = std::env::var_os("EW_BENCH_CLI") {
-        return Some(PathBuf::from(path));
+        // Relative to the workspace root (cargo runs benches in the package's directory).
+        return Some(PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/..")).join(path));
     }
     let exe = std::env::current_exe().ok()?;
     let path = exe.parent()?.parent()?.join("evidence-wire");
     path.exists().then_some(path)
 }
 
-/// Total instructions of `evidence-wire serve --no-log` under callgrind
-/// answering `queries` `time_now` calls one at a time (newline-delimited,
-/// after the MCP handshake), every answer checked.
-fn serve_run(cli: &std::path::Path, queries: u64, out: &std::path::Path) -> Result<u64, String> {
+/// Total instructions of `evidence-wire serve` under callgrind answering
+/// `queries` `time_now` calls one at a time (newline-delimited, after the
+/// MCP handshake), every answer checked; with `--no-log`, or writing the
+/// validation log to `log_dir`.
+fn serve_run(
+    cli: &std::path::Path,
+    queries: u64,
+    out: &std::path::Path,
+    log_dir: Option<&std::path::Path>,
+) -> Result<u64, String> {
     use std::io::{BufRead, BufReader};
-    let mut child = Command::new("valgrind")
+    let mut command = Command::new("valgrind");
+    command
         .arg("--tool=callgrind")
         .arg(format!("--callgrind-out-file={}", out.display()))
+        // Count the io thread's loop only (it reads, answers inline and
+        // writes every request here): start-up and teardown are left
+        // out by construction. Counting the whole process let a teardown
+        // race into the figure: whichever thread lets go of the server
+        // last frees its configuration (the docs index, ~4 M
+        // instructions) unless the process exits first, which moved a
+        // run by ~2 k per request.
+        .arg("--toggle-collect=*::read_loop")
         .arg(cli)
-        .args(["serve", "--no-log"])
+        .arg("serve");
+    match log_dir {
+        Some(dir) => command.arg("--log-dir").arg(dir),
+        None => command.arg("--no-log"),
+    };
+    let mut child = command
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
@@ -246,11 +272,30 @@ fn total_instructions(out: &std::path::Path) -> Result<u64, String> {
 }
 
 /// Instructions per `time_now` request of `serve` (issue 25 target 4):
-/// (run of 2000 - run of 200) / 1800, so start-up cancels out.
-fn serve_per_request(out: &std::path::Path) -> Result<u64, String> {
+/// (run of 2000 - run of 200) / 1800, so start-up cancels out. With
+/// `log_dir`, the validation log is written there (emptied first and
+/// after).
+fn serve_per_request(
+    out: &std::path::Path,
+    log_dir: Option<&std::path::Path>,
+) -> Result<u64, String> {
     let cli = cli_binary().ok_or("the CLI binary is not built (set EW_BENCH_CLI)")?;
-    let base = serve_run(&cli, 200, out)?;
-    let total = serve_run(&cli, 2000, out)?;
+    let run = |queries| {
+        if let Some(dir) = log_dir {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        serve_run(&cli, queries, out, log_dir)
+    };
+    let base = run(200)?;
+    let total = run(2000)?;
+    if base < 1_000_000 {
+        return Err(format!(
+            "only {base} instructions counted in the io thread's read_loop for 200 requests: was it inlined or renamed?"
+        ));
+    }
+    if let Some(dir) = log_dir {
+        let _ = std::fs::remove_dir_all(dir);
+    }
     Ok(total.saturating_sub(base) / 1800)
 }
 
@@ -307,23 +352,31 @@ fn main() {
             Err(error) => eprintln!("{group} {size} {side}: {error}"),
         }
     }
-    if filter
-        .as_deref()
-        .is_none_or(|filter| "serve|time_now|evidence-wire".contains(filter))
-    {
-        match serve_per_request(&scratch) {
+    let log_dir = dir.join("serve-validation-log");
+    for (side, log_dir) in [
+        ("evidence-wire", None),
+        ("evidence-wire-log", Some(log_dir.as_path())),
+    ] {
+        let case = format!("serve|time_now|{side}");
+        if filter
+            .as_deref()
+            .is_some_and(|filter| !case.contains(filter))
+        {
+            continue;
+        }
+        match serve_per_request(&scratch, log_dir) {
             Ok(per_request) => {
                 eprintln!(
-                    "{:18} {:5} {:32} {per_request:>14} instructions/request",
-                    "serve", "time_now", "evidence-wire"
+                    "{:18} {:5} {side:32} {per_request:>14} instructions/request",
+                    "serve", "time_now"
                 );
                 lines.push_str(
-                    &serde_json::json!({"group": "serve", "size": "time_now", "side": "evidence-wire", "instructions": per_request})
+                    &serde_json::json!({"group": "serve", "size": "time_now", "side": side, "instructions": per_request})
                         .to_string(),
                 );
                 lines.push('\n');
             }
-            Err(error) => eprintln!("serve time_now: {error}"),
+            Err(error) => eprintln!("serve time_now {side}: {error}"),
         }
     }
     let _ = std::fs::remove_file(&scratch);

@@ -48,14 +48,16 @@
 //! until an answer frees a slot ([`Server::wants_input`]); independently,
 //! it stops reading while [`MAX_OUTSTANDING_JOBS`] or more queries sit in
 //! the job queue or run on workers, and resumes when the count drops below
-//! it. Output is buffered (64 KiB) and flushed once per batch of answers.
+//! it. Output is buffered: a batch's answers are framed into one 64 KiB
+//! buffer (written whenever it fills; one answer larger than that grows it
+//! for that write only) and written and flushed once per batch.
 //!
 //! [`serve_with_log`] also writes one validation log record per message
 //! (`evidence_wire_log`), batched: the records of one batch of input in one
 //! `write`, before that batch's answers; [`serve`] writes none.
 
 use std::collections::VecDeque;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, Read, Write};
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -80,13 +82,16 @@ pub const MAX_OUTSTANDING_JOBS: usize = 1024;
 /// Bytes read from the input at once.
 const READ_CHUNK: usize = 64 * 1024;
 
-/// Capacity of the output buffer (flushed after every batch of answers).
+/// Capacity of the output buffer (written and flushed after every batch
+/// of answers; a larger batch grows it, and it shrinks back after).
 const OUTPUT_BUFFER: usize = 64 * 1024;
 
 /// What the io thread, the workers and the caller share behind one lock.
 struct State<W: Write> {
     server: Server,
-    output: BufWriter<W>,
+    output: W,
+    /// The framed answers of one batch, written at once.
+    outgoing: Vec<u8>,
     log: StdioLog,
     /// The first read, fatal-framing or hook failure (reported once the
     /// answers in flight are written).
@@ -177,18 +182,32 @@ impl<W: Write> Shared<W> {
         // reach the peer (one `write` for the batch).
         state.log.flush();
         if state.write_error.is_none() {
+            // The batch's answers framed into one buffer, then one write.
+            let State {
+                server,
+                output,
+                outgoing,
+                ..
+            } = &mut *state;
             let mut wrote = false;
-            while let Some(bytes) = state.server.poll_transmit() {
-                if let Err(error) = state.output.write_all(&bytes) {
-                    state.write_error = Some(error);
-                    break;
-                }
+            let mut written = Ok(());
+            while written.is_ok() && server.poll_transmit_into(outgoing) {
                 wrote = true;
-            }
-            if wrote && state.write_error.is_none() {
-                if let Err(error) = state.output.flush() {
-                    state.write_error = Some(error);
+                // Like a buffered writer: written whenever it is full.
+                if outgoing.len() >= OUTPUT_BUFFER {
+                    written = output.write_all(outgoing);
+                    outgoing.clear();
                 }
+            }
+            if wrote && written.is_ok() {
+                written = output.write_all(outgoing).and_then(|()| output.flush());
+            }
+            outgoing.clear();
+            if outgoing.capacity() > OUTPUT_BUFFER.saturating_mul(2) {
+                outgoing.shrink_to(OUTPUT_BUFFER);
+            }
+            if let Err(error) = written {
+                state.write_error = Some(error);
             }
         }
         if state.is_done() {
@@ -489,7 +508,8 @@ where
         handler,
         state: Mutex::new(State {
             server,
-            output: BufWriter::with_capacity(OUTPUT_BUFFER, output),
+            output,
+            outgoing: Vec::with_capacity(OUTPUT_BUFFER),
             log: log.stdio_batched(),
             failure: None,
             write_error: None,

@@ -17,7 +17,7 @@
 //! record's correlation id so it can be found in the JSONL file. Nothing is
 //! ever written to stdout, which carries the protocol on stdio.
 
-use evidence_wire::log::ValidationRecord;
+use evidence_wire::log::RecordView;
 use evidence_wire_blocking::log::{LogSettings, ValidationLog};
 use evidence_wire_config::Config;
 use std::sync::Arc;
@@ -87,22 +87,24 @@ pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
 }
 
 /// One stderr line per record: rejections at `info`, the rest at `debug`.
-fn diagnose(record: &ValidationRecord) {
-    let method = record.method.as_deref().unwrap_or("-");
-    match &record.error {
+/// (The macros read the record only when their level is on.)
+fn diagnose(record: &RecordView<'_>) {
+    match record.error() {
         Some(error) => tracing::info!(
-            correlation_id = %record.correlation_id,
-            transport = record.transport.as_str(),
-            status = record.status,
-            "rejected {method}: {} ({})",
-            error.code,
-            error.detail.as_deref().unwrap_or(&error.message),
+            correlation_id = %record.correlation_id(),
+            transport = record.transport().as_str(),
+            status = record.status(),
+            "rejected {}: {} ({})",
+            record.method().as_deref().unwrap_or("-"),
+            error.name(),
+            record.detail().as_deref().unwrap_or(error.message()),
         ),
         None => tracing::debug!(
-            correlation_id = %record.correlation_id,
-            transport = record.transport.as_str(),
-            status = record.status,
-            "accepted {method}",
+            correlation_id = %record.correlation_id(),
+            transport = record.transport().as_str(),
+            status = record.status(),
+            "accepted {}",
+            record.method().as_deref().unwrap_or("-"),
         ),
     }
 }

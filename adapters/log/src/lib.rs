@@ -72,7 +72,9 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use evidence_wire::frame::Framing;
 use evidence_wire::http::{CONTENT_TYPE_SSE, HttpReply};
-use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport, ValidationRecord};
+use evidence_wire::log::{
+    self, ClockReading, RecordFacts, RecordView, Recorder, Transport, ValidationRecord,
+};
 pub use evidence_wire::log::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 use evidence_wire::server::{Outcome, ServerEvent};
 use evidence_wire_config::LoggingConfig;
@@ -90,8 +92,10 @@ pub const MAX_RUNS_PER_NAME: u32 = 999_999;
 /// Where logging failures are reported (once per log).
 pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 
-/// Called with every record written (the CLI turns them into diagnostics).
-pub type Listener = Arc<dyn Fn(&ValidationRecord) + Send + Sync>;
+/// Called with every record written (the CLI turns them into
+/// diagnostics), as a borrowed [`RecordView`]: [`RecordView::to_record`]
+/// makes the owned record when a listener needs it.
+pub type Listener = Arc<dyn Fn(&RecordView<'_>) + Send + Sync>;
 
 /// Pending record bytes of a batching observer written at once, whatever
 /// its adapter does ([`StdioLog::flush`] writes them sooner).
@@ -227,6 +231,10 @@ struct Inner {
     pending: Vec<u8>,
     /// How many records `pending` holds.
     pending_records: u64,
+    /// The keys of the correlation ids' hash (random per log).
+    keys: RandomState,
+    /// Records stamped so far (the hashed counter of correlation ids).
+    stamped: u64,
 }
 
 impl Inner {
@@ -245,6 +253,29 @@ impl Inner {
             written: 0,
             pending: Vec::new(),
             pending_records: 0,
+            keys: RandomState::new(),
+            stamped: 0,
+        }
+    }
+
+    /// The clock reading of the next record (none in deterministic mode).
+    fn clock(&mut self) -> ClockReading {
+        if self.recorder.is_deterministic() {
+            return ClockReading::default();
+        }
+        self.stamped = self.stamped.wrapping_add(1);
+        read_clock(&self.keys, self.stamped)
+    }
+
+    /// Stamp the record of `outcome`, add its line to the pending bytes
+    /// (written straight there: no owned record is made) and hand it to
+    /// the listener.
+    fn accept_outcome(&mut self, outcome: &Outcome, facts: &RecordFacts<'_>) {
+        let clock = self.clock();
+        let view = self.recorder.view(outcome, facts, clock);
+        self.accept_with(|pending| view.write_json_line(pending));
+        if let Some(listener) = &self.listener {
+            listener(&view);
         }
     }
 
@@ -338,12 +369,6 @@ impl Inner {
         }
     }
 
-    /// Write one record line: rotate, make room, then one `write`.
-    fn append(&mut self, line: &[u8]) {
-        self.accept(line);
-        self.write_pending();
-    }
-
     /// Accept one record line for the current file: rotate, make room,
     /// then add it to the pending bytes (counted as the file's from now on,
     /// so the cap holds whenever they are written). Written at once when
@@ -361,6 +386,32 @@ impl Inner {
         self.pending.extend_from_slice(line);
         self.pending_records = self.pending_records.saturating_add(1);
         self.current_bytes = self.current_bytes.saturating_add(incoming);
+        if self.pending.len() >= BATCH_BYTES {
+            self.write_pending();
+        }
+    }
+
+    /// [`Inner::accept`] of the line `write` appends, written straight
+    /// into the pending bytes. When the line needs a new file or room
+    /// (rare), it is taken back out and accepted like any other line, so
+    /// the cap and rotation are exactly those of [`Inner::accept`].
+    fn accept_with(&mut self, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.file.is_none() {
+            return;
+        }
+        let start = self.pending.len();
+        write(&mut self.pending);
+        let incoming = u64::try_from(self.pending.len().saturating_sub(start)).unwrap_or(u64::MAX);
+        let after = self.current_bytes.saturating_add(incoming);
+        let fits_file = self.current_bytes == 0 || after <= self.settings.file_share();
+        let fits_cap = self.older_bytes.saturating_add(after) <= self.settings.max_bytes;
+        if !(fits_file && fits_cap) {
+            let line = self.pending.split_off(start);
+            self.accept(&line);
+            return;
+        }
+        self.pending_records = self.pending_records.saturating_add(1);
+        self.current_bytes = after;
         if self.pending.len() >= BATCH_BYTES {
             self.write_pending();
         }
@@ -527,35 +578,27 @@ impl ValidationLog {
     pub fn record(&self, outcome: &Outcome, facts: &RecordFacts<'_>) -> Option<ValidationRecord> {
         let inner = self.inner.as_ref()?;
         let mut inner = lock(inner);
-        let clock = if inner.recorder.is_deterministic() {
-            ClockReading::default()
-        } else {
-            read_clock()
-        };
-        let record = inner.recorder.record(outcome, facts, clock);
-        inner.append(&record.to_json_line());
+        let clock = inner.clock();
+        let view = inner.recorder.view(outcome, facts, clock);
+        inner.accept_with(|pending| view.write_json_line(pending));
+        inner.write_pending();
         if let Some(listener) = &inner.listener {
-            listener(&record);
+            listener(&view);
         }
-        Some(record)
+        Some(view.to_record())
     }
 
-    /// Record `outcome` like [`ValidationLog::record`], leaving its line
-    /// pending (see [`ValidationLog::stdio_batched`]).
-    fn record_pending(&self, outcome: &Outcome, facts: &RecordFacts<'_>) {
+    /// Record `outcome` like [`ValidationLog::record`] without making the
+    /// owned record; `pending` leaves its line pending (see
+    /// [`ValidationLog::stdio_batched`]), else it is written at once.
+    fn record_line(&self, outcome: &Outcome, facts: &RecordFacts<'_>, pending: bool) {
         let Some(inner) = self.inner.as_ref() else {
             return;
         };
         let mut inner = lock(inner);
-        let clock = if inner.recorder.is_deterministic() {
-            ClockReading::default()
-        } else {
-            read_clock()
-        };
-        let record = inner.recorder.record(outcome, facts, clock);
-        inner.accept(&record.to_json_line());
-        if let Some(listener) = &inner.listener {
-            listener(&record);
+        inner.accept_outcome(outcome, facts);
+        if !pending {
+            inner.write_pending();
         }
     }
 
@@ -627,11 +670,7 @@ impl StdioLog {
             status: log::stdio_status(outcome),
             duration_micros: micros_since(self.received),
         };
-        if self.batched {
-            self.log.record_pending(outcome, &facts);
-        } else {
-            self.log.record(outcome, &facts);
-        }
+        self.log.record_line(outcome, &facts, self.batched);
     }
 
     /// Write the records observed so far that are still pending (one
@@ -696,12 +735,12 @@ impl HttpCall {
         };
         if self.outcomes.is_empty() {
             if let Some(refusal) = log::refusal_outcome(&reply.body) {
-                self.log.record(&refusal, &facts);
+                self.log.record_line(&refusal, &facts, false);
             }
             return;
         }
         for outcome in &self.outcomes {
-            self.log.record(outcome, &facts);
+            self.log.record_line(outcome, &facts, false);
         }
     }
 }
@@ -724,19 +763,14 @@ fn unix_millis() -> u64 {
         .unwrap_or(0)
 }
 
-/// The wall clock and 128 bits for a correlation id. The bits come from
-/// the standard library's randomly keyed hasher over a counter: unique and
-/// unpredictable enough for correlation, not for secrets.
-fn read_clock() -> ClockReading {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let keys = RandomState::new();
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|elapsed| elapsed.as_nanos())
-        .unwrap_or(0);
-    let high = keys.hash_one((count, nanos, std::process::id()));
-    let low = keys.hash_one((high, count));
+/// The wall clock and 128 bits for the correlation id of record number
+/// `count` of a log. The bits are the standard library's hasher (SipHash,
+/// keyed at random once per log) over the count, which no two records of
+/// the log share: unique and unpredictable without the keys, enough for
+/// correlation, not for secrets.
+fn read_clock(keys: &RandomState, count: u64) -> ClockReading {
+    let high = keys.hash_one((count, 0u8));
+    let low = keys.hash_one((count, 1u8));
     ClockReading {
         unix_millis: unix_millis(),
         entropy: (u128::from(high) << 64) | u128::from(low),
@@ -1119,7 +1153,7 @@ mod tests {
         let sampled_dir = dir.clone();
         // Sample the directory after every record, while the writer holds
         // the log: every change to the directory happens under that lock.
-        let listener: Listener = Arc::new(move |_: &ValidationRecord| {
+        let listener: Listener = Arc::new(move |_: &RecordView<'_>| {
             let (total, files) = run_files_size(&sampled_dir);
             let mut worst = sampler.lock().expect("worst");
             worst.0 = worst.0.max(total);

@@ -609,25 +609,41 @@ impl Server {
 
     /// The next framed bytes to write to the peer.
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        let body = self.transmits.pop_front()?;
+        let mut out = Vec::new();
+        self.poll_transmit_into(&mut out).then_some(out)
+    }
+
+    /// [`Server::poll_transmit`] appending the framed bytes to `out`
+    /// instead of returning them (an adapter that writes a batch of answers
+    /// at once keeps one buffer and copies each answer once); true when a
+    /// message was appended, false when there is nothing to send (or, as
+    /// [`Server::poll_transmit`] answers `None`, when even the internal
+    /// error that replaces an answer that cannot be framed cannot be).
+    pub fn poll_transmit_into(&mut self, out: &mut Vec<u8>) -> bool {
+        let Some(body) = self.transmits.pop_front() else {
+            return false;
+        };
         let framing = self
             .decoder
             .framing()
             .or(self.config.framing)
             .unwrap_or(Framing::ContentLength);
-        let mut out = Vec::with_capacity(body.len().saturating_add(32));
-        if frame::encode(framing, &body, &mut out).is_err() {
+        let start = out.len();
+        if frame::encode(framing, &body, out).is_err() {
             // Only a body with a raw newline fails, and serde_json never
             // writes one; answer an internal error rather than break the stream.
-            out.clear();
+            out.truncate(start);
             let fallback = envelope::encode_error(
                 None,
                 CanonicalError::InternalError,
                 Some("answer could not be framed"),
             );
-            frame::encode(framing, &fallback, &mut out).ok()?;
+            if frame::encode(framing, &fallback, out).is_err() {
+                out.truncate(start);
+                return false;
+            }
         }
-        Some(out)
+        true
     }
 
     /// The next message to send, unframed: one JSON-RPC body (an object,

@@ -300,3 +300,68 @@ fn expiry_resumes_what_was_held_at_the_cap() {
     assert_eq!(started[0].1, 2);
     assert!(server.wants_input());
 }
+
+/// `poll_transmit_into` appends exactly the bytes `poll_transmit` returns,
+/// message by message, in both framings (answers, a parse error, a ping).
+#[test]
+fn transmit_into_appends_what_poll_transmit_returns() {
+    for framing in [Framing::NewlineDelimited, Framing::ContentLength] {
+        let mut input = Vec::new();
+        for id in 1..=5 {
+            let body = call(id);
+            let body = body.strip_suffix(b"\n").unwrap_or(&body);
+            match framing {
+                Framing::NewlineDelimited => {
+                    input.extend_from_slice(body);
+                    input.push(b'\n');
+                }
+                Framing::ContentLength => {
+                    input.extend_from_slice(
+                        format!("Content-Length: {}\r\n\r\n", body.len()).as_bytes(),
+                    );
+                    input.extend_from_slice(body);
+                }
+            }
+        }
+        let extra: &[&[u8]] = match framing {
+            Framing::NewlineDelimited => &[
+                b"{\"jsonrpc\":\"2.0\",\"id\":9,\"method\":\"ping\"}\n",
+                b"{not json\n",
+            ],
+            Framing::ContentLength => &[b"Content-Length: 9\r\n\r\n{not json"],
+        };
+        for bytes in extra {
+            input.extend_from_slice(bytes);
+        }
+        let run = |server: &mut Server| {
+            server.handle_input(&input);
+            for (ticket, n) in queries(server) {
+                server.respond(ticket, answer_with(n)).expect("answered");
+            }
+        };
+        let (mut returned, mut appended) = (
+            server(64, Overload::Backpressure),
+            server(64, Overload::Backpressure),
+        );
+        run(&mut returned);
+        run(&mut appended);
+        let mut expected = b"kept".to_vec();
+        let mut messages = 0;
+        while let Some(bytes) = returned.poll_transmit() {
+            expected.extend_from_slice(&bytes);
+            messages += 1;
+        }
+        let mut out = b"kept".to_vec();
+        let mut appends = 0;
+        while appended.poll_transmit_into(&mut out) {
+            appends += 1;
+        }
+        assert!(messages >= 6, "{framing:?}: {messages} messages");
+        assert_eq!(appends, messages, "{framing:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out),
+            String::from_utf8_lossy(&expected),
+            "{framing:?}"
+        );
+    }
+}
