@@ -416,7 +416,7 @@ fn main() {
         "\n## 3. Instruction counts (valgrind callgrind, `tests/benches/instructions.rs`)\n\n",
     );
     doc.push_str("Instructions per operation ((run of 8 - run of 0) / 8, so start-up cancels out). Framing: 1000 x ~100 B\nor 20 x ~10 KB messages fed in 4 KiB chunks (`10KB-dense`: 20 x ~10 KB of small objects, more
-opening brackets than the depth limit, `common::dense_request`); canonical: one value; `serve`: the CLI's\n`evidence-wire serve --no-log` answering `time_now` one request at a time after the handshake, per request\n((run of 2000 - run of 200) / 1800). Ratio: peer / ours (the `ours-cl-envelope` row for framing, `ours` for\ncanonical).\n\n| path | size | side | instructions/op | peer / ours |\n|---|---|---|---|---|\n");
+opening brackets than the depth limit, `common::dense_request`); canonical: one value; `serve`: the CLI's\n`evidence-wire serve --no-log` (side `evidence-wire`; `evidence-wire-log`: with its validation log on) answering\n`time_now` one request at a time after the handshake, per request ((run of 2000 - run of 200) / 1800, counted\nin the io thread's loop, where every request is read, answered and written). Ratio: peer / ours (the `ours-cl-envelope` row for framing, `ours` for\ncanonical).\n\n| path | size | side | instructions/op | peer / ours |\n|---|---|---|---|---|\n");
     for row in &instructions {
         let (Some(group), Some(size), Some(side)) = (
             row["group"].as_str(),
@@ -602,6 +602,17 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
         count("serve", "time_now", "evidence-wire").map(|n| 20_000.0 / n),
         1.0,
         |r| format!("{:.0}", 20_000.0 / r),
+    );
+    issue25.add(
+        "3. the validation log, instructions per request (serve answering time_now): log on / off <= 1.10",
+        None,
+        ratio_of(
+            count("serve", "time_now", "evidence-wire"),
+            count("serve", "time_now", "evidence-wire-log"),
+        )
+        .map(|r| r * 1.1),
+        1.0,
+        |r| format!("{:.1} % cost", (1.1 / r - 1.0) * 100.0),
     );
     issue25.add(
         "6. dense 10 KB envelopes: >= 5x lsp-server",
