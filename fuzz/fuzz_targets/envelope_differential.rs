@@ -4,11 +4,12 @@
 //!
 //! Every input is read two ways:
 //! - raw: the bytes are a frame body, under four policies (MCP, JSON-RPC
-//!   with batches, strict, MCP with a depth limit picked by the first byte);
+//!   with batches, strict, MCP with a depth limit picked by the length);
 //!   and, when they are one JSON value, the params of a `tools/call`;
 //! - structured: the bytes after the first go into one hole (picked by the
-//!   first byte) of a plausible envelope or `evidence_query` call, so the
-//!   mutations land where the fast paths decide things.
+//!   first byte, whose top bits pick the depth limit) of a plausible
+//!   envelope or `evidence_query` call, so the mutations land where the
+//!   fast paths decide things.
 //!
 //! Checked each time: [`validate`] and the reference give the same outcome
 //! (`Debug` of the result, as the unit proptests compare) and the same
@@ -48,15 +49,19 @@ const TEMPLATES: [&str; 16] = [
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     let selector = data.first().copied().unwrap_or(0);
-    let policies = [
-        Policy::mcp(),
-        Policy::jsonrpc().max_batch_len(8),
-        Policy::strict(),
-        Policy::mcp().max_depth(DEPTHS[usize::from(selector >> 5)]),
-    ];
+    // A body's first byte is almost always `{`, `[` or whitespace: its
+    // depth limit comes from its length instead.
+    let policies = |depth: usize| {
+        [
+            Policy::mcp(),
+            Policy::jsonrpc().max_batch_len(8),
+            Policy::strict(),
+            Policy::mcp().max_depth(DEPTHS[depth % DEPTHS.len()]),
+        ]
+    };
 
     // Raw: the bytes as a frame body, and as a call's params.
-    compare_bodies(data, &policies);
+    compare_bodies(data, &policies(data.len()));
     if let Ok(raw) = serde_json::from_slice::<&RawValue>(data) {
         compare_calls(raw);
     }
@@ -69,7 +74,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     body.extend_from_slice(before.as_bytes());
     body.extend_from_slice(rest);
     body.extend_from_slice(after.as_bytes());
-    compare_bodies(&body, &policies);
+    compare_bodies(&body, &policies(usize::from(selector >> 5)));
 });
 
 /// `validate` and the reference agree on `body` under every policy; the
