@@ -16,11 +16,18 @@
 //! member spans (params, result, error data: the same bytes of the body,
 //! not just equal text); when a request carries params, the hand read of
 //! them is either `None` (left to the fallback) or exactly the reference
-//! read. Never a panic, on any path.
+//! read. And every body that validates as a `tools/call` request goes to
+//! two fresh servers, one taking the one-pass call read (the default
+//! configuration) and one whose `evidence_query` definition was set again
+//! to the built-in one (which turns that read off: the full path, schema
+//! and all), as `core/tests/it/server_arguments.rs` does: every event and
+//! every answer byte must be the same. Never a panic, on any path.
 #![no_main]
 
 use evidence_wire::differential::{read_call_by_hand, read_call_reference, validate_reference};
 use evidence_wire::envelope::{Incoming, Message, Policy, Rejection, validate};
+use evidence_wire::evidence::{EvidenceResult, EvidenceValue};
+use evidence_wire::server::{Server, ServerConfig, ServerEvent, ToolDefinition};
 use serde_json::value::RawValue;
 
 /// Depth limits for the fourth policy: the edges of the pass's own bit
@@ -111,6 +118,49 @@ fn compare_bodies(body: &[u8], policies: &[Policy]) {
             }
         }
     }
+    // Once per body (the servers use the default MCP policy).
+    if let Ok(Incoming::Single(Message::Request(request))) = validate(body, &Policy::mcp()) {
+        if request.method == "tools/call" {
+            compare_servers(body);
+        }
+    }
+}
+
+/// A server with the one-pass call read and one without give the same
+/// events and answers for `body`.
+fn compare_servers(body: &[u8]) {
+    let shortcut = Server::new(ServerConfig::default());
+    let mut config = ServerConfig::default();
+    config.set_evidence_tool(ToolDefinition::evidence_query());
+    let full = Server::new(config);
+    let (fast, slow) = (serve(shortcut, body), serve(full, body));
+    assert_eq!(
+        fast,
+        slow,
+        "the one-pass call read and the full path answer differently on {:?}",
+        String::from_utf8_lossy(body)
+    );
+}
+
+/// Every event (as text) and answer of `server` for `body`, each query
+/// answered with the value 7.
+fn serve(mut server: Server, body: &[u8]) -> (Vec<String>, Vec<Vec<u8>>) {
+    let mut events = Vec::new();
+    let mut answers = Vec::new();
+    server.handle_message(body);
+    while let Some(event) = server.poll_event() {
+        events.push(format!("{event:?}"));
+        if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+            let value = EvidenceValue::json(&7).expect("a value");
+            server
+                .respond(ticket, EvidenceResult::with_value(value))
+                .expect("in flight");
+        }
+    }
+    while let Some(message) = server.poll_message() {
+        answers.push(message);
+    }
+    (events, answers)
 }
 
 /// The hand read of `raw` as an `evidence_query` call is `None` or the
