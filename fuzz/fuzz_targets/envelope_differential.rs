@@ -111,18 +111,18 @@ fn compare_bodies(body: &[u8], policies: &[Policy]) {
             Err(_) => Vec::new(),
         };
         for message in messages {
-            if let Message::Request(request) = message {
-                if let Some(params) = request.params {
-                    compare_calls(params);
-                }
+            if let Message::Request(request) = message
+                && let Some(params) = request.params
+            {
+                compare_calls(params);
             }
         }
     }
     // Once per body (the servers use the default MCP policy).
-    if let Ok(Incoming::Single(Message::Request(request))) = validate(body, &Policy::mcp()) {
-        if request.method == "tools/call" {
-            compare_servers(body);
-        }
+    if let Ok(Incoming::Single(Message::Request(request))) = validate(body, &Policy::mcp())
+        && request.method == "tools/call"
+    {
+        compare_servers(body);
     }
 }
 
