@@ -480,7 +480,10 @@ fn too_deep(offset: usize, policy: &Policy) -> Rejection {
 /// `serde_json`'s `RawValue` capture of the members. Every body the one
 /// validating pass does not settle comes here; the unit tests of `scan`
 /// hold the two paths to the same outcomes.
-fn validate_with_serde<'a>(body: &'a [u8], policy: &Policy) -> Result<Incoming<'a>, Rejection> {
+pub(crate) fn validate_with_serde<'a>(
+    body: &'a [u8],
+    policy: &Policy,
+) -> Result<Incoming<'a>, Rejection> {
     if let Some(offset) = nesting_exceeds(body, policy.max_depth) {
         return Err(too_deep(offset, policy));
     }

@@ -45,6 +45,9 @@ pub mod canonical;
 pub mod client;
 pub mod contract;
 pub mod dialect;
+#[cfg(feature = "differential")]
+#[doc(hidden)]
+pub mod differential;
 pub mod envelope;
 pub mod error;
 pub mod evidence;

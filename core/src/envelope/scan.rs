@@ -313,7 +313,13 @@ fn escape_end(bytes: &[u8], at: usize) -> Result<usize, Scan> {
 /// value, only slower) and the unit test
 /// `checked_spans_become_raw_values_without_a_parse` fails.
 pub(super) fn raw_value(text: &str) -> Result<&RawValue, Scan> {
-    <&RawValue as serde::Deserialize>::deserialize(Checked(text))
+    raw_value_named(RAW_VALUE_TOKEN, text)
+}
+
+/// [`raw_value`] presenting `text` under the member name `token`; a test
+/// passes another name to see the fallback engage.
+fn raw_value_named<'a>(token: &'static str, text: &'a str) -> Result<&'a RawValue, Scan> {
+    <&RawValue as serde::Deserialize>::deserialize(Checked { token, text })
         .or_else(|_| serde_json::from_str(text))
         .map_err(|_| Scan::Unsettled)
 }
@@ -321,14 +327,21 @@ pub(super) fn raw_value(text: &str) -> Result<&RawValue, Scan> {
 /// `serde_json`'s name for a raw value in its deserializer protocol.
 const RAW_VALUE_TOKEN: &str = "$serde_json::private::RawValue";
 
-/// Already-checked JSON text, presented as a raw value.
-struct Checked<'a>(&'a str);
+/// Already-checked JSON text, presented as a raw value: a map of one
+/// member named `token` whose value is `text`.
+struct Checked<'a> {
+    token: &'static str,
+    text: &'a str,
+}
 
 impl<'de> Deserializer<'de> for Checked<'de> {
     type Error = ValueError;
 
     fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ValueError> {
-        visitor.visit_map(CheckedMember(Some(self.0)))
+        visitor.visit_map(CheckedMember {
+            token: self.token,
+            text: Some(self.text),
+        })
     }
 
     forward_to_deserialize_any! {
@@ -338,7 +351,10 @@ impl<'de> Deserializer<'de> for Checked<'de> {
     }
 }
 
-struct CheckedMember<'a>(Option<&'a str>);
+struct CheckedMember<'a> {
+    token: &'static str,
+    text: Option<&'a str>,
+}
 
 impl<'de> MapAccess<'de> for CheckedMember<'de> {
     type Error = ValueError;
@@ -347,10 +363,10 @@ impl<'de> MapAccess<'de> for CheckedMember<'de> {
         &mut self,
         seed: K,
     ) -> Result<Option<K::Value>, ValueError> {
-        if self.0.is_none() {
+        if self.text.is_none() {
             return Ok(None);
         }
-        seed.deserialize(BorrowedStrDeserializer::new(RAW_VALUE_TOKEN))
+        seed.deserialize(BorrowedStrDeserializer::new(self.token))
             .map(Some)
     }
 
@@ -359,7 +375,7 @@ impl<'de> MapAccess<'de> for CheckedMember<'de> {
         seed: V,
     ) -> Result<V::Value, ValueError> {
         let text = self
-            .0
+            .text
             .take()
             .ok_or_else(|| ValueError::custom("the raw value was already taken"))?;
         seed.deserialize(BorrowedStrDeserializer::new(text))
@@ -758,11 +774,44 @@ mod tests {
     fn checked_spans_become_raw_values_without_a_parse() {
         use serde::Deserialize as _;
         let text = r#"{"a":[1,{"b":null}]}"#;
-        let raw = <&serde_json::value::RawValue>::deserialize(super::Checked(text))
-            .expect("the raw-value protocol");
+        let raw = <&serde_json::value::RawValue>::deserialize(super::Checked {
+            token: super::RAW_VALUE_TOKEN,
+            text,
+        })
+        .expect("the raw-value protocol");
         assert_eq!(raw.get().as_ptr(), text.as_ptr());
         assert_eq!(raw_value(text).unwrap().get(), text);
         let _ = RawEnvelope::default();
+    }
+
+    /// Should `serde_json` rename its raw-value token, the checked text is
+    /// refused by the raw-value protocol and `raw_value` still answers the
+    /// same span, through the parsing fallback (and that parse still
+    /// refuses text that is not JSON).
+    #[test]
+    fn a_renamed_token_takes_the_parsing_fallback() {
+        use serde::Deserialize as _;
+        let renamed = "$serde_json::private::RawValueRenamed";
+        for text in [r#"{"a":[1,{"b":null}]}"#, "\"\\uD800\"", "-0", "[]"] {
+            assert!(
+                <&serde_json::value::RawValue>::deserialize(super::Checked {
+                    token: renamed,
+                    text,
+                })
+                .is_err(),
+                "serde_json no longer checks the token: {text}"
+            );
+            let raw = super::raw_value_named(renamed, text).expect("the fallback parse");
+            assert_eq!(raw.get().as_ptr(), text.as_ptr());
+            assert_eq!(raw.get().len(), text.len());
+        }
+        assert!(
+            matches!(
+                super::raw_value_named(renamed, "[1,]"),
+                Err(Scan::Unsettled)
+            ),
+            "the fallback parses"
+        );
     }
 
     /// Every JSON file of the shared conformance vectors, as a body and as
@@ -820,5 +869,46 @@ mod tests {
             }
         }
         assert!(files > 5, "no vectors under {}", root.display());
+    }
+
+    /// The checked-in corpus of the `envelope_differential` fuzz target
+    /// (`fuzz/corpus/envelope_differential`), so `cargo test` guards what
+    /// the fuzzer found: each input as a body and as the params of a
+    /// `tools/call` (the target's first template), and the params of every
+    /// request read by hand only as `serde_json` reads them.
+    #[cfg(feature = "std")]
+    #[test]
+    fn differential_fuzz_corpus_has_the_serde_outcome() {
+        extern crate std;
+        use crate::server::arguments::{checked, read_call_serde};
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../fuzz/corpus/envelope_differential");
+        let mut inputs = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let data = std::fs::read(entry.unwrap().path()).unwrap();
+            inputs += 1;
+            let mut wrapped =
+                br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":"#.to_vec();
+            wrapped.extend_from_slice(data.get(1..).unwrap_or_default());
+            wrapped.push(b'}');
+            for body in [&data, &wrapped] {
+                for policy in [
+                    Policy::mcp(),
+                    Policy::jsonrpc(),
+                    Policy::strict(),
+                    Policy::mcp().max_depth(3),
+                ] {
+                    same_outcome(body, &policy).unwrap();
+                    if let Ok(Incoming::Single(Message::Request(request))) = validate(body, &policy)
+                    {
+                        if let Some(hand) = request.params.and_then(checked::call) {
+                            let params = request.params.unwrap().get();
+                            assert_eq!(Some(hand), read_call_serde(params), "{params}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(inputs >= 30, "the corpus is at {}", dir.display());
     }
 }

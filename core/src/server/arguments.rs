@@ -159,7 +159,7 @@ pub(crate) fn read_call(raw: &RawValue) -> Option<EvidenceQueryArguments> {
 /// [`read_call`] with `serde_json`'s typed parse: the reference the
 /// hand-written reader ([`checked::call`]) is held to, and its fallback for
 /// shapes it leaves (escaped member names).
-fn read_call_serde(text: &str) -> Option<EvidenceQueryArguments> {
+pub(crate) fn read_call_serde(text: &str) -> Option<EvidenceQueryArguments> {
     let Object(call) = serde_json::from_str::<Object<Call<'_>>>(text).ok()?;
     if call.name != EVIDENCE_QUERY_TOOL {
         return None;
@@ -210,7 +210,7 @@ fn convert(arguments: Arguments<'_>) -> Option<EvidenceQueryArguments> {
     })
 }
 
-mod checked;
+pub(crate) mod checked;
 
 #[cfg(test)]
 mod tests {

@@ -134,7 +134,7 @@ use crate::frame::{self, Decoder, FrameError, Framing};
 use crate::unique::{self, Duplicate, UniqueError};
 
 mod answer;
-mod arguments;
+pub(crate) mod arguments;
 mod config;
 mod contract;
 mod methods;

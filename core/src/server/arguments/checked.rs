@@ -27,7 +27,7 @@ use crate::unique;
 
 /// `raw` (the params of a `tools/call`) read as the usual `evidence_query`
 /// call, or `None` for anything else.
-pub(super) fn call(raw: &RawValue) -> Option<EvidenceQueryArguments> {
+pub(crate) fn call(raw: &RawValue) -> Option<EvidenceQueryArguments> {
     let mut reader = Reader {
         text: raw.get(),
         at: 0,
