@@ -624,9 +624,19 @@ async fn serve_connection(
     let id = slot.id;
     let header_read_timeout = shared.config.header_read_timeout;
     let reset = Arc::new(AtomicBool::new(false));
-    let stream = StallGuard::new(stream, shared.config.write_timeout, Arc::clone(&reset));
-    let service = service_fn(move |request| {
+    // Set while a request's body may be left unread (cleared once it is
+    // read to its end): the close is then a lingering one.
+    let unread = Arc::new(AtomicBool::new(false));
+    let stream = StallGuard::new(
+        stream,
+        shared.config.write_timeout,
+        Arc::clone(&reset),
+        Arc::clone(&unread),
+    );
+    let service = service_fn(move |request: Request<Incoming>| {
         let shared = Arc::clone(&shared);
+        let unread = Arc::clone(&unread);
+        unread.store(!request.body().is_end_stream(), Ordering::Relaxed);
         async move {
             // The head is in: this connection no longer counts as waiting.
             // (False if it was shed meanwhile: its shed signal, which
@@ -642,7 +652,7 @@ async fn serve_connection(
             let log = &shared.config.validation_log;
             let mut call = (log.is_enabled() && matches!(route, http::Route::Call(_)))
                 .then(|| log.http_call(request.uri().path()));
-            let reply = answer(&shared, request, call.as_mut()).await;
+            let reply = answer(&shared, request, call.as_mut(), &unread).await;
             if let Some(call) = call {
                 call.finish(&reply);
             }
@@ -704,10 +714,13 @@ fn field<'a>(headers: &'a HeaderMap, name: &HeaderName) -> HeaderField<'a> {
     HeaderField::from_values(headers.get_all(name).iter().map(HeaderValue::as_bytes))
 }
 
+/// Answers one request; `unread` is cleared once its body is read to the
+/// end (any earlier reply leaves part of it unread).
 async fn answer(
     shared: &Shared,
     request: Request<Incoming>,
     mut call: Option<&mut HttpCall>,
+    unread: &AtomicBool,
 ) -> HttpReply {
     let metrics = &shared.config.metrics;
     let lifecycle = if shared.draining.load(Ordering::SeqCst) {
@@ -781,7 +794,10 @@ async fn answer(
             metrics.frame_dropped(Transport::Http, "body_unreadable");
             return http::unreadable_body_reply(&error.to_string());
         }
-        Ok(Ok(body)) => body,
+        Ok(Ok(body)) => {
+            unread.store(false, Ordering::Relaxed);
+            body
+        }
     };
     let mut exchange = Exchange::start(shared.service.config(), plan, body.as_slice());
     drop(body);
@@ -892,26 +908,79 @@ impl BodyBytes {
     }
 }
 
+/// How long a connection closed with part of a request body unread keeps
+/// reading (and discarding) before it closes (see [`StallGuard`]).
+const LINGER_TIME: Duration = Duration::from_secs(1);
+/// How many bytes such a connection discards at most before it closes.
+const LINGER_MAX_BYTES: usize = 4 << 20;
+
 /// A connection whose writes fail with `TimedOut` once they have made no
 /// progress for `limit` (the peer stopped reading). Reads pass through.
 /// When `reset` is set, dropping it closes the socket with a TCP reset
 /// (`SO_LINGER` 0) instead of the orderly close.
+///
+/// When `unread` is set (the last request was answered before its body was
+/// read to the end: a `413`, a refusal at the head), shutting it down is a
+/// lingering close (RFC 9112 §9.6): the write side is closed first, then
+/// what the client still sends is read and discarded until it closes too,
+/// for at most [`LINGER_TIME`] and [`LINGER_MAX_BYTES`]. Closing at once
+/// with unread bytes makes the kernel send a reset, and a client still
+/// writing its body then fails on the write and never reads the answer
+/// that says why.
 struct StallGuard {
     stream: TcpStream,
     limit: Duration,
     timer: Pin<Box<Sleep>>,
     armed: bool,
     reset: Arc<AtomicBool>,
+    unread: Arc<AtomicBool>,
+    /// Set once the write side is shut down and the lingering read began.
+    linger: Option<Linger>,
+}
+
+struct Linger {
+    deadline: Pin<Box<Sleep>>,
+    discarded: usize,
 }
 
 impl StallGuard {
-    fn new(stream: TcpStream, limit: Duration, reset: Arc<AtomicBool>) -> Self {
+    fn new(
+        stream: TcpStream,
+        limit: Duration,
+        reset: Arc<AtomicBool>,
+        unread: Arc<AtomicBool>,
+    ) -> Self {
         StallGuard {
             stream,
             limit,
             timer: Box::pin(tokio::time::sleep(limit)),
             armed: false,
             reset,
+            unread,
+            linger: None,
+        }
+    }
+
+    /// Reads and discards until the client closes, fails, or the lingering
+    /// budget (time or bytes) is spent.
+    fn poll_linger(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(linger) = self.linger.as_mut() else {
+            return Poll::Ready(());
+        };
+        let mut scratch = [0u8; 8192];
+        loop {
+            if linger.discarded >= LINGER_MAX_BYTES {
+                return Poll::Ready(());
+            }
+            let mut buf = ReadBuf::new(&mut scratch);
+            match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) if buf.filled().is_empty() => return Poll::Ready(()),
+                Poll::Ready(Ok(())) => {
+                    linger.discarded = linger.discarded.saturating_add(buf.filled().len());
+                }
+                Poll::Ready(Err(_)) => return Poll::Ready(()),
+                Poll::Pending => return linger.deadline.as_mut().poll(cx),
+            }
         }
     }
 
@@ -996,8 +1065,22 @@ impl AsyncWrite for StallGuard {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
-        this.watch(cx, polled)
+        if this.linger.is_none() {
+            let polled = Pin::new(&mut this.stream).poll_shutdown(cx);
+            let shut = std::task::ready!(this.watch(cx, polled));
+            if shut.is_err()
+                || this.reset.load(Ordering::Relaxed)
+                || !this.unread.load(Ordering::Relaxed)
+            {
+                return Poll::Ready(shut);
+            }
+            this.linger = Some(Linger {
+                deadline: Box::pin(tokio::time::sleep(LINGER_TIME)),
+                discarded: 0,
+            });
+        }
+        std::task::ready!(this.poll_linger(cx));
+        Poll::Ready(Ok(()))
     }
 }
 

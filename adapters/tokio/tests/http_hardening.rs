@@ -11,7 +11,10 @@
 //! - the HTTP client refuses an answer that is a JSON-RPC batch when it
 //!   sent one request;
 //! - `/healthz` and `/readyz` are answered while every call slot is taken
-//!   (a guard: they never needed one).
+//!   (a guard: they never needed one);
+//! - a body refused as too large is answered `413` and the connection
+//!   closes in stages (RFC 9112 §9.6): a client still writing its body can
+//!   finish and read the answer instead of failing on a reset.
 //!
 //! Every network wait is bounded.
 
@@ -530,5 +533,70 @@ async fn probes_are_answered_while_every_call_slot_is_taken() {
         assert!(asked.elapsed() < Duration::from_secs(1), "{path}");
     }
     assert_eq!(holder.await.expect("holder"), 200);
+    server.stop().await;
+}
+
+/// A client that sends a head declaring a body over the limit, waits for
+/// the answer to arrive, then writes its body (as a blocking client that
+/// writes everything before it reads does) must be able to write it all and
+/// read the `413`: the server reads and discards the rest before it closes.
+/// Closed at once, the server's kernel answers the late body with a reset,
+/// the client's writes fail, and the `413` is lost to it (the check
+/// provider's over-HTTP battery saw this about one run in six).
+#[tokio::test]
+async fn a_refused_oversized_body_is_drained_so_the_client_reads_the_413() {
+    const BODY_LIMIT: usize = 64 * 1024;
+    const DECLARED: usize = 1 << 20;
+    let server = start(
+        HttpServerConfig::default()
+            .with_bearer_token(TOKEN)
+            .with_max_body_bytes(BODY_LIMIT),
+    )
+    .await;
+    let address = server.address;
+    let exchange = async {
+        let mut stream = TcpStream::connect(address).await.expect("connect");
+        let mut head = String::from("POST /mcp HTTP/1.1\r\n");
+        for (name, value) in good_headers(address) {
+            head.push_str(&format!("{name}: {value}\r\n"));
+        }
+        head.push_str(&format!("Content-Length: {DECLARED}\r\n\r\n"));
+        stream.write_all(head.as_bytes()).await.expect("send head");
+        // The answer arrives before any of the body is sent.
+        let mut peek = [0u8; 16];
+        let peeked = stream.peek(&mut peek).await.expect("an answer");
+        assert!(peeked > 0, "an answer before the body");
+        // Time for an immediate close to happen.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let chunk = vec![b' '; 16 * 1024];
+        let mut written = 0;
+        let mut write_error = None;
+        while written < DECLARED {
+            if let Err(error) = stream.write_all(&chunk).await {
+                write_error = Some(error);
+                break;
+            }
+            written += chunk.len();
+            // Time for a reset, if one comes, to arrive.
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let _ = stream.shutdown().await;
+        let mut bytes = Vec::new();
+        let read = stream.read_to_end(&mut bytes).await;
+        (written, write_error, read.err(), bytes)
+    };
+    let (written, write_error, read_error, bytes) = tokio::time::timeout(LIMIT, exchange)
+        .await
+        .expect("exchange in time");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(
+        write_error.is_none(),
+        "the body could not be sent after {written} bytes: {write_error:?}"
+    );
+    assert!(
+        read_error.is_none(),
+        "reading the answer failed: {read_error:?}"
+    );
+    assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     server.stop().await;
 }
