@@ -346,19 +346,8 @@ fn encode_usual_reply(
     result: &EvidenceResult,
     speech: Speech,
 ) -> Option<Vec<u8>> {
-    use crate::evidence::{EvidenceValue, HashAlgorithm};
-    if result.error.is_some()
-        || result.evidence_ref.is_some()
-        || result.evidence_anchor.is_some()
-        || result.signature.is_some()
-    {
-        return None;
-    }
-    let raw = match &result.value {
-        Some(EvidenceValue::Json(raw)) => Some(raw.get()),
-        Some(EvidenceValue::Bytes(_)) => return None,
-        None => None,
-    };
+    use crate::evidence::HashAlgorithm;
+    let raw = usual_value(result)?;
     let digest = match &result.evidence_hash {
         None => None,
         Some(digest) if is_alphanumeric(digest.value.as_bytes()) => Some(match digest.algorithm {
@@ -672,10 +661,11 @@ fn canonical_text_direct(result: &EvidenceResult, serialized_len: usize) -> Opti
 }
 
 /// The usual result (no error, reference, anchor or signature) as
-/// [`EvidenceResult::to_json_vec`] writes it, member by member in the
-/// struct's order (the evidence value's text as it is); `None` otherwise.
-fn serialize_direct(result: &EvidenceResult) -> Option<Vec<u8>> {
-    use crate::evidence::{EvidenceValue, Lane};
+/// The evidence text of a usual result (no error, reference, anchor or
+/// signature; a JSON value, `Some(None)` when there is none); `None` for
+/// any other result, which takes the general path.
+fn usual_value(result: &EvidenceResult) -> Option<Option<&str>> {
+    use crate::evidence::EvidenceValue;
     if result.error.is_some()
         || result.evidence_ref.is_some()
         || result.evidence_anchor.is_some()
@@ -683,11 +673,18 @@ fn serialize_direct(result: &EvidenceResult) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let raw = match &result.value {
-        Some(EvidenceValue::Json(raw)) => Some(raw.get()),
-        Some(EvidenceValue::Bytes(_)) => return None,
-        None => None,
-    };
+    match &result.value {
+        Some(EvidenceValue::Json(raw)) => Some(Some(raw.get())),
+        Some(EvidenceValue::Bytes(_)) => None,
+        None => Some(None),
+    }
+}
+
+/// [`EvidenceResult::to_json_vec`] writes it, member by member in the
+/// struct's order (the evidence value's text as it is); `None` otherwise.
+fn serialize_direct(result: &EvidenceResult) -> Option<Vec<u8>> {
+    use crate::evidence::Lane;
+    let raw = usual_value(result)?;
     let mut out = String::with_capacity(raw.map_or(0, str::len).saturating_add(320));
     match raw {
         Some(raw) => {
