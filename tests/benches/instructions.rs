@@ -144,16 +144,7 @@ fn callgrind(case: &str, repeat: u64, out: &std::path::Path) -> Result<u64, Stri
     if !status.success() {
         return Err(format!("valgrind run of {case} failed: {status}"));
     }
-    let text =
-        std::fs::read_to_string(out).map_err(|error| format!("{}: {error}", out.display()))?;
-    text.lines()
-        .find_map(|line| {
-            line.strip_prefix("summary:")
-                .or_else(|| line.strip_prefix("totals:"))
-        })
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|count| count.parse().ok())
-        .ok_or_else(|| format!("no totals in {}", out.display()))
+    total_instructions(out)
 }
 
 /// The CLI binary: `$EW_BENCH_CLI`, or `evidence-wire` in this bench's
@@ -258,6 +249,7 @@ fn serve_run(
     total_instructions(out)
 }
 
+/// The instruction total callgrind wrote to `out`.
 fn total_instructions(out: &std::path::Path) -> Result<u64, String> {
     let text =
         std::fs::read_to_string(out).map_err(|error| format!("{}: {error}", out.display()))?;

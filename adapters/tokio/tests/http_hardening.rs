@@ -600,3 +600,49 @@ async fn a_refused_oversized_body_is_drained_so_the_client_reads_the_413() {
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
     server.stop().await;
 }
+
+/// The lingering close is bounded in time: a client that got its `413`
+/// and keeps trickling bytes without ever closing is cut off within the
+/// linger time (1 s): the server's socket closes and the next writes fail.
+#[tokio::test]
+async fn a_lingering_close_ends_within_its_time_while_the_client_trickles() {
+    let server = start(
+        HttpServerConfig::default()
+            .with_bearer_token(TOKEN)
+            .with_max_body_bytes(64 * 1024),
+    )
+    .await;
+    let address = server.address;
+    let mut stream = TcpStream::connect(address).await.expect("connect");
+    let mut head = String::from("POST /mcp HTTP/1.1\r\n");
+    for (name, value) in good_headers(address) {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", 1 << 20));
+    stream.write_all(head.as_bytes()).await.expect("send head");
+    // The answer, then the server's half close.
+    let mut bytes = Vec::new();
+    tokio::time::timeout(LIMIT, stream.read_to_end(&mut bytes))
+        .await
+        .expect("the answer in time")
+        .expect("read the answer");
+    assert!(String::from_utf8_lossy(&bytes).starts_with("HTTP/1.1 413"));
+    // A byte every 50 ms: accepted while the server lingers, refused
+    // (reset) once it has closed.
+    let started = std::time::Instant::now();
+    let cut_off = loop {
+        if stream.write_all(b" ").await.is_err() {
+            break Some(started.elapsed());
+        }
+        if started.elapsed() > Duration::from_secs(5) {
+            break None;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let took = cut_off.expect("the server closed its side within 5 s");
+    assert!(
+        took < Duration::from_secs(3),
+        "cut off after {took:?}; the linger time is 1 s"
+    );
+    server.stop().await;
+}
