@@ -509,8 +509,19 @@ async fn probes_are_answered_while_every_call_slot_is_taken() {
     )
     .into_bytes();
     slow.extend_from_slice(&body);
-    let holder = tokio::spawn(async move { send(address, &slow).await.status });
-    // A second call is refused OVERLOADED (once the first holds the slot).
+    // The prober's own calls hold the slot for a moment too: a slow call
+    // that lands in one of those moments is refused and sent again.
+    let holder = tokio::spawn(async move {
+        let started = std::time::Instant::now();
+        loop {
+            let status = send(address, &slow).await.status;
+            if status != 503 || started.elapsed() >= LIMIT {
+                return status;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    });
+    // A second call is refused OVERLOADED (once the slow call holds the slot).
     let started = std::time::Instant::now();
     loop {
         let reply = send(address, &post_with("/rpc", std::slice::from_ref(&host))).await;
