@@ -67,7 +67,7 @@ use serde_json::value::RawValue;
 
 use crate::error::{CanonicalError, ErrorObject};
 
-mod scan;
+pub(crate) mod scan;
 
 use scan::Scan;
 

@@ -996,8 +996,8 @@ mod tests {
                 )| {
                     let outcome = Outcome {
                         id: id.map(Id::into_owned),
-                        method,
-                        tool,
+                        method: method.map(Cow::Owned),
+                        tool: tool.map(Cow::Owned),
                         error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
                         detail,
                         stateless: false,
@@ -1083,8 +1083,8 @@ mod tests {
     fn rejected(error: CanonicalError, detail: &str) -> Outcome {
         Outcome {
             id: Some(Id::from("req-1").into_owned()),
-            method: Some("tools/call".to_owned()),
-            tool: Some("evidence_query".to_owned()),
+            method: Some("tools/call".into()),
+            tool: Some("evidence_query".into()),
             error: Some(error),
             detail: Some(detail.to_owned()),
             stateless: false,
@@ -1289,8 +1289,8 @@ mod tests {
         let long = "é".repeat(4096);
         let outcome = Outcome {
             id: Some(Id::from(long.clone())),
-            method: Some(long.clone()),
-            tool: Some(long.clone()),
+            method: Some(long.clone().into()),
+            tool: Some(long.clone().into()),
             error: Some(CanonicalError::InvalidEnvelope),
             detail: Some(long.clone()),
             stateless: false,
@@ -1349,8 +1349,8 @@ mod tests {
         let nasty = "\u{1}\u{1}\u{1}\"\\é😀".repeat(1 << 16);
         let outcome = Outcome {
             id: Some(Id::from(nasty.clone())),
-            method: Some(nasty.clone()),
-            tool: Some(nasty.clone()),
+            method: Some(nasty.clone().into()),
+            tool: Some(nasty.clone().into()),
             error: Some(CanonicalError::ResourceNotFound),
             detail: Some(nasty.clone()),
             stateless: false,

@@ -209,7 +209,9 @@ impl JsonSchema for NoParams {
     }
 }
 
-type Start = dyn Fn(Value, CheckContext) -> Answer<EvidenceResult> + Send + Sync;
+/// Starts a check on its params and context; the flag says the check is
+/// [`Check::inline`], so a blocking one may run right here.
+type Start = dyn Fn(Value, CheckContext, bool) -> Answer<EvidenceResult> + Send + Sync;
 
 /// One check of a provider: its contract entry and its function.
 #[derive(Clone)]
@@ -244,9 +246,14 @@ impl Check {
         F: Fn(P, &CheckContext) -> Result<R, CheckError> + Send + Sync + 'static,
     {
         let run = Arc::new(run);
-        let start = move |params: Value, context: CheckContext| -> Answer<EvidenceResult> {
+        let start = move |params: Value, context: CheckContext, inline: bool| {
             match read_params::<P>(params) {
                 Err(error) => Answer::Ready(context.finish::<()>(Err(error))),
+                // Run here: no job to box, no handle on the function to take.
+                Ok(params) if inline => {
+                    let outcome = run(params, &context);
+                    Answer::Ready(context.finish(outcome))
+                }
                 Ok(params) => {
                     let run = Arc::clone(&run);
                     Answer::Blocking(Box::new(move || {
@@ -273,16 +280,16 @@ impl Check {
         Fut: Future<Output = Result<R, CheckError>> + Send + 'static,
     {
         let run = Arc::new(run);
-        let start = move |params: Value, context: CheckContext| -> Answer<EvidenceResult> {
-            match read_params::<P>(params) {
-                Err(error) => Answer::Ready(context.finish::<()>(Err(error))),
-                Ok(params) => {
-                    let future = run(params, context.clone());
-                    Answer::Async(Box::pin(async move {
-                        let outcome = future.await;
-                        context.finish(outcome)
-                    }))
-                }
+        let start = move |params: Value, context: CheckContext, _inline: bool| match read_params::<P>(
+            params,
+        ) {
+            Err(error) => Answer::Ready(context.finish::<()>(Err(error))),
+            Ok(params) => {
+                let future = run(params, context.clone());
+                Answer::Async(Box::pin(async move {
+                    let outcome = future.await;
+                    context.finish(outcome)
+                }))
             }
         };
         Check::from_parts::<P, R>(id.into(), description.into(), Arc::new(start))
@@ -422,7 +429,7 @@ impl Check {
     ) -> Answer<EvidenceResult> {
         let params = query.params.clone().unwrap_or(Value::Null);
         let context = CheckContext::new(query, context);
-        match (self.start)(params, context) {
+        match (self.start)(params, context, self.inline) {
             Answer::Blocking(job) if self.inline => Answer::Ready(job()),
             answer => answer,
         }

@@ -969,8 +969,8 @@ mod tests {
     fn outcome(error: Option<CanonicalError>) -> Outcome {
         Outcome {
             id: Some(evidence_wire::id::Id::Number(7)),
-            method: Some("tools/call".to_owned()),
-            tool: Some("evidence_query".to_owned()),
+            method: Some("tools/call".into()),
+            tool: Some("evidence_query".into()),
             error,
             detail: error.map(|_| "what was wrong".to_owned()),
             stateless: false,
@@ -1213,7 +1213,7 @@ mod tests {
         let log = ValidationLog::open(&LogSettings::new(&dir).deterministic(true));
         let mut huge = outcome(Some(CanonicalError::InvalidToolInput));
         huge.detail = Some("\"\u{0}".repeat(5 << 20));
-        huge.method = Some("m".repeat(1 << 20));
+        huge.method = Some("m".repeat(1 << 20).into());
         huge.id = Some(evidence_wire::id::Id::from("i".repeat(1 << 20)));
         log.stdio().observe(&ServerEvent::Handled(huge), None);
         let path = log.path().expect("run file");

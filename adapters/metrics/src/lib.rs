@@ -424,7 +424,7 @@ impl ConnectionMetrics {
                     (None, _) => String::new(),
                     (Some(_), Some(CanonicalError::ToolNotFound)) => "unknown".to_owned(),
                     // Any other tool named here is one the server serves.
-                    (Some(tool), _) => tool.clone(),
+                    (Some(tool), _) => tool.clone().into_owned(),
                 };
                 let outcome_label = outcome.error.map_or("ok", CanonicalError::name);
                 inner

@@ -37,7 +37,7 @@ pub(super) const MAX_DEPTH: usize = 512;
 
 /// Why [`members`] did not settle a body.
 #[derive(Debug, PartialEq, Eq)]
-pub(super) enum Scan {
+pub(crate) enum Scan {
     /// An opening bracket at this byte offset opens level `max_depth + 1`,
     /// and the text before it is valid.
     TooDeep(usize),
@@ -252,38 +252,83 @@ fn skip_whitespace(bytes: &[u8], mut at: usize) -> usize {
 }
 
 /// The offset just past the quote closing the string whose contents start
-/// at `from`, checking escapes and refusing raw control characters. Eight
-/// bytes at a time (SWAR) to the next quote, backslash or control byte.
-fn string_end(bytes: &[u8], mut from: usize) -> Result<usize, Scan> {
+/// at `from`, checking escapes and refusing raw control characters.
+#[inline(always)]
+fn string_end(bytes: &[u8], from: usize) -> Result<usize, Scan> {
+    string_close(bytes, from).map(|(close, _)| close.saturating_add(1))
+}
+
+/// The offset of the quote closing the string whose contents start at
+/// `from`, and whether the contents hold an escape; checks escapes and
+/// refuses raw control characters. Eight bytes at a time (SWAR) to the
+/// next quote, backslash or control byte; strings without escapes (the
+/// usual ones) end on this inlined path, the rest on [`string_close_slow`].
+#[inline(always)]
+pub(crate) fn string_close(bytes: &[u8], mut from: usize) -> Result<(usize, bool), Scan> {
+    while let Some(chunk) = bytes.get(from..from.saturating_add(8)) {
+        let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+            break;
+        };
+        let found = specials(u64::from_le_bytes(chunk));
+        if found != 0 {
+            from = from.saturating_add((found.trailing_zeros() / 8) as usize);
+            if bytes.get(from) == Some(&b'"') {
+                return Ok((from, false));
+            }
+            break;
+        }
+        from = from.saturating_add(8);
+    }
+    string_close_slow(bytes, from, false)
+}
+
+/// The high bit of each byte of the result is set where `word` holds a
+/// quote, a backslash or a byte below 0x20, except that bits above the
+/// first such byte may be set wrongly (borrows): the lowest one never is.
+#[inline(always)]
+fn specials(word: u64) -> u64 {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGHS: u64 = 0x8080_8080_8080_8080;
     const QUOTES: u64 = ONES * b'"' as u64;
     const BACKSLASHES: u64 = ONES * b'\\' as u64;
     const SPACES: u64 = ONES * b' ' as u64;
+    // `(x - ONES) & !x & HIGHS` marks the bytes where `x` is zero, and
+    // `(w - SPACES) & !w & HIGHS` those where `w` is below 0x20.
+    let quote = word ^ QUOTES;
+    let backslash = word ^ BACKSLASHES;
+    ((quote.wrapping_sub(ONES) & !quote)
+        | (backslash.wrapping_sub(ONES) & !backslash)
+        | (word.wrapping_sub(SPACES) & !word))
+        & HIGHS
+}
+
+/// [`string_close`] from `from` on, a byte at a time: escapes, control
+/// bytes and the last few bytes of the text.
+#[inline(never)]
+fn string_close_slow(
+    bytes: &[u8],
+    mut from: usize,
+    mut escaped: bool,
+) -> Result<(usize, bool), Scan> {
     loop {
-        while let Some(chunk) = bytes.get(from..from.saturating_add(8)) {
-            let mut word = [0u8; 8];
-            word.copy_from_slice(chunk);
-            let word = u64::from_le_bytes(word);
-            // The high bit of a byte of `(x - ONES) & !x & HIGHS` is set
-            // where `x` is zero, and of `(w - SPACES) & !w & HIGHS` where
-            // `w` is below 0x20; bits above the first such byte may be set
-            // wrongly (borrows), the lowest one never is.
-            let quote = word ^ QUOTES;
-            let backslash = word ^ BACKSLASHES;
-            let found = (quote.wrapping_sub(ONES) & !quote)
-                | (backslash.wrapping_sub(ONES) & !backslash)
-                | (word.wrapping_sub(SPACES) & !word);
-            let found = found & HIGHS;
-            if found != 0 {
-                from = from.saturating_add((found.trailing_zeros() / 8) as usize);
-                break;
-            }
-            from = from.saturating_add(8);
-        }
         match bytes.get(from) {
-            Some(b'"') => return Ok(from.saturating_add(1)),
-            Some(b'\\') => from = escape_end(bytes, from.saturating_add(1))?,
+            Some(b'"') => return Ok((from, escaped)),
+            Some(b'\\') => {
+                escaped = true;
+                from = escape_end(bytes, from.saturating_add(1))?;
+                // Back to eight at a time until the next special byte.
+                while let Some(chunk) = bytes.get(from..from.saturating_add(8)) {
+                    let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
+                        break;
+                    };
+                    let found = specials(u64::from_le_bytes(chunk));
+                    if found != 0 {
+                        from = from.saturating_add((found.trailing_zeros() / 8) as usize);
+                        break;
+                    }
+                    from = from.saturating_add(8);
+                }
+            }
             Some(0..0x20) | None => return Err(Scan::Unsettled),
             Some(_) => from = from.saturating_add(1),
         }

@@ -101,6 +101,8 @@ pub struct ServerConfig {
     pub signer: Option<crate::evidence::EvidenceSigner>,
     /// The tools besides `evidence_query`, and the resources.
     pub(crate) registry: Registry,
+    /// Searchers the server runs over each message.
+    pub(crate) finders: Finders,
 }
 
 /// The tools and resources of a configuration, and the schemas their
@@ -257,6 +259,26 @@ impl Default for ServerConfig {
             #[cfg(feature = "signatures")]
             signer: None,
             registry: Registry::default(),
+            finders: Finders::default(),
+        }
+    }
+}
+
+/// Substring searchers, built once per configuration: building a `memmem`
+/// searcher costs more than running it over a usual message.
+#[derive(Clone, Debug)]
+pub(crate) struct Finders {
+    /// `_meta`: whether a request's params may name its own revision.
+    pub(crate) meta: memchr::memmem::Finder<'static>,
+    /// `tools/call`: whether a message may take a call slot.
+    pub(crate) tools_call: memchr::memmem::Finder<'static>,
+}
+
+impl Default for Finders {
+    fn default() -> Self {
+        Finders {
+            meta: memchr::memmem::Finder::new(b"_meta"),
+            tools_call: memchr::memmem::Finder::new(b"tools/call"),
         }
     }
 }

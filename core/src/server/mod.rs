@@ -113,7 +113,7 @@
 //! # Ok::<(), serde_json::Error>(())
 //! ```
 
-use alloc::borrow::ToOwned;
+use alloc::borrow::{Cow, ToOwned};
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -241,10 +241,11 @@ pub enum ServerEvent {
 pub struct Outcome {
     /// The request id, when it was readable.
     pub id: Option<Id<'static>>,
-    /// The method, when it was readable.
-    pub method: Option<String>,
+    /// The method, when it was readable (borrowed for the methods this
+    /// server knows, so the usual record allocates no name).
+    pub method: Option<Cow<'static, str>>,
     /// The tool called, for `tools/call`.
-    pub tool: Option<String>,
+    pub tool: Option<Cow<'static, str>>,
     /// The canonical error answered, or `None` when the message was accepted.
     pub error: Option<CanonicalError>,
     /// What was wrong, for a person.
@@ -314,7 +315,7 @@ struct Pending {
     /// How the call was spoken: its answer is shaped the same way.
     speech: Speech,
     batch: Option<u64>,
-    tool: String,
+    tool: Cow<'static, str>,
 }
 
 #[derive(Debug, Default)]
@@ -698,7 +699,7 @@ impl Server {
     fn push_deferred_outcome(&mut self, id: Id<'static>, outcome: RequestOutcome, speech: Speech) {
         self.events.push_back(ServerEvent::Handled(Outcome {
             id: Some(id),
-            method: Some(TOOLS_CALL.to_owned()),
+            method: Some(Cow::Borrowed(TOOLS_CALL)),
             tool: outcome.tool,
             error: outcome.error,
             detail: outcome.detail,
@@ -735,7 +736,7 @@ impl Server {
                 },
             };
             match next {
-                Ok(frame) if self.must_hold() && may_take_slot(&frame.body) => {
+                Ok(frame) if self.must_hold() && may_take_slot(&self.config, &frame.body) => {
                     self.held = Some(frame);
                     return;
                 }
@@ -838,7 +839,7 @@ impl Server {
         match message {
             Message::Request(request) => {
                 let id = request.id.into_owned();
-                let method = request.method.to_string();
+                let method = static_name(request.method);
                 let outcome = match self.speech_of(&method, request.params) {
                     Ok(speech) => {
                         self.speech = speech;
@@ -868,7 +869,7 @@ impl Server {
                 let refused = self.handle_notification(&notification.method, notification.params);
                 self.events.push_back(ServerEvent::Handled(Outcome {
                     id: None,
-                    method: Some(notification.method.to_string()),
+                    method: Some(static_name(notification.method)),
                     tool: None,
                     error: refused.as_ref().map(|_| CanonicalError::InvalidToolInput),
                     detail: refused,
@@ -1006,7 +1007,7 @@ impl Server {
             None
         };
         let (name, arguments_text) = if ready.is_some() {
-            (crate::evidence::EVIDENCE_QUERY_TOOL.to_owned(), "{}")
+            (Cow::Borrowed(crate::evidence::EVIDENCE_QUERY_TOOL), "{}")
         } else {
             let call: CallParams<'_> = match serde_json::from_str(raw.get()) {
                 Ok(call) => call,
@@ -1022,7 +1023,7 @@ impl Server {
                 }
             };
             let text = call.arguments.map(RawValue::get).unwrap_or("{}");
-            (call.name.into_owned(), text)
+            (Cow::Owned(call.name.into_owned()), text)
         };
         // The configuration is shared: hold it here while `self` answers.
         let config = Arc::clone(&self.config);
@@ -1095,7 +1096,7 @@ impl Server {
                 if let Some(error) = refusal {
                     return self.answer_refused_query(id, batch, name, error);
                 }
-                let ticket = self.issue_ticket(id, CallKind::Evidence, batch, &name);
+                let ticket = self.issue_ticket(id, CallKind::Evidence, batch, name.clone());
                 self.events.push_back(ServerEvent::EvidenceQuery {
                     ticket,
                     query: arguments.query,
@@ -1138,10 +1139,10 @@ impl Server {
                     let result = handler(&arguments);
                     return self.answer_tool(id, batch, self.speech, name, result);
                 }
-                let ticket = self.issue_ticket(id, CallKind::Tool, batch, &name);
+                let ticket = self.issue_ticket(id, CallKind::Tool, batch, name.clone());
                 self.events.push_back(ServerEvent::ToolCall {
                     ticket,
-                    name: name.clone(),
+                    name: name.clone().into_owned(),
                     arguments,
                 });
                 RequestOutcome {
@@ -1213,7 +1214,7 @@ impl Server {
         batch: Option<u64>,
         place: &str,
         duplicate: Duplicate,
-        tool: Option<String>,
+        tool: Option<Cow<'static, str>>,
     ) -> RequestOutcome {
         let error = CanonicalError::InvalidToolInput;
         let detail = format!("{place}: {duplicate}");
@@ -1238,7 +1239,7 @@ impl Server {
         batch: Option<u64>,
         place: &str,
         duplicate: Duplicate,
-        tool: String,
+        tool: Cow<'static, str>,
     ) -> RequestOutcome {
         let detail = format!("{place}: {duplicate}");
         let object = CanonicalError::InvalidToolInput
@@ -1256,7 +1257,7 @@ impl Server {
         &mut self,
         id: &Id<'static>,
         batch: Option<u64>,
-        tool: String,
+        tool: Cow<'static, str>,
         error: EvidenceError,
     ) -> RequestOutcome {
         let detail = format!(
@@ -1282,7 +1283,7 @@ impl Server {
         batch: Option<u64>,
         speech: Speech,
         violation: crate::schema::ToolIoError,
-        tool: String,
+        tool: Cow<'static, str>,
     ) -> RequestOutcome {
         let object = violation
             .error
@@ -1313,7 +1314,7 @@ impl Server {
         speech: Speech,
         object: crate::error::ErrorObject,
         detail: String,
-        tool: Option<String>,
+        tool: Option<Cow<'static, str>>,
     ) -> RequestOutcome {
         let as_result = speech.dialect == Dialect::Mcp
             && speech.revision.input_errors_as_tool_results()
@@ -1348,7 +1349,7 @@ impl Server {
         batch: Option<u64>,
         speech: Speech,
         violation: crate::schema::ToolIoError,
-        tool: String,
+        tool: Cow<'static, str>,
     ) -> RequestOutcome {
         let object = violation
             .error
@@ -1370,7 +1371,7 @@ impl Server {
         id: &Id<'static>,
         batch: Option<u64>,
         speech: Speech,
-        tool: String,
+        tool: Cow<'static, str>,
         result: Result<Value, ToolFailure>,
     ) -> RequestOutcome {
         match result {
@@ -1405,7 +1406,7 @@ impl Server {
         id: &Id<'static>,
         kind: CallKind,
         batch: Option<u64>,
-        tool: &str,
+        tool: Cow<'static, str>,
     ) -> Ticket {
         let ticket = Ticket(self.next_ticket);
         self.next_ticket = self.next_ticket.wrapping_add(1);
@@ -1421,7 +1422,7 @@ impl Server {
                 kind,
                 speech: self.speech,
                 batch,
-                tool: tool.to_owned(),
+                tool,
             },
         );
         ticket
@@ -1461,7 +1462,7 @@ impl Server {
         batch: Option<u64>,
         error: CanonicalError,
         detail: String,
-        tool: Option<String>,
+        tool: Option<Cow<'static, str>>,
     ) -> RequestOutcome {
         let body = envelope::encode_error(Some(id), error, Some(&detail));
         self.reply(batch, body);
@@ -1533,9 +1534,31 @@ enum EvidenceInputError {
     Typed(String),
 }
 
+/// `method` as a record keeps it: the methods this server knows borrow a
+/// static name; any other is copied.
+fn static_name(method: Cow<'_, str>) -> Cow<'static, str> {
+    const KNOWN: [&str; 11] = [
+        TOOLS_CALL,
+        "tools/list",
+        "initialize",
+        "notifications/initialized",
+        "notifications/cancelled",
+        "ping",
+        "server/discover",
+        "resources/list",
+        "resources/templates/list",
+        "resources/read",
+        "notifications/progress",
+    ];
+    match KNOWN.iter().find(|known| **known == method) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(method.into_owned()),
+    }
+}
+
 /// What handling one request came to, for its `Handled` record.
 pub(crate) struct RequestOutcome {
-    tool: Option<String>,
+    tool: Option<Cow<'static, str>>,
     error: Option<CanonicalError>,
     detail: Option<String>,
     /// The call waits for the embedder ([`ServerEvent::ToolCall`]): its
@@ -1544,7 +1567,7 @@ pub(crate) struct RequestOutcome {
 }
 
 impl RequestOutcome {
-    pub(crate) fn accepted(tool: Option<String>) -> Self {
+    pub(crate) fn accepted(tool: Option<Cow<'static, str>>) -> Self {
         RequestOutcome {
             tool,
             error: None,
@@ -1573,6 +1596,6 @@ pub(crate) fn read_params(params: Option<&RawValue>) -> Result<Value, Duplicate>
 /// `tools/list`) is handled at once, so a peer can still cancel or probe a
 /// connection whose slots are all busy; it only waits when it is queued
 /// behind a held call (the stream is read in order).
-fn may_take_slot(body: &[u8]) -> bool {
-    memchr::memmem::find(body, b"tools/call").is_some() || memchr::memchr(b'\\', body).is_some()
+fn may_take_slot(config: &ServerConfig, body: &[u8]) -> bool {
+    config.finders.tools_call.find(body).is_some() || memchr::memchr(b'\\', body).is_some()
 }

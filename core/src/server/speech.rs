@@ -84,8 +84,8 @@ impl Server {
         // No member is named `_meta` without those bytes or an escape:
         // most requests skip the parse below (a pass over all the params).
         let bytes = params.get().as_bytes();
-        if memchr::memmem::find(bytes, b"_meta").is_none() && memchr::memchr(b'\\', bytes).is_none()
-        {
+        let finders = &self.config.finders;
+        if finders.meta.find(bytes).is_none() && memchr::memchr(b'\\', bytes).is_none() {
             return Ok(connection);
         }
         // Params that are not an object are refused by each method.

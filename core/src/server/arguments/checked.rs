@@ -15,11 +15,13 @@
 //! already checked. Limits: the text is bounded by the frame and envelope
 //! limits; nested values are skipped by counting brackets (no recursion).
 
+use alloc::borrow::Cow;
 use alloc::string::String;
 use core::num::NonZeroU64;
 
 use serde_json::value::RawValue;
 
+use crate::envelope::scan;
 use crate::evidence::{
     EVIDENCE_QUERY_TOOL, EvidenceContext, EvidenceQuery, EvidenceQueryArguments, TriggerTime,
 };
@@ -177,8 +179,12 @@ fn read_trigger(reader: &mut Reader<'_>) -> Option<TriggerTime> {
     let (mut kind, mut value) = (None, None);
     reader.object(|reader, name| match name {
         "kind" => {
-            let text = reader.string()?;
-            once(&mut kind, text)
+            let read = match reader.str()?.as_ref() {
+                "unix_millis" => TriggerKind::UnixMillis,
+                "logical" => TriggerKind::Logical,
+                _ => return None,
+            };
+            once(&mut kind, read)
         }
         "value" => {
             let number = reader.integer()?;
@@ -187,11 +193,16 @@ fn read_trigger(reader: &mut Reader<'_>) -> Option<TriggerTime> {
         _ => None,
     })?;
     let value = value?;
-    match kind?.as_str() {
-        "unix_millis" => Some(TriggerTime::UnixMillis(value)),
-        "logical" => Some(TriggerTime::Logical(value)),
-        _ => None,
-    }
+    Some(match kind? {
+        TriggerKind::UnixMillis => TriggerTime::UnixMillis(value),
+        TriggerKind::Logical => TriggerTime::Logical(value),
+    })
+}
+
+/// The `kind` of a trigger time, read before its `value` may be.
+enum TriggerKind {
+    UnixMillis,
+    Logical,
 }
 
 /// A cursor over JSON text known to be valid; every read still checks
@@ -254,47 +265,39 @@ impl<'a> Reader<'a> {
 
     /// The contents of the string here (between the quotes, still
     /// escaped) and whether it holds an escape.
+    #[inline(always)]
     fn raw_string(&mut self) -> Option<(&'a str, bool)> {
         self.eat(b'"')?;
         let start = self.at;
-        let mut escaped = false;
-        loop {
-            match self.byte()? {
-                b'"' => break,
-                b'\\' => {
-                    escaped = true;
-                    self.advance(2);
-                }
-                _ => self.advance(1),
-            }
-        }
-        let contents = self.text.get(start..self.at)?;
-        self.advance(1);
+        let (close, escaped) = scan::string_close(self.text.as_bytes(), start).ok()?;
+        let contents = self.text.get(start..close)?;
+        self.at = close.saturating_add(1);
         Some((contents, escaped))
     }
 
-    /// The string here, unescaped.
-    fn string(&mut self) -> Option<String> {
+    /// The string here, unescaped: borrowed from the text unless it holds
+    /// an escape.
+    fn str(&mut self) -> Option<Cow<'a, str>> {
         self.peek()?;
         let start = self.at;
         let (contents, escaped) = self.raw_string()?;
         if !escaped {
-            return Some(String::from(contents));
+            return Some(Cow::Borrowed(contents));
         }
-        serde_json::from_str(self.text.get(start..self.at)?).ok()
+        serde_json::from_str::<String>(self.text.get(start..self.at)?)
+            .ok()
+            .map(Cow::Owned)
+    }
+
+    /// The string here, unescaped.
+    fn string(&mut self) -> Option<String> {
+        self.str().map(Cow::into_owned)
     }
 
     /// Whether the string here, unescaped, is `expected` (no allocation
     /// unless it holds an escape).
     fn string_is(&mut self, expected: &str) -> Option<bool> {
-        self.peek()?;
-        let start = self.at;
-        let (contents, escaped) = self.raw_string()?;
-        if !escaped {
-            return Some(contents == expected);
-        }
-        let text: String = serde_json::from_str(self.text.get(start..self.at)?).ok()?;
-        Some(text == expected)
+        Some(self.str()? == expected)
     }
 
     /// `null` here (consumed), or false.
