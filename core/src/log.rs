@@ -707,15 +707,14 @@ fn format_uuid(bits: u128) -> String {
 /// Appends `bits` as a UUID ([`format_uuid`]), two digits per byte (a
 /// `format!` costs ten times as much, once per record).
 fn push_uuid(out: &mut Vec<u8>, bits: u128) {
-    let hex = bits.to_be_bytes().map(crate::canonical::hex_pair);
+    // Where each byte's two digits go: groups of 4, 2, 2, 2 and 6 bytes,
+    // a dash between (constant offsets, so the copies need no checks).
+    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
     let mut text = [b'-'; 36];
-    // Groups of 4, 2, 2, 2 and 6 bytes, a dash between.
-    let mut at = 0usize;
-    for (index, pair) in hex.iter().enumerate() {
-        if let Some(slot) = text.get_mut(at..at.saturating_add(2)) {
-            slot.copy_from_slice(pair);
+    for (byte, at) in bits.to_be_bytes().into_iter().zip(AT) {
+        if let Some([high, low]) = text.get_mut(at..at.saturating_add(2)) {
+            [*high, *low] = crate::canonical::hex_pair(byte);
         }
-        at = at.saturating_add(if matches!(index, 3 | 5 | 7 | 9) { 3 } else { 2 });
     }
     out.extend_from_slice(&text);
 }
