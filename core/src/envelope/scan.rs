@@ -264,22 +264,30 @@ fn string_end(bytes: &[u8], from: usize) -> Result<usize, Scan> {
 /// next quote, backslash or control byte; strings without escapes (the
 /// usual ones) end on this inlined path, the rest on [`string_close_slow`].
 #[inline(always)]
-pub(crate) fn string_close(bytes: &[u8], mut from: usize) -> Result<(usize, bool), Scan> {
+pub(crate) fn string_close(bytes: &[u8], from: usize) -> Result<(usize, bool), Scan> {
+    let from = plain_end(bytes, from);
+    if bytes.get(from) == Some(&b'"') {
+        return Ok((from, false));
+    }
+    string_close_slow(bytes, from, false)
+}
+
+/// The offset of the first quote, backslash or control byte from `from`
+/// on, eight bytes at a time; where fewer than eight bytes are left, the
+/// offset of the first of those (the caller goes on a byte at a time).
+#[inline(always)]
+fn plain_end(bytes: &[u8], mut from: usize) -> usize {
     while let Some(chunk) = bytes.get(from..from.saturating_add(8)) {
         let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
             break;
         };
         let found = specials(u64::from_le_bytes(chunk));
         if found != 0 {
-            from = from.saturating_add((found.trailing_zeros() / 8) as usize);
-            if bytes.get(from) == Some(&b'"') {
-                return Ok((from, false));
-            }
-            break;
+            return from.saturating_add((found.trailing_zeros() / 8) as usize);
         }
         from = from.saturating_add(8);
     }
-    string_close_slow(bytes, from, false)
+    from
 }
 
 /// The high bit of each byte of the result is set where `word` holds a
@@ -315,19 +323,8 @@ fn string_close_slow(
             Some(b'"') => return Ok((from, escaped)),
             Some(b'\\') => {
                 escaped = true;
-                from = escape_end(bytes, from.saturating_add(1))?;
                 // Back to eight at a time until the next special byte.
-                while let Some(chunk) = bytes.get(from..from.saturating_add(8)) {
-                    let Ok(chunk) = <[u8; 8]>::try_from(chunk) else {
-                        break;
-                    };
-                    let found = specials(u64::from_le_bytes(chunk));
-                    if found != 0 {
-                        from = from.saturating_add((found.trailing_zeros() / 8) as usize);
-                        break;
-                    }
-                    from = from.saturating_add(8);
-                }
+                from = plain_end(bytes, escape_end(bytes, from.saturating_add(1))?);
             }
             Some(0..0x20) | None => return Err(Scan::Unsettled),
             Some(_) => from = from.saturating_add(1),
