@@ -18,10 +18,28 @@ pub fn validate_reference<'a>(body: &'a [u8], policy: &Policy) -> Result<Incomin
     crate::envelope::validate_with_serde(body, policy)
 }
 
-/// The hand-written read of a `tools/call`'s params as the usual
-/// `evidence_query` call (`None`: left to the fallback).
-pub fn read_call_by_hand(raw: &RawValue) -> Option<EvidenceQueryArguments> {
-    crate::server::arguments::checked::call(raw)
+/// The hand-written read of a `tools/call`'s params (an object at nesting
+/// level 2 under the limit `max_depth`) as the usual `evidence_query` call
+/// (`None`: left to the fallback). `Some` also says the text is valid JSON
+/// within the limit.
+pub fn read_call_by_hand(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArguments> {
+    crate::server::arguments::checked::call(raw, max_depth)
+}
+
+/// [`crate::envelope::validate`] as the server runs it with the built-in
+/// `evidence_query` schema: the params of a `tools/call` may be left to
+/// [`read_call_by_hand`] (then read beside the outcome). The outcome must
+/// be [`validate_reference`]'s, and a call read only beside a valid request
+/// whose params the reference reads the same.
+pub fn validate_reading_call<'a>(
+    body: &'a [u8],
+    policy: &Policy,
+) -> (
+    Result<Incoming<'a>, Rejection>,
+    Option<EvidenceQueryArguments>,
+) {
+    let max_depth = policy.depth_limit();
+    crate::envelope::validate_reading_call(body, policy, |raw| read_call_by_hand(raw, max_depth))
 }
 
 /// The `serde_json` typed read of the same params: the hand read's

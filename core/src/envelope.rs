@@ -445,11 +445,65 @@ pub fn validate<'a>(body: &'a [u8], policy: &Policy) -> Result<Incoming<'a>, Rej
     validate_with_serde(body, policy)
 }
 
+/// [`validate`] with the `params` of a `tools/call` read by `read` in the
+/// same pass: where the body's last member is its `params` object and the
+/// `method` before it is `"tools/call"`, the envelope pass stops at `params`
+/// and leaves the rest of the body to `read`, which must answer `Some` only
+/// for text that is one valid JSON value nested no deeper than the policy's
+/// limit with the `params` object at level 2 (then the body is the valid
+/// envelope it would be anyway, and one walk over `params` was saved).
+/// When `read` answers `None`, or anything else is unusual, the body is
+/// validated as [`validate`] does; `Some` is answered only beside a valid
+/// request whose params were read.
+pub(crate) fn validate_reading_call<'a, T>(
+    body: &'a [u8],
+    policy: &Policy,
+    read: impl FnOnce(&'a RawValue) -> Option<T>,
+) -> (Result<Incoming<'a>, Rejection>, Option<T>) {
+    if first_significant_byte(body) == Some(b'{') {
+        if let Ok(text) = core::str::from_utf8(body) {
+            let scanned = scanned_envelope_deferring(text, policy.max_depth, true);
+            if let Ok((envelope, Some(params))) = scanned {
+                // `params` is the text left unchecked (the envelope's own
+                // `params` may be an earlier member of that name, which the
+                // envelope check then refuses as named twice).
+                if let Some(read) = scan::raw_value(params).ok().and_then(read) {
+                    return match check_envelope(&envelope, policy) {
+                        Ok(request @ Message::Request(_)) => {
+                            (Ok(Incoming::Single(request)), Some(read))
+                        }
+                        // A notification (no id) is answered nothing.
+                        checked => (checked.map(Incoming::Single), None),
+                    };
+                }
+            }
+        }
+    }
+    (validate(body, policy), None)
+}
+
 /// The envelope members of `text` read by the one validating pass.
 fn scanned_envelope(text: &str, max_depth: usize) -> Result<RawEnvelope<'_>, Scan> {
+    scanned_envelope_deferring(text, max_depth, false).map(|(envelope, _)| envelope)
+}
+
+/// [`scanned_envelope`], leaving the `params` of a `tools/call` unchecked
+/// when `defer_call` holds and they can be (see [`scan::members_deferring`];
+/// their text beside the envelope when they were).
+fn scanned_envelope_deferring<'t>(
+    text: &'t str,
+    max_depth: usize,
+    defer_call: bool,
+) -> Result<(RawEnvelope<'t>, Option<&'t str>), Scan> {
     let mut envelope = RawEnvelope::default();
     let mut other_names = BTreeSet::new();
-    scan::members(text, max_depth, |name, value| {
+    // Set once `"method":"tools/call"` has gone by (as written, unescaped).
+    let call_seen = core::cell::Cell::new(false);
+    let defer = |name: &str| defer_call && call_seen.get() && name == "\"params\"";
+    let record = |name: &'t str, value: &'t str| {
+        if defer_call && name == "\"method\"" {
+            call_seen.set(value == "\"tools/call\"");
+        }
         let name = match name.get(1..name.len().saturating_sub(1)) {
             Some(plain) if !plain.contains('\\') => Cow::Borrowed(plain),
             // Escaped names are rare: `serde_json` reads them (and refuses
@@ -462,8 +516,14 @@ fn scanned_envelope(text: &str, max_depth: usize) -> Result<RawEnvelope<'_>, Sca
         };
         envelope.record(&mut other_names, name, scan::raw_value(value)?);
         Ok(())
-    })?;
-    Ok(envelope)
+    };
+    let deferred = if defer_call {
+        scan::members_deferring(text, max_depth, defer, record)?
+    } else {
+        scan::members(text, max_depth, record)?;
+        None
+    };
+    Ok((envelope, deferred))
 }
 
 fn too_deep(offset: usize, policy: &Policy) -> Rejection {
@@ -738,11 +798,27 @@ enum IdRead<'a> {
     Unreadable(String),
 }
 
+/// The string `text` (a JSON value already checked as valid, as every
+/// envelope member is) holds: borrowed as it is when it has no escape (its
+/// contents between the quotes are then the string), read by `serde_json`
+/// otherwise (which also refuses what is not a string).
+fn json_str(text: &str) -> Result<Cow<'_, str>, serde_json::Error> {
+    if let Some(contents) = text
+        .strip_prefix('"')
+        .and_then(|rest| rest.strip_suffix('"'))
+    {
+        if !contents.contains(['\\', '"']) {
+            return Ok(Cow::Borrowed(contents));
+        }
+    }
+    serde_json::from_str::<JsonStr<'_>>(text).map(|JsonStr(text)| text)
+}
+
 fn read_id(raw: &RawValue) -> IdRead<'_> {
     let text = raw.get();
     match text.as_bytes().first() {
-        Some(b'"') => match serde_json::from_str::<JsonStr<'_>>(text) {
-            Ok(JsonStr(value)) => IdRead::Readable(Id::String(value)),
+        Some(b'"') => match json_str(text) {
+            Ok(value) => IdRead::Readable(Id::String(value)),
             Err(error) => IdRead::Unreadable(format!("an unreadable string ({error})")),
         },
         Some(b'n') => IdRead::Readable(Id::Null),
@@ -792,8 +868,8 @@ fn check_envelope<'a>(
                 "missing member `jsonrpc`; it must be the string \"2.0\"",
             )));
         }
-        Some(raw) => match serde_json::from_str::<JsonStr<'_>>(raw.get()) {
-            Ok(JsonStr(version)) if version == JSONRPC_VERSION => {}
+        Some(raw) => match json_str(raw.get()) {
+            Ok(version) if version == JSONRPC_VERSION => {}
             _ => {
                 return Err(reject(format!(
                     "`jsonrpc` is {}; it must be the string \"2.0\"",
@@ -809,8 +885,8 @@ fn check_envelope<'a>(
                 "a message has either `method` (request or notification) or `result`/`error` (response), not both",
             )));
         }
-        let method = match serde_json::from_str::<JsonStr<'a>>(method.get()) {
-            Ok(JsonStr(method)) => method,
+        let method = match json_str(method.get()) {
+            Ok(method) => method,
             Err(_) => {
                 return Err(reject(format!(
                     "`method` must be a string, found {}",

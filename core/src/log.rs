@@ -691,7 +691,7 @@ fn random_uuid(entropy: u128) -> String {
     format_uuid(random_uuid_bits(entropy))
 }
 
-/// The bits of [`random_uuid`]: version 4 and the variant set.
+/// The bits of a random UUID (`random_uuid`): version 4 and the variant set.
 fn random_uuid_bits(entropy: u128) -> u128 {
     let versioned = (entropy & !(0xf_u128 << 76)) | (0x4_u128 << 76);
     (versioned & !(0x3_u128 << 62)) | (0x2_u128 << 62)

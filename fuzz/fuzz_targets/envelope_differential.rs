@@ -11,20 +11,25 @@
 //!   envelope or `evidence_query` call, so the mutations land where the
 //!   fast paths decide things.
 //!
-//! Checked each time: [`validate`] and the reference give the same outcome
-//! (`Debug` of the result, as the unit proptests compare) and the same
-//! member spans (params, result, error data: the same bytes of the body,
-//! not just equal text); when a request carries params, the hand read of
-//! them is either `None` (left to the fallback) or exactly the reference
-//! read. And every body that validates as a `tools/call` request goes to
-//! two fresh servers, one taking the one-pass call read (the default
+//! Checked each time: [`validate`], the server's validation that may leave
+//! a call's params to the hand read ([`validate_reading_call`]) and the
+//! reference give the same outcome (`Debug` of the result, as the unit
+//! proptests compare) and the same member spans (params, result, error
+//! data: the same bytes of the body, not just equal text); when a request
+//! carries params, the hand read of them is either `None` (left to the
+//! fallback) or exactly the reference read, and a call read during
+//! validation is the reference read of the request's params. And every
+//! body that mentions `tools/call` (valid or not) goes to two fresh
+//! servers, one taking the one-pass call read (the default
 //! configuration) and one whose `evidence_query` definition was set again
 //! to the built-in one (which turns that read off: the full path, schema
 //! and all), as `core/tests/it/server_arguments.rs` does: every event and
 //! every answer byte must be the same. Never a panic, on any path.
 #![no_main]
 
-use evidence_wire::differential::{read_call_by_hand, read_call_reference, validate_reference};
+use evidence_wire::differential::{
+    read_call_by_hand, read_call_reference, validate_reading_call, validate_reference,
+};
 use evidence_wire::envelope::{Incoming, Message, Policy, Rejection, validate};
 use evidence_wire::evidence::{EvidenceResult, EvidenceValue};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent, ToolDefinition};
@@ -70,7 +75,7 @@ libfuzzer_sys::fuzz_target!(|data: &[u8]| {
     // Raw: the bytes as a frame body, and as a call's params.
     compare_bodies(data, &policies(data.len()));
     if let Ok(raw) = serde_json::from_slice::<&RawValue>(data) {
-        compare_calls(raw);
+        compare_calls(raw, usize::from(selector));
     }
 
     // Structured: the bytes in one hole of a plausible message.
@@ -103,6 +108,27 @@ fn compare_bodies(body: &[u8], policies: &[Policy]) {
             "member spans differ on {:?}",
             String::from_utf8_lossy(body)
         );
+        let (reading, read) = validate_reading_call(body, policy);
+        assert_eq!(
+            format!("{reading:?}"),
+            slow_text,
+            "the server's validation and the serde reference differ on {:?} under {policy:?}",
+            String::from_utf8_lossy(body)
+        );
+        assert_eq!(spans(body, &reading), spans(body, &slow));
+        if let Some(read) = read {
+            let params = match &slow {
+                Ok(Incoming::Single(Message::Request(request))) => request.params,
+                _ => None,
+            };
+            let reference = params.and_then(|raw| read_call_reference(raw.get()));
+            assert_eq!(
+                Some(read),
+                reference,
+                "a call read during validation differs from serde's on {:?}",
+                String::from_utf8_lossy(body)
+            );
+        }
         let messages: Vec<&Message<'_>> = match &fast {
             Ok(Incoming::Single(message)) => vec![message],
             Ok(Incoming::Batch(entries)) => {
@@ -114,14 +140,13 @@ fn compare_bodies(body: &[u8], policies: &[Policy]) {
             if let Message::Request(request) = message
                 && let Some(params) = request.params
             {
-                compare_calls(params);
+                compare_calls(params, policy.depth_limit());
             }
         }
     }
-    // Once per body (the servers use the default MCP policy).
-    if let Ok(Incoming::Single(Message::Request(request))) = validate(body, &Policy::mcp())
-        && request.method == "tools/call"
-    {
+    // Once per body (the servers use the default MCP policy); invalid
+    // bodies too, which the one-pass read must refuse as the full path does.
+    if body.windows(10).any(|window| window == b"tools/call") {
         compare_servers(body);
     }
 }
@@ -163,10 +188,10 @@ fn serve(mut server: Server, body: &[u8]) -> (Vec<String>, Vec<Vec<u8>>) {
     (events, answers)
 }
 
-/// The hand read of `raw` as an `evidence_query` call is `None` or the
-/// reference read.
-fn compare_calls(raw: &RawValue) {
-    if let Some(hand) = read_call_by_hand(raw) {
+/// The hand read of `raw` as an `evidence_query` call (under the nesting
+/// limit `max_depth`) is `None` or the reference read.
+fn compare_calls(raw: &RawValue, max_depth: usize) {
+    if let Some(hand) = read_call_by_hand(raw, max_depth) {
         let reference = read_call_reference(raw.get());
         assert_eq!(
             Some(&hand),

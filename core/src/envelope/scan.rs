@@ -18,6 +18,10 @@
 //! the `serde_json` path on generated JSON, single-byte mutations, bracket
 //! soup and the shared conformance vectors.
 //!
+//! [`members_deferring`] may stop at a last member the caller reads and
+//! checks itself (the `params` of a `tools/call`, read by the call reader
+//! as it checks them), so those bytes are walked once.
+//!
 //! Limits: linear, no recursion, no allocation; container kinds are kept in
 //! a fixed bit stack, so a limit at or above [`MAX_DEPTH`] is left to the
 //! other path.
@@ -54,8 +58,28 @@ pub(crate) enum Scan {
 pub(super) fn members<'a>(
     text: &'a str,
     max_depth: usize,
-    mut member: impl FnMut(&'a str, &'a str) -> Result<(), Scan>,
+    member: impl FnMut(&'a str, &'a str) -> Result<(), Scan>,
 ) -> Result<(), Scan> {
+    members_deferring(text, max_depth, |_| false, member).map(|_| ())
+}
+
+/// [`members`], except that the object's last member may be left
+/// unchecked: when `defer(name)` holds for a member whose value starts with
+/// `{` (asked before the value is walked), that member is handed over with
+/// the candidate span from its `{` to the object's closing brace (the
+/// text's last `}`, whitespace trimmed), and the pass ends there, answering
+/// `Ok(Some(candidate))`. The candidate is the member's value, and `text` one valid
+/// object no deeper than `max_depth`, exactly when the candidate is one
+/// valid JSON value nested no deeper than `max_depth` counting from level
+/// 2: the caller must check that itself (or run [`members`] again). The
+/// members before it were checked as usual. `Ok(None)`: nothing was
+/// deferred, as [`members`].
+pub(super) fn members_deferring<'a>(
+    text: &'a str,
+    max_depth: usize,
+    mut defer: impl FnMut(&str) -> bool,
+    mut member: impl FnMut(&'a str, &'a str) -> Result<(), Scan>,
+) -> Result<Option<&'a str>, Scan> {
     if max_depth >= MAX_DEPTH {
         return Err(Scan::Unsettled);
     }
@@ -83,6 +107,12 @@ pub(super) fn members<'a>(
                 return Err(Scan::Unsettled);
             }
             let value_start = skip_whitespace(bytes, at.saturating_add(1));
+            if bytes.get(value_start) == Some(&b'{') && defer(name) {
+                if let Some(candidate) = last_member_candidate(text, value_start) {
+                    member(name, candidate)?;
+                    return Ok(Some(candidate));
+                }
+            }
             at = value_end(bytes, value_start, max_depth)?;
             member(name, text.get(value_start..at).ok_or(Scan::Unsettled)?)?;
             at = skip_whitespace(bytes, at);
@@ -97,10 +127,28 @@ pub(super) fn members<'a>(
         }
     }
     if skip_whitespace(bytes, at) == bytes.len() {
-        Ok(())
+        Ok(None)
     } else {
         Err(Scan::Unsettled)
     }
+}
+
+/// The text from `start` to just before the last `}` of `text` (the
+/// closing brace of the object, if the member at `start` is its last),
+/// without trailing whitespace; `None` when `text` does not end with `}`
+/// (whitespace aside) or nothing is left between.
+fn last_member_candidate(text: &str, start: usize) -> Option<&str> {
+    let close = text
+        .trim_end_matches([' ', '\t', '\n', '\r'])
+        .len()
+        .checked_sub(1)?;
+    if text.as_bytes().get(close) != Some(&b'}') {
+        return None;
+    }
+    let candidate = text
+        .get(start..close)?
+        .trim_end_matches([' ', '\t', '\n', '\r']);
+    (!candidate.is_empty()).then_some(candidate)
 }
 
 /// The kinds (object or array) of the open containers, one bit per level.
@@ -127,10 +175,26 @@ impl Kinds {
 
 /// The offset just past the value starting at `at` (a member value of the
 /// level-1 object), checking it; nesting counts from 1.
-fn value_end(bytes: &[u8], mut at: usize, max_depth: usize) -> Result<usize, Scan> {
+fn value_end(bytes: &[u8], at: usize, max_depth: usize) -> Result<usize, Scan> {
+    value_end_within(bytes, at, 1, max_depth)
+}
+
+/// The offset just past the value starting at `at`, checking it, for a
+/// value held by a container at nesting level `level` (so a bracket at
+/// `at` opens level `level + 1`); a limit at or above [`MAX_DEPTH`] is
+/// left to the caller's other path ([`Scan::Unsettled`]).
+pub(crate) fn value_end_within(
+    bytes: &[u8],
+    mut at: usize,
+    level: usize,
+    max_depth: usize,
+) -> Result<usize, Scan> {
+    if max_depth >= MAX_DEPTH {
+        return Err(Scan::Unsettled);
+    }
     let mut kinds = Kinds([0; MAX_DEPTH / 64]);
     // Never above `max_depth`, which is below `MAX_DEPTH`.
-    let mut depth = 1usize;
+    let mut depth = level;
     'value: loop {
         // A value starts at `at`.
         match bytes.get(at) {
@@ -161,7 +225,7 @@ fn value_end(bytes: &[u8], mut at: usize, max_depth: usize) -> Result<usize, Sca
         }
         // A value ended just before `at`: close containers until one goes on.
         loop {
-            if depth <= 1 {
+            if depth <= level {
                 return Ok(at);
             }
             at = skip_whitespace(bytes, at);
@@ -445,8 +509,10 @@ mod tests {
 
     use super::{Scan, members, raw_value};
     use crate::envelope::{
-        Incoming, Message, Policy, RawEnvelope, nesting_exceeds, validate, validate_with_serde,
+        Incoming, Message, Policy, RawEnvelope, nesting_exceeds, validate, validate_reading_call,
+        validate_with_serde,
     };
+    use crate::server::arguments::{checked, read_call_serde};
 
     /// Byte offsets of every raw member the outcome kept (params, result,
     /// error data), so equal text at another place does not pass.
@@ -475,17 +541,35 @@ mod tests {
         out
     }
 
-    /// `validate` and the `serde_json` path agree on `body` under `policy`.
+    /// `validate`, `validate_reading_call` (with the server's call reader)
+    /// and the `serde_json` path agree on `body` under `policy`; a call the
+    /// reader read is the `serde_json` read of the same params.
     fn same_outcome(body: &[u8], policy: &Policy) -> Result<(), TestCaseError> {
         let fast = validate(body, policy);
         let slow = validate_with_serde(body, policy);
+        let lossy = String::from_utf8_lossy(body);
+        prop_assert_eq!(format!("{fast:?}"), format!("{slow:?}"), "body {:?}", lossy);
+        prop_assert_eq!(spans(body, &fast), spans(body, &slow));
+        let max_depth = policy.depth_limit();
+        let (reading, read) =
+            validate_reading_call(body, policy, |raw| checked::call(raw, max_depth));
         prop_assert_eq!(
-            format!("{fast:?}"),
+            format!("{reading:?}"),
             format!("{slow:?}"),
             "body {:?}",
-            String::from_utf8_lossy(body)
+            lossy
         );
-        prop_assert_eq!(spans(body, &fast), spans(body, &slow));
+        prop_assert_eq!(spans(body, &reading), spans(body, &slow));
+        if let Some(read) = read {
+            // Only beside a valid envelope whose params are the call.
+            let params = match &slow {
+                Ok(Incoming::Single(Message::Request(request))) => request.params,
+                _ => None,
+            };
+            prop_assert!(params.is_some(), "read beside {:?}: {:?}", slow, lossy);
+            let serde = params.and_then(|raw| read_call_serde(raw.get()));
+            prop_assert_eq!(Some(read), serde, "body {:?}", lossy);
+        }
         Ok(())
     }
 
@@ -690,9 +774,19 @@ mod tests {
         })
     }
 
+    /// The arguments of the usual `evidence_query` call.
+    const USUAL_ARGUMENTS: &str = r#"{"query":{"provider_id":"p","check_id":"time_now"},"context":{"tenant_id":1,"namespace_id":20,"run_id":"r","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":-1710000000000},"correlation_id":"c\u0041"}}"#;
+
     /// An envelope around `value`, in one of several member layouts.
     fn envelope() -> impl Strategy<Value = String> {
-        (value(), 0usize..8, space()).prop_map(|(value, layout, ws)| match layout {
+        (value(), 0usize..12, space()).prop_map(|(value, layout, ws)| match layout {
+            // The usual call, with a generated value where the call reader
+            // must check what it steps over (the envelope pass leaves the
+            // params of such a call to it).
+            7 => format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"evidence_query","_meta":{value},"arguments":{USUAL_ARGUMENTS}}}{ws}}}{ws}"#),
+            8 => format!(r#"{{"jsonrpc":"2.0","method":"tools/call","id":2,"params":{{"x":{value},"arguments":{USUAL_ARGUMENTS},"name":"evidence_query"}}}}"#),
+            9 => format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"evidence_query","arguments":{}}}}}"#, USUAL_ARGUMENTS.replacen("\"time_now\"", &format!("\"time_now\",\"params\":{value}"), 1)),
+            10 => format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"evidence_query","arguments":{USUAL_ARGUMENTS}}}{ws},"x":{value}}}"#),
             0 => format!(r#"{ws}{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"v":{value}}}}}{ws}"#),
             1 => format!(r#"{{ "params" : {value} , "method":"m","jsonrpc":"2.0","id":"x"}}"#),
             2 => format!(r#"{{"jsonrpc":"2.0","id":3,"result":{value}}}"#),
@@ -787,6 +881,73 @@ mod tests {
                 let policy = Policy::mcp().max_depth(limit);
                 same_outcome(body.as_bytes(), &policy).unwrap();
                 same_verdict(&body, limit).unwrap();
+            }
+        }
+    }
+
+    /// The usual call's params are left to the call reader (so the
+    /// properties above exercise it), and nothing around or inside them
+    /// can make that reading accept a body the full pass refuses.
+    #[test]
+    fn params_left_to_the_call_reader_are_checked_there() {
+        let usual = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"evidence_query","arguments":{USUAL_ARGUMENTS}}}}}"#
+        );
+        let policy = Policy::mcp();
+        let read = |raw| checked::call(raw, policy.depth_limit());
+        let (outcome, ready) = validate_reading_call(usual.as_bytes(), &policy, read);
+        assert!(outcome.is_ok() && ready.is_some(), "{outcome:?}");
+        let meta =
+            |value: &str| usual.replacen(r#""name""#, &format!(r#""_meta":{value},"name""#), 1);
+        let mut bodies = alloc::vec![
+            usual.replacen('}', "} ", usual.len()),
+            format!("{}\n\t ", usual),
+            usual.trim_end_matches('}').to_string(),
+            format!("{usual}}}"),
+            format!("{} x}}", usual.strip_suffix('}').unwrap()),
+            format!(r#"{},"id":2}}"#, usual.strip_suffix('}').unwrap()),
+            usual.replacen(r#""params""#, r#""params":{},"params""#, 1),
+            usual.replacen(r#""tools/call""#, r#""tools\/call""#, 1),
+            usual.replacen(r#""tenant_id":1"#, r#""tenant_id":01"#, 1),
+            usual.replacen(r#""namespace_id":20"#, r#""namespace_id":2.0"#, 1),
+            usual.replacen(r#""value":-1710000000000"#, r#""value":-01"#, 1),
+            usual.replacen(r#""value":-1710000000000"#, r#""value":1e3"#, 1),
+            usual.replacen(r#""run_id":"r""#, "\"run_id\":\"r\u{1}\"", 1),
+            usual.replacen(r#""run_id":"r""#, r#""run_id":"\x""#, 1),
+            usual.replacen(
+                r#""correlation_id":"c\u0041""#,
+                r#""correlation_id":nul"#,
+                1
+            ),
+            usual.replacen(
+                r#""check_id":"time_now""#,
+                r#""check_id":"time_now","params":[1,]"#,
+                1
+            ),
+        ];
+        for value in [
+            "[1,]",
+            "[1 2]",
+            "{\"a\"}",
+            "{\"a\":1,}",
+            "01",
+            "-",
+            "1.",
+            "tru",
+            "\"\\q\"",
+            "[[[[[[[[1]]]]]]]]",
+            "{\"a\":{\"b\":{\"c\":{}}}}",
+        ] {
+            bodies.push(meta(value));
+        }
+        for body in &bodies {
+            for policy in [
+                Policy::mcp(),
+                Policy::strict(),
+                Policy::mcp().max_depth(6),
+                Policy::mcp().max_depth(4),
+            ] {
+                same_outcome(body.as_bytes(), &policy).unwrap();
             }
         }
     }
@@ -943,7 +1104,9 @@ mod tests {
                     same_outcome(body, &policy).unwrap();
                     if let Ok(Incoming::Single(Message::Request(request))) = validate(body, &policy)
                     {
-                        if let Some(hand) = request.params.and_then(checked::call) {
+                        let max_depth = policy.depth_limit();
+                        let read = |raw| checked::call(raw, max_depth);
+                        if let Some(hand) = request.params.and_then(read) {
                             let params = request.params.unwrap().get();
                             assert_eq!(Some(hand), read_call_serde(params), "{params}");
                         }

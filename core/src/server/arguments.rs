@@ -151,9 +151,10 @@ pub(crate) fn read(text: &str) -> Option<EvidenceQueryArguments> {
 /// The params of a `tools/call` (`raw`) naming `evidence_query`, read in
 /// one pass with their arguments (other members are ignored, as the full
 /// path's read of `name` and `arguments` ignores them); `None` for any
-/// other call or shape (then the full path decides).
-pub(crate) fn read_call(raw: &RawValue) -> Option<EvidenceQueryArguments> {
-    checked::call(raw).or_else(|| read_call_serde(raw.get()))
+/// other call or shape (then the full path decides). `max_depth` is the
+/// envelope's nesting limit (the params are at level 2).
+pub(crate) fn read_call(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArguments> {
+    checked::call(raw, max_depth).or_else(|| read_call_serde(raw.get()))
 }
 
 /// [`read_call`] with `serde_json`'s typed parse: the reference the

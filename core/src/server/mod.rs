@@ -778,7 +778,19 @@ impl Server {
     }
 
     fn handle_body(&mut self, body: &[u8]) {
-        match envelope::validate(body, &self.config.policy) {
+        // With the built-in `evidence_query` schema, the usual call's
+        // params are read in the envelope's one pass (checked as they are
+        // read; `envelope::validate_reading_call`).
+        let policy = &self.config.policy;
+        let (validated, ready) = if self.config.registry.evidence_schema_builtin {
+            let max_depth = policy.depth_limit();
+            envelope::validate_reading_call(body, policy, |raw| {
+                arguments::checked::call(raw, max_depth)
+            })
+        } else {
+            (envelope::validate(body, policy), None)
+        };
+        match validated {
             Err(rejection) => {
                 let id = rejection.id.clone();
                 if rejection.answerable {
@@ -798,14 +810,14 @@ impl Server {
                     stateless: false,
                 }));
             }
-            Ok(Incoming::Single(message)) => self.handle_envelope(message, None),
+            Ok(Incoming::Single(message)) => self.handle_envelope(message, None, ready),
             Ok(Incoming::Batch(entries)) => {
                 let batch_id = self.next_batch;
                 self.next_batch = self.next_batch.wrapping_add(1);
                 self.batches.insert(batch_id, Batch::default());
                 for entry in entries {
                     match entry {
-                        Ok(message) => self.handle_envelope(message, Some(batch_id)),
+                        Ok(message) => self.handle_envelope(message, Some(batch_id), None),
                         Err(rejection) => {
                             let id = rejection.id.clone();
                             if rejection.answerable {
@@ -835,7 +847,14 @@ impl Server {
         }
     }
 
-    fn handle_envelope(&mut self, message: Message<'_>, batch: Option<u64>) {
+    /// `ready`: the `evidence_query` call in the params, when the envelope
+    /// pass already read it.
+    fn handle_envelope(
+        &mut self,
+        message: Message<'_>,
+        batch: Option<u64>,
+        ready: Option<EvidenceQueryArguments>,
+    ) {
         match message {
             Message::Request(request) => {
                 let id = request.id.into_owned();
@@ -843,7 +862,7 @@ impl Server {
                 let outcome = match self.speech_of(&method, request.params) {
                     Ok(speech) => {
                         self.speech = speech;
-                        self.handle_request(&id, &method, request.params, batch)
+                        self.handle_request(&id, &method, request.params, batch, ready)
                     }
                     Err(refusal) => {
                         self.speech = Speech::mcp(McpRevision::V2026_07_28);
@@ -955,6 +974,7 @@ impl Server {
         method: &str,
         params: Option<&RawValue>,
         batch: Option<u64>,
+        ready: Option<EvidenceQueryArguments>,
     ) -> RequestOutcome {
         if self.pending.values().any(|pending| &pending.id == id) {
             let detail = format!("request id {id} is already in flight; use a fresh id");
@@ -966,7 +986,7 @@ impl Server {
             "server/discover" => self.discover(id, batch),
             "ping" => self.ping(id, batch),
             "tools/list" => self.tools_list(id, params, batch),
-            "tools/call" => self.handle_tool_call(id, params, batch),
+            "tools/call" => self.handle_tool_call(id, params, batch, ready),
             "resources/list" if resources => self.resources_list(id, params, batch),
             "resources/templates/list" if resources => {
                 self.resource_templates_list(id, params, batch)
@@ -981,6 +1001,7 @@ impl Server {
         id: &Id<'static>,
         params: Option<&RawValue>,
         batch: Option<u64>,
+        ready: Option<EvidenceQueryArguments>,
     ) -> RequestOutcome {
         #[derive(serde::Deserialize)]
         struct CallParams<'a> {
@@ -1001,10 +1022,12 @@ impl Server {
         // The usual `evidence_query` call, arguments included, in one pass
         // (exact only against the built-in input schema); any other call
         // or shape is read the full way below.
-        let ready = if self.config.registry.evidence_schema_builtin {
-            arguments::read_call(raw)
-        } else {
-            None
+        let ready = match ready {
+            Some(read) => Some(read),
+            None if self.config.registry.evidence_schema_builtin => {
+                arguments::read_call(raw, self.config.policy.depth_limit())
+            }
+            None => None,
         };
         let (name, arguments_text) = if ready.is_some() {
             (Cow::Borrowed(crate::evidence::EVIDENCE_QUERY_TOOL), "{}")

@@ -210,7 +210,7 @@ pub(crate) struct Tool {
 /// A schema registry holding the built-in `evidence_query` tool, compiled
 /// once per process and cloned (cheaply, sharing the compiled schemas) for
 /// each connection: compiling the two schemas costs milliseconds, and the
-/// HTTP adapter makes a [`Server`] per request.
+/// HTTP adapter makes a [`Server`](crate::server::Server) per request.
 #[cfg(feature = "std")]
 pub(crate) fn evidence_query_schemas() -> crate::schema::SchemaRegistry {
     static REGISTRY: std::sync::OnceLock<crate::schema::SchemaRegistry> =

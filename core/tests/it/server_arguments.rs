@@ -39,10 +39,16 @@ fn run(server: &mut Server, mcp: bool, calls: &[String]) -> (Vec<String>, Vec<St
 }
 
 fn servers() -> (Server, Server) {
-    let shortcut = Server::new(ServerConfig::default());
-    let mut full = ServerConfig::default();
+    servers_nesting(ServerConfig::default().policy.depth_limit())
+}
+
+/// [`servers`] whose envelope nesting limit is `max_depth`.
+fn servers_nesting(max_depth: usize) -> (Server, Server) {
+    let mut shortcut = ServerConfig::default();
+    shortcut.policy = shortcut.policy.max_depth(max_depth);
+    let mut full = shortcut.clone();
     full.set_evidence_tool(ToolDefinition::evidence_query());
-    (shortcut, Server::new(full))
+    (Server::new(shortcut), Server::new(full))
 }
 
 fn call(id: usize, arguments: &str) -> String {
@@ -94,6 +100,12 @@ fn id_value() -> impl Strategy<Value = String> {
         1 => Just(r#"" 7""#.to_owned()),
         1 => Just("null".to_owned()),
         1 => Just("[1]".to_owned()),
+        // Not JSON: the envelope pass may leave these to the call reader,
+        // which must refuse them as the full pass does.
+        1 => Just("01".to_owned()),
+        1 => Just("1.".to_owned()),
+        1 => Just("+1".to_owned()),
+        1 => Just("1e".to_owned()),
     ]
 }
 
@@ -105,6 +117,9 @@ fn text_value() -> impl Strategy<Value = String> {
         1 => Just("null".to_owned()),
         1 => Just("5".to_owned()),
         1 => Just(r#"{"a":1}"#.to_owned()),
+        1 => Just(r#""bad\q""#.to_owned()),
+        1 => Just("\"raw\u{1}\"".to_owned()),
+        1 => Just("tru".to_owned()),
     ]
 }
 
@@ -118,6 +133,9 @@ fn params_value() -> impl Strategy<Value = String> {
         Just("1e400".to_owned()),
         Just("\"text\"".to_owned()),
         Just("-0".to_owned()),
+        Just("[1,]".to_owned()),
+        Just(r#"{"a"}"#.to_owned()),
+        Just("[[[[[[[[1]]]]]]]]".to_owned()),
     ]
 }
 
@@ -137,6 +155,9 @@ fn trigger_time() -> impl Strategy<Value = String> {
         1 => Just("1.0".to_owned()),
         1 => Just(r#""17""#.to_owned()),
         1 => Just("null".to_owned()),
+        1 => Just("-01".to_owned()),
+        1 => Just("00".to_owned()),
+        1 => Just("-".to_owned()),
     ];
     (kind, value, 0usize..16).prop_map(|(kind, value, shape)| match shape {
         0 => format!("[{kind},{value}]"),
@@ -257,6 +278,49 @@ proptest! {
         let fast = run(&mut shortcut, mcp, &calls);
         let slow = run(&mut full, mcp, &calls);
         prop_assert_eq!(fast, slow, "calls: {:#?}", calls);
+    }
+}
+
+/// Bytes a mutation puts in: structure, escapes, number parts, control and
+/// non-ASCII bytes.
+const MUTANTS: &[u8] = &[
+    b'"', b'\\', b'{', b'}', b'[', b']', b',', b':', b'0', b'1', b'-', b'.', b'e', b'u', b' ',
+    0x01, 0xC3,
+];
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// A call whose params the envelope pass leaves to the call reader
+    /// (`method` before `params`, `params` last), with one byte replaced,
+    /// inserted or removed anywhere: both servers answer alike, so the
+    /// reader refuses every syntax error, too deep a nesting and any text
+    /// around the params that the full pass would refuse (under the default
+    /// nesting limit and limits just around the call's own depth).
+    #[test]
+    fn mutated_calls_answer_exactly_as_the_full_path(
+        arguments in arguments(),
+        shape in 0usize..16,
+        at in any::<prop::sample::Index>(),
+        byte in prop::sample::select(MUTANTS),
+        how in 0usize..3,
+        mcp in any::<bool>(),
+        max_depth in prop::sample::select(&[128usize, 6, 5, 4][..]),
+    ) {
+        let mut body = call_shaped(1, &arguments, shape).into_bytes();
+        let at = at.index(body.len() + 1);
+        match how {
+            0 if at < body.len() => body[at] = byte,
+            1 if at < body.len() => {
+                body.remove(at);
+            }
+            _ => body.insert(at, byte),
+        }
+        let calls = [String::from_utf8_lossy(&body).into_owned()];
+        let (mut shortcut, mut full) = servers_nesting(max_depth);
+        let fast = run(&mut shortcut, mcp, &calls);
+        let slow = run(&mut full, mcp, &calls);
+        prop_assert_eq!(fast, slow, "call: {}", calls[0]);
     }
 }
 

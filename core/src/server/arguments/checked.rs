@@ -1,19 +1,26 @@
-//! The usual `evidence_query` call read by hand from params the envelope
-//! has already checked as JSON (a [`RawValue`]): no second validation, no
-//! visitor machinery, one short walk over the members.
+//! The usual `evidence_query` call read by hand from the params of a
+//! `tools/call`: no visitor machinery, one short walk over the members that
+//! checks every byte it steps over (strings, numbers, literals, skipped
+//! values, nesting against the envelope's limit), so that the envelope pass
+//! can leave such params to it and the body is walked once
+//! ([`crate::envelope::validate_reading_call`]).
 //!
 //! Narrower than the `serde_json` read it shortcuts ([`super::read_call`]
-//! falls back to that one): it answers `Some` only for the shape it knows
-//! (member names without escapes, ids as plain integers, each member once,
-//! nothing unknown below `arguments`) and then with the same value; its
-//! unit proptest holds it to the `serde_json` read on generated calls, and
-//! `core/tests/it/server_arguments.rs` holds the server to the full path.
+//! falls back to that one): it answers `Some` only for valid JSON of the
+//! shape it knows (member names without escapes, ids as plain integers,
+//! each member once, nothing unknown below `arguments`) and then with the
+//! same value; its unit proptest holds it to the `serde_json` read on
+//! generated calls, `envelope::scan::tests` hold the envelope outcome to
+//! the `serde_json` path when params are left to it, and
+//! `core/tests/it/server_arguments.rs` holds the server to the full path on
+//! generated and mutated calls.
 //!
 //! Why hand-written: the `serde_json` typed read of the call was ~8 k of the
 //! ~43 k instructions of a `time_now` request (`tests/benches/instructions.rs`,
-//! `serve`), a second validating pass over text the envelope pass had
-//! already checked. Limits: the text is bounded by the frame and envelope
-//! limits; nested values are skipped by counting brackets (no recursion).
+//! `serve`), and checking the params in the envelope pass and again here
+//! cost ~3.5 k more. Limits: the text is bounded by the frame limit; nesting
+//! by the envelope's depth limit (skipped values are walked by the envelope
+//! pass's own loop, no recursion).
 
 use alloc::borrow::Cow;
 use alloc::string::String;
@@ -27,20 +34,29 @@ use crate::evidence::{
 };
 use crate::unique;
 
-/// `raw` (the params of a `tools/call`) read as the usual `evidence_query`
-/// call, or `None` for anything else.
-pub(crate) fn call(raw: &RawValue) -> Option<EvidenceQueryArguments> {
+/// `raw` (the params of a `tools/call`, an object at nesting level 2 of an
+/// envelope whose limit is `max_depth`) read as the usual `evidence_query`
+/// call, or `None` for anything else. `Some` also says that `raw` is one
+/// valid JSON value nested no deeper than the limit: every byte was
+/// checked on the way (the envelope pass may leave `params` to this read,
+/// see [`crate::envelope::validate_reading_call`]).
+pub(crate) fn call(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArguments> {
     let mut reader = Reader {
         text: raw.get(),
         at: 0,
+        level: 1,
+        max_depth,
     };
     let mut named = None;
     let mut arguments = None;
     reader.object(|reader, name| {
         match name {
             "name" => {
-                let is_ours = reader.string_is(EVIDENCE_QUERY_TOOL)?;
-                once(&mut named, is_ours)
+                // Any other tool is left to the full path at once.
+                if !reader.string_is(EVIDENCE_QUERY_TOOL)? {
+                    return None;
+                }
+                once(&mut named, true)
             }
             "arguments" => {
                 let read = read_arguments(reader)?;
@@ -205,11 +221,17 @@ enum TriggerKind {
     Logical,
 }
 
-/// A cursor over JSON text known to be valid; every read still checks
-/// what it expects and answers `None` otherwise (never a panic).
+/// A validating cursor over JSON text: every read checks the syntax of
+/// what it steps over (strings, numbers, literals, nesting) and answers
+/// `None` for anything invalid or unexpected (never a panic).
 struct Reader<'a> {
     text: &'a str,
     at: usize,
+    /// The nesting level of the container the cursor is in (the envelope
+    /// object is level 1).
+    level: usize,
+    /// The deepest level allowed.
+    max_depth: usize,
 }
 
 impl<'a> Reader<'a> {
@@ -241,6 +263,17 @@ impl<'a> Reader<'a> {
     /// callback reads the value); `None` when a name holds an escape.
     fn object(&mut self, mut member: impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         self.eat(b'{')?;
+        if self.level >= self.max_depth {
+            return None;
+        }
+        self.level = self.level.saturating_add(1);
+        let read = self.members(&mut member);
+        self.level = self.level.saturating_sub(1);
+        read
+    }
+
+    /// The members of the object whose `{` was just read, and its `}`.
+    fn members(&mut self, member: &mut impl FnMut(&mut Self, &'a str) -> Option<()>) -> Option<()> {
         if self.peek()? == b'}' {
             self.advance(1);
             return Some(());
@@ -310,22 +343,31 @@ impl<'a> Reader<'a> {
         found
     }
 
-    /// The number token here.
-    fn number(&mut self) -> Option<&'a str> {
+    /// The digits of the plain integer here (`-?(0|[1-9][0-9]*)` with
+    /// nothing of a number after it: no fraction, no exponent), sign
+    /// included.
+    fn integer_token(&mut self) -> Option<&'a str> {
         self.peek()?;
         let start = self.at;
-        while let Some(b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9') = self.byte() {
+        if self.byte() == Some(b'-') {
             self.advance(1);
         }
-        self.text
-            .get(start..self.at)
-            .filter(|token| !token.is_empty())
+        let digits = self.at;
+        while let Some(b'0'..=b'9') = self.byte() {
+            self.advance(1);
+        }
+        let token = self.text.get(start..self.at)?;
+        let leading = self.text.as_bytes().get(digits).copied();
+        let length = self.at.checked_sub(digits)?;
+        let plain = length > 0 && (leading != Some(b'0') || length == 1);
+        // A fraction or an exponent makes it another number (or invalid).
+        (plain && !matches!(self.byte(), Some(b'.' | b'e' | b'E'))).then_some(token)
     }
 
     /// An id: a plain integer >= 1 that fits in 64 bits.
     fn id(&mut self) -> Option<NonZeroU64> {
-        let token = self.number()?;
-        if !token.bytes().all(|byte| byte.is_ascii_digit()) {
+        let token = self.integer_token()?;
+        if token.starts_with('-') {
             return None;
         }
         NonZeroU64::new(token.parse().ok()?)
@@ -334,15 +376,14 @@ impl<'a> Reader<'a> {
     /// A plain integer that fits in an `i64` (not `-0`, which `serde_json`
     /// reads as a float).
     fn integer(&mut self) -> Option<i64> {
-        let token = self.number()?;
-        let digits = token.strip_prefix('-').unwrap_or(token);
-        if token == "-0" || digits.is_empty() || !digits.bytes().all(|byte| byte.is_ascii_digit()) {
+        let token = self.integer_token()?;
+        if token == "-0" {
             return None;
         }
         token.parse().ok()
     }
 
-    /// The text of the value here, whatever it is.
+    /// The text of the value here, whatever it is (checked).
     fn value_text(&mut self) -> Option<&'a str> {
         self.peek()?;
         let start = self.at;
@@ -350,38 +391,13 @@ impl<'a> Reader<'a> {
         self.text.get(start..self.at)
     }
 
-    /// Steps over the value here: strings to their closing quote,
-    /// containers to their matching bracket, scalars to the next delimiter.
+    /// Steps over the value here, checking it as the envelope pass does
+    /// (syntax and nesting below the current level).
     fn skip(&mut self) -> Option<()> {
-        let mut depth = 0usize;
-        loop {
-            match self.peek()? {
-                b'"' => {
-                    self.raw_string()?;
-                }
-                b'{' | b'[' => {
-                    depth = depth.saturating_add(1);
-                    self.advance(1);
-                }
-                b'}' | b']' => {
-                    depth = depth.checked_sub(1)?;
-                    self.advance(1);
-                }
-                b',' | b':' if depth > 0 => self.advance(1),
-                b',' | b':' => return None,
-                _ => {
-                    while let Some(byte) = self.byte() {
-                        if matches!(byte, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r') {
-                            break;
-                        }
-                        self.advance(1);
-                    }
-                }
-            }
-            if depth == 0 {
-                return Some(());
-            }
-        }
+        self.peek()?;
+        self.at = scan::value_end_within(self.text.as_bytes(), self.at, self.level, self.max_depth)
+            .ok()?;
+        Some(())
     }
 }
 
@@ -562,7 +578,7 @@ mod tests {
         fn the_hand_read_is_the_serde_read_or_leaves_it(text in calls()) {
             let raw: &RawValue = serde_json::from_str(&text).expect("generated JSON");
             let serde = read_call_serde(&text);
-            match call(raw) {
+            match call(raw, crate::envelope::DEFAULT_MAX_DEPTH) {
                 Some(hand) => prop_assert_eq!(Some(hand), serde, "{}", text),
                 // Left to the serde read only for what it does not know:
                 // escaped member names.
@@ -575,7 +591,8 @@ mod tests {
     fn the_usual_call_is_read_by_hand() {
         let text = r#"{"name":"evidence_query","arguments":{"query":{"provider_id":"evidence-wire","check_id":"time_now"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1710000000000},"correlation_id":null}}}"#;
         let raw: &RawValue = serde_json::from_str(text).unwrap();
-        assert_eq!(call(raw), read_call_serde(text));
-        assert!(call(raw).is_some());
+        let depth = crate::envelope::DEFAULT_MAX_DEPTH;
+        assert_eq!(call(raw, depth), read_call_serde(text));
+        assert!(call(raw, depth).is_some());
     }
 }
