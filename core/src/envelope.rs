@@ -462,20 +462,30 @@ pub(crate) fn validate_reading_call<'a, T>(
 ) -> (Result<Incoming<'a>, Rejection>, Option<T>) {
     if first_significant_byte(body) == Some(b'{') {
         if let Ok(text) = core::str::from_utf8(body) {
-            let scanned = scanned_envelope_deferring(text, policy.max_depth, true);
-            if let Ok((envelope, Some(params))) = scanned {
-                // `params` is the text left unchecked (the envelope's own
-                // `params` may be an earlier member of that name, which the
-                // envelope check then refuses as named twice).
-                if let Some(read) = scan::raw_value(params).ok().and_then(read) {
-                    return match check_envelope(&envelope, policy) {
-                        Ok(request @ Message::Request(_)) => {
-                            (Ok(Incoming::Single(request)), Some(read))
-                        }
-                        // A notification (no id) is answered nothing.
-                        checked => (checked.map(Incoming::Single), None),
-                    };
+            match scanned_envelope_deferring(text, policy.max_depth, true) {
+                Ok((envelope, Some(params))) => {
+                    // `params` is the text left unchecked (the envelope's
+                    // own `params` may be an earlier member of that name,
+                    // which the envelope check then refuses as named twice).
+                    if let Some(read) = scan::raw_value(params).ok().and_then(read) {
+                        return match check_envelope(&envelope, policy) {
+                            Ok(request @ Message::Request(_)) => {
+                                (Ok(Incoming::Single(request)), Some(read))
+                            }
+                            // A notification (no id) is answered nothing.
+                            checked => (checked.map(Incoming::Single), None),
+                        };
+                    }
+                    // Not read: the whole body the usual way.
                 }
+                // Nothing left unchecked: what `validate` would find, with
+                // no second pass over the body.
+                Ok((envelope, None)) => {
+                    let checked = check_envelope(&envelope, policy).map(Incoming::Single);
+                    return (checked, None);
+                }
+                Err(Scan::TooDeep(offset)) => return (Err(too_deep(offset, policy)), None),
+                Err(Scan::Unsettled) => return (validate_with_serde(body, policy), None),
             }
         }
     }
