@@ -271,7 +271,7 @@ fn literal(bytes: &[u8], at: usize, word: &[u8]) -> Result<usize, Scan> {
 
 /// `-? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)?`; what follows is
 /// checked by the caller (a digit after a leading `0` is refused there).
-fn number_end(bytes: &[u8], mut at: usize) -> Result<usize, Scan> {
+pub(crate) fn number_end(bytes: &[u8], mut at: usize) -> Result<usize, Scan> {
     if bytes.get(at) == Some(&b'-') {
         at = at.saturating_add(1);
     }

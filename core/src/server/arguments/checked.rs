@@ -343,25 +343,17 @@ impl<'a> Reader<'a> {
         found
     }
 
-    /// The digits of the plain integer here (`-?(0|[1-9][0-9]*)` with
-    /// nothing of a number after it: no fraction, no exponent), sign
-    /// included.
+    /// The plain integer token here (sign included): a JSON number, read
+    /// by the envelope pass's own grammar, without fraction or exponent.
+    /// A digit after a leading `0` is left unread, for the caller's next
+    /// check to refuse, as the envelope pass leaves it.
     fn integer_token(&mut self) -> Option<&'a str> {
         self.peek()?;
         let start = self.at;
-        if self.byte() == Some(b'-') {
-            self.advance(1);
-        }
-        let digits = self.at;
-        while let Some(b'0'..=b'9') = self.byte() {
-            self.advance(1);
-        }
-        let token = self.text.get(start..self.at)?;
-        let leading = self.text.as_bytes().get(digits).copied();
-        let length = self.at.checked_sub(digits)?;
-        let plain = length > 0 && (leading != Some(b'0') || length == 1);
-        // A fraction or an exponent makes it another number (or invalid).
-        (plain && !matches!(self.byte(), Some(b'.' | b'e' | b'E'))).then_some(token)
+        let end = scan::number_end(self.text.as_bytes(), start).ok()?;
+        let token = self.text.get(start..end)?;
+        self.at = end;
+        (!token.contains(['.', 'e', 'E'])).then_some(token)
     }
 
     /// An id: a plain integer >= 1 that fits in 64 bits.
