@@ -23,7 +23,7 @@ pub fn validate_reference<'a>(body: &'a [u8], policy: &Policy) -> Result<Incomin
 /// (`None`: left to the fallback). `Some` also says the text is valid JSON
 /// within the limit.
 pub fn read_call_by_hand(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArguments> {
-    crate::server::arguments::checked::call(raw, max_depth)
+    crate::server::arguments::checked::call(raw, max_depth).map(|read| read.arguments)
 }
 
 /// [`crate::envelope::validate`] as the server runs it with the built-in

@@ -508,10 +508,25 @@ impl<'a> RecordView<'a> {
     /// the bytes of [`ValidationRecord::to_json_line`], written from the
     /// borrowed parts (excerpts are cut only when the text is too long).
     pub fn write_json_line(&self, out: &mut Vec<u8>) {
+        self.write_line(out, None);
+    }
+
+    /// [`RecordView::write_json_line`] for one record of a run of them:
+    /// the same bytes, with what the records share (their names, the
+    /// second of their timestamps) copied from `cache` when it holds them
+    /// and kept there for the next record.
+    pub fn write_json_line_cached(&self, out: &mut Vec<u8>, cache: &mut LineCache) {
+        self.write_line(out, Some(cache));
+    }
+
+    fn write_line(&self, out: &mut Vec<u8>, mut cache: Option<&mut LineCache>) {
         let outcome = self.outcome;
         out.reserve(320);
         out.extend_from_slice(br#"{"timestamp":""#);
-        push_timestamp(out, self.stamp.unix_millis);
+        match cache.as_deref_mut() {
+            Some(cache) => cache.push_timestamp(out, self.stamp.unix_millis),
+            None => push_timestamp(out, self.stamp.unix_millis),
+        }
         out.extend_from_slice(br#"","correlationId":""#);
         push_uuid(out, self.stamp.uuid);
         out.extend_from_slice(br#"","requestId":"#);
@@ -521,15 +536,10 @@ impl<'a> RecordView<'a> {
             Some(Id::NegativeZero) => out.extend_from_slice(b"-0"),
             Some(Id::String(id)) => push_json_text(out, &excerpt_cow(id, MAX_NAME_BYTES)),
         }
-        out.extend_from_slice(br#","transport":""#);
-        out.extend_from_slice(self.facts.transport.as_str().as_bytes());
-        out.extend_from_slice(br#"","route":"#);
-        push_json_text(out, &excerpt_cow(self.facts.route, MAX_NAME_BYTES));
-        out.extend_from_slice(br#","method":"#);
-        push_json_name(out, outcome.method.as_deref());
-        out.extend_from_slice(br#","tool":"#);
-        push_json_name(out, outcome.tool.as_deref());
-        out.extend_from_slice(br#","status":"#);
+        match cache {
+            Some(cache) => out.extend_from_slice(cache.names(self)),
+            None => self.push_names(out),
+        }
         push_decimal(out, u64::from(self.facts.status));
         out.extend_from_slice(br#","durationMicros":"#);
         push_decimal(out, self.stamp.duration_micros);
@@ -558,6 +568,20 @@ impl<'a> RecordView<'a> {
         } else {
             b"\",\"deterministic\":false}}\n"
         });
+    }
+
+    /// The record's names as JSON members, from the `transport` member's
+    /// leading comma to the `status` member's colon.
+    fn push_names(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(br#","transport":""#);
+        out.extend_from_slice(self.facts.transport.as_str().as_bytes());
+        out.extend_from_slice(br#"","route":"#);
+        push_json_text(out, &excerpt_cow(self.facts.route, MAX_NAME_BYTES));
+        out.extend_from_slice(br#","method":"#);
+        push_json_name(out, self.outcome.method.as_deref());
+        out.extend_from_slice(br#","tool":"#);
+        push_json_name(out, self.outcome.tool.as_deref());
+        out.extend_from_slice(br#","status":"#);
     }
 
     /// The record's correlation id (a UUID).
@@ -594,6 +618,85 @@ impl<'a> RecordView<'a> {
             .detail
             .as_deref()
             .map(|detail| excerpt_cow(detail, MAX_DETAIL_BYTES))
+    }
+}
+
+/// What [`RecordView::write_json_line_cached`] keeps from one record to
+/// the next of a log: the JSON of the last record's names (transport,
+/// route, method, tool) and the date and time of its timestamp's second.
+/// A log's records mostly repeat both, so the usual record copies them
+/// instead of escaping its names and working out the calendar again.
+/// Holds a few short strings (names are excerpted to a bounded length).
+#[derive(Clone, Debug, Default)]
+pub struct LineCache {
+    names: Option<CachedNames>,
+    /// A second since the epoch and its `YYYY-MM-DDTHH:MM:SS`.
+    second: Option<(u64, [u8; 19])>,
+}
+
+/// The names [`LineCache`] holds the JSON of.
+#[derive(Clone, Debug)]
+struct CachedNames {
+    transport: Transport,
+    route: String,
+    method: Option<String>,
+    tool: Option<String>,
+    /// [`RecordView::push_names`] of them.
+    json: Vec<u8>,
+}
+
+impl LineCache {
+    /// The JSON of `view`'s names ([`RecordView::push_names`]), made
+    /// again only when they differ from the last record's.
+    fn names(&mut self, view: &RecordView<'_>) -> &[u8] {
+        let (outcome, facts) = (view.outcome, &view.facts);
+        let same = self.names.as_ref().is_some_and(|names| {
+            names.transport == facts.transport
+                && names.route == facts.route
+                && names.method.as_deref() == outcome.method.as_deref()
+                && names.tool.as_deref() == outcome.tool.as_deref()
+        });
+        if !same {
+            let mut json = Vec::new();
+            view.push_names(&mut json);
+            self.names = Some(CachedNames {
+                transport: facts.transport,
+                route: facts.route.to_owned(),
+                method: outcome.method.as_deref().map(str::to_owned),
+                tool: outcome.tool.as_deref().map(str::to_owned),
+                json,
+            });
+        }
+        self.names
+            .as_ref()
+            .map_or(&[], |names| names.json.as_slice())
+    }
+
+    /// Appends [`format_timestamp`] of `unix_millis`, its date and time
+    /// copied when the last timestamp fell in the same second.
+    fn push_timestamp(&mut self, out: &mut Vec<u8>, unix_millis: u64) {
+        let second = unix_millis / 1000;
+        let date_time = match self.second {
+            Some((cached, date_time)) if cached == second => date_time,
+            _ => {
+                let mut text = Vec::with_capacity(24);
+                push_timestamp(&mut text, second.saturating_mul(1000));
+                // Years past 9999 are longer (and never cached).
+                let Some(Ok(date_time)) = text.get(..19).map(<[u8; 19]>::try_from) else {
+                    return push_timestamp(out, unix_millis);
+                };
+                if text.len() != 24 {
+                    return push_timestamp(out, unix_millis);
+                }
+                self.second = Some((second, date_time));
+                date_time
+            }
+        };
+        let millis = unix_millis % 1000;
+        let [tens, ones] = digit_pair(millis);
+        let hundreds = b'0' + u8::try_from(millis / 100).unwrap_or(0);
+        out.extend_from_slice(&date_time);
+        out.extend_from_slice(&[b'.', hundreds, tens, ones, b'Z']);
     }
 }
 
@@ -739,13 +842,7 @@ fn push_timestamp(out: &mut Vec<u8>, unix_millis: u64) {
     }
     // Two digits at a time from a table: a `format!` costs ten times as
     // much, once per record.
-    let pair = |value: u64| {
-        let index = usize::try_from(value % 100).unwrap_or(0).saturating_mul(2);
-        match DIGIT_PAIRS.get(index..index.saturating_add(2)) {
-            Some(&[tens, ones]) => [tens, ones],
-            _ => *b"00",
-        }
-    };
+    let pair = digit_pair;
     let [y1, y2] = pair(year / 100);
     let [y3, y4] = pair(year);
     let [mo1, mo2] = pair(month);
@@ -759,6 +856,15 @@ fn push_timestamp(out: &mut Vec<u8>, unix_millis: u64) {
         y1, y2, y3, y4, b'-', mo1, mo2, b'-', d1, d2, b'T', h1, h2, b':', mi1, mi2, b':', s1, s2,
         b'.', ms1, ms2, ms3, b'Z',
     ]);
+}
+
+/// The last two decimal digits of `value`.
+fn digit_pair(value: u64) -> [u8; 2] {
+    let index = usize::try_from(value % 100).unwrap_or(0).saturating_mul(2);
+    match DIGIT_PAIRS.get(index..index.saturating_add(2)) {
+        Some(&[tens, ones]) => [tens, ones],
+        _ => *b"00",
+    }
 }
 
 /// `00` to `99`, two bytes each.
@@ -978,6 +1084,8 @@ mod tests {
             cases: 1024,
             ..proptest::test_runner::Config::default()
         });
+        // One cache across the cases, as a log keeps it across its records.
+        let shared = core::cell::RefCell::new(LineCache::default());
         runner
             .run(
                 &strategy,
@@ -1026,6 +1134,30 @@ mod tests {
                         String::from_utf8_lossy(&serde)
                     );
                     prop_assert_eq!(line.get(..4), Some(&b"kept"[..]), "appended, not replaced");
+                    // Cached: after the previous case's record (names and
+                    // second most likely stale), again (both kept), and at
+                    // another millisecond of the same second.
+                    let mut cache = shared.borrow_mut();
+                    for _ in 0..2 {
+                        let mut cached = b"kept".to_vec();
+                        view.write_json_line_cached(&mut cached, &mut cache);
+                        prop_assert_eq!(
+                            String::from_utf8_lossy(&cached),
+                            String::from_utf8_lossy(&line)
+                        );
+                    }
+                    let later = ClockReading {
+                        unix_millis: unix_millis / 1000 * 1000 + (unix_millis % 1000 + 1) % 1000,
+                        entropy,
+                    };
+                    let again = Recorder::new(deterministic).view(&outcome, &facts, later);
+                    let (mut plain, mut cached) = (Vec::new(), Vec::new());
+                    again.write_json_line(&mut plain);
+                    again.write_json_line_cached(&mut cached, &mut cache);
+                    prop_assert_eq!(
+                        String::from_utf8_lossy(&cached),
+                        String::from_utf8_lossy(&plain)
+                    );
                     prop_assert_eq!(view.to_record(), record.clone());
                     prop_assert_eq!(view.correlation_id(), record.correlation_id);
                     prop_assert_eq!(view.method().map(Cow::into_owned), record.method);

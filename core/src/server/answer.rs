@@ -16,7 +16,7 @@ use serde_json::json;
 use super::{CallKind, RespondError, Server, Ticket};
 use crate::dialect::{self, Dialect, Speech};
 use crate::envelope;
-use crate::evidence::{EvidenceError, EvidenceResult};
+use crate::evidence::{EvidenceError, EvidenceResult, EvidenceValue};
 use crate::id::Id;
 
 /// The `error.code` of an answer that would be larger than the frame limit.
@@ -90,7 +90,7 @@ impl Server {
     ) -> Vec<u8> {
         let encode = |result: &EvidenceResult| dialect::encode_evidence_reply(id, result, speech);
         let body = encode(result);
-        match self.answer_limit_broken(&body, batch) {
+        match self.answer_limit_broken(&body, result, batch) {
             None => body,
             Some(error) => {
                 let mut refused = EvidenceResult::with_error(error);
@@ -101,10 +101,16 @@ impl Server {
         }
     }
 
-    /// Why `body` (an answer, inside `batch` if any) would be dropped by a
-    /// caller with this server's own limits, if it would: larger than the
-    /// frame limit, or nested deeper than the envelope depth limit.
-    fn answer_limit_broken(&self, body: &[u8], batch: Option<u64>) -> Option<EvidenceError> {
+    /// Why `body` (the answer carrying `result`, inside `batch` if any)
+    /// would be dropped by a caller with this server's own limits, if it
+    /// would: larger than the frame limit, or nested deeper than the
+    /// envelope depth limit.
+    fn answer_limit_broken(
+        &self,
+        body: &[u8],
+        result: &EvidenceResult,
+        batch: Option<u64>,
+    ) -> Option<EvidenceError> {
         // A batch reply is one array around the replies: one level and a
         // few bytes more.
         let in_batch = usize::from(batch.is_some());
@@ -129,7 +135,12 @@ impl Server {
             .depth_limit()
             .min(SERDE_JSON_MAX_DEPTH)
             .saturating_sub(in_batch);
-        if envelope::nesting_exceeds(body, depth_limit).is_some() {
+        // Only the value and an error's details nest freely; when they
+        // leave room for the fixed wrapping, the answer cannot be too deep
+        // and the whole body need not be scanned.
+        if !nests_within(result, depth_limit)
+            && envelope::nesting_exceeds(body, depth_limit).is_some()
+        {
             return Some(
                 EvidenceError::new(
                     ANSWER_DEPTH_LIMIT_EXCEEDED,
@@ -141,6 +152,39 @@ impl Server {
             );
         }
         None
+    }
+}
+
+/// How many levels enclose the JSON of an evidence answer's value, in
+/// either dialect (the most of the two). Decision Gate's answer: the body,
+/// `result`, `content`, its item, the result object and the tagged value
+/// (`{"kind":"json","value":…}`); MCP's: the body, `result`,
+/// `structuredContent` and the tagged value. The fixed objects of the
+/// result (hash, reference, anchor, signature, error) reach no deeper than
+/// this, the byte arrays (a signature, a bytes value) one level deeper.
+const ANSWER_WRAPPING_DEPTH: usize = 6;
+
+/// True when the answer carrying `result` certainly nests no deeper than
+/// `depth_limit`: no error details (not measured here) and a value whose
+/// own nesting fits in what the wrapping leaves. False means "not known",
+/// and the whole body is scanned. The `answer_depth` tests hold it to the
+/// scan of the encoded answer in every speech.
+fn nests_within(result: &EvidenceResult, depth_limit: usize) -> bool {
+    let room = depth_limit.saturating_sub(ANSWER_WRAPPING_DEPTH);
+    // A byte array needs one level of room.
+    if room == 0
+        || result
+            .error
+            .as_ref()
+            .is_some_and(|error| error.details.is_some())
+    {
+        return false;
+    }
+    match &result.value {
+        None | Some(EvidenceValue::Bytes(_)) => true,
+        Some(EvidenceValue::Json(raw)) => {
+            envelope::nesting_exceeds(raw.get().as_bytes(), room).is_none()
+        }
     }
 }
 
@@ -173,4 +217,101 @@ fn uncanonicalizable(
     refused.evidence_ref = result.evidence_ref;
     refused.evidence_anchor = result.evidence_anchor;
     refused
+}
+
+#[cfg(test)]
+mod answer_depth {
+    use alloc::string::String;
+    use alloc::vec;
+
+    use super::*;
+    use crate::dialect::McpRevision;
+    use crate::evidence::{EvidenceAnchor, EvidenceRef, EvidenceSignature, HashDigest};
+
+    /// Values of every nesting from 0 to 24 in three shapes, and bytes.
+    fn values() -> Vec<Option<EvidenceValue>> {
+        let mut values = vec![None, Some(EvidenceValue::Bytes(vec![1, 2, 3]))];
+        for depth in 0..=24 {
+            let arrays = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
+            let objects = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
+            // Brackets inside strings do not nest.
+            let mixed = format!("{}\"[{{[\"{}", "[{\"k\":".repeat(depth), "}]".repeat(depth));
+            for text in [arrays, objects, mixed] {
+                values.push(Some(EvidenceValue::json_text(&text).expect("valid JSON")));
+            }
+        }
+        values
+    }
+
+    fn results() -> Vec<EvidenceResult> {
+        let mut results = Vec::new();
+        for value in values() {
+            let mut plain = EvidenceResult::with_value(EvidenceValue::Bytes(vec![]));
+            plain.value = value;
+            let mut full = plain.clone();
+            full.evidence_hash = Some(HashDigest::sha256(&[7; 32]));
+            full.evidence_ref = Some(EvidenceRef {
+                uri: String::from("dg+file://root/a.json"),
+            });
+            full.evidence_anchor = Some(EvidenceAnchor {
+                anchor_type: String::from("file_path_rooted"),
+                anchor_value: String::from("{}"),
+            });
+            let mut signed = full.clone();
+            signed.signature = Some(EvidenceSignature {
+                scheme: String::from("ed25519"),
+                key_id: String::from("k"),
+                signature: vec![9; 64],
+            });
+            let mut failed = plain.clone();
+            failed.error = Some(EvidenceError::new("code", "message"));
+            let mut detailed = plain.clone();
+            detailed.error =
+                Some(EvidenceError::new("code", "message").with_details(json!({"a": [[1]]})));
+            results.extend([plain, full, signed, failed, detailed]);
+        }
+        results
+    }
+
+    #[test]
+    fn a_result_said_to_fit_never_encodes_deeper_than_the_limit() {
+        let mut speeches = vec![Speech::DECISION_GATE];
+        speeches.extend(McpRevision::ALL.map(Speech::mcp));
+        let id = Id::Number(1);
+        let mut fast = 0usize;
+        for result in results() {
+            for speech in &speeches {
+                let body = dialect::encode_evidence_reply(&id, &result, *speech);
+                for limit in (0..=32).chain([SERDE_JSON_MAX_DEPTH]) {
+                    if nests_within(&result, limit) {
+                        fast += 1;
+                        assert!(
+                            envelope::nesting_exceeds(&body, limit).is_none(),
+                            "limit {limit}, {speech:?}: {}",
+                            String::from_utf8_lossy(&body)
+                        );
+                    }
+                }
+            }
+        }
+        // The shortcut is taken where it matters (most shallow answers).
+        assert!(fast > 1000, "{fast}");
+    }
+
+    #[test]
+    fn the_wrapping_is_exact_for_decision_gate() {
+        // A value one level deeper than the room left is too deep in
+        // Decision Gate's answer: the constant is not larger than needed.
+        let limit = 12;
+        let depth = limit - ANSWER_WRAPPING_DEPTH + 1;
+        let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        let result = EvidenceResult::with_value(EvidenceValue::json_text(&text).expect("JSON"));
+        let body = dialect::encode_evidence_reply(&Id::Number(1), &result, Speech::DECISION_GATE);
+        assert!(!nests_within(&result, limit));
+        assert!(envelope::nesting_exceeds(&body, limit).is_some());
+        let shallower = EvidenceResult::with_value(
+            EvidenceValue::json_text(&text[1..text.len() - 1]).expect("JSON"),
+        );
+        assert!(nests_within(&shallower, limit));
+    }
 }

@@ -154,7 +154,9 @@ pub(crate) fn read(text: &str) -> Option<EvidenceQueryArguments> {
 /// other call or shape (then the full path decides). `max_depth` is the
 /// envelope's nesting limit (the params are at level 2).
 pub(crate) fn read_call(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArguments> {
-    checked::call(raw, max_depth).or_else(|| read_call_serde(raw.get()))
+    checked::call(raw, max_depth)
+        .map(|read| read.arguments)
+        .or_else(|| read_call_serde(raw.get()))
 }
 
 /// [`read_call`] with `serde_json`'s typed parse: the reference the

@@ -4,7 +4,6 @@
 //!
 //! Limits: a contract is configuration; its schemas are compiled once.
 
-#[cfg(feature = "std")]
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::{String, ToString};
@@ -35,8 +34,12 @@ pub struct ServerContract {
 pub(crate) struct ContractInner {
     contract: ProviderContract,
     pub(crate) tool: Arc<ToolDefinition>,
+    /// Each check's index in `contract.checks`, by check id: one lookup
+    /// per query finds the check and its validator.
+    by_id: BTreeMap<String, usize>,
+    /// The compiled `params_schema` of each check, in `contract.checks` order.
     #[cfg(feature = "std")]
-    validators: BTreeMap<String, crate::contract::ParamsValidator>,
+    validators: Vec<crate::contract::ParamsValidator>,
 }
 
 impl fmt::Debug for ServerContract {
@@ -62,7 +65,7 @@ impl ServerContract {
         contract.validate(&contract.provider_id)?;
         #[cfg(feature = "std")]
         let validators = {
-            let mut validators = BTreeMap::new();
+            let mut validators = Vec::with_capacity(contract.checks.len());
             for (index, check) in contract.checks.iter().enumerate() {
                 let validator =
                     check
@@ -71,15 +74,23 @@ impl ServerContract {
                             location: format!("checks[{index}].params_schema"),
                             detail: error.to_string(),
                         })?;
-                validators.insert(check.check_id.clone(), validator);
+                validators.push(validator);
             }
             validators
         };
+        // Check ids are unique (`validate` refused duplicates).
+        let by_id = contract
+            .checks
+            .iter()
+            .enumerate()
+            .map(|(index, check)| (check.check_id.clone(), index))
+            .collect();
         let tool = Arc::new(ToolDefinition::for_contract(&contract));
         Ok(ServerContract {
             inner: Arc::new(ContractInner {
                 contract,
                 tool,
+                by_id,
                 #[cfg(feature = "std")]
                 validators,
             }),
@@ -111,7 +122,12 @@ impl ServerContract {
     /// a JSON-RPC error.
     pub fn check_query(&self, query: &EvidenceQuery) -> Result<(), EvidenceError> {
         let contract = &self.inner.contract;
-        let Some(check) = contract.check(&query.check_id) else {
+        let found = self
+            .inner
+            .by_id
+            .get(&query.check_id)
+            .and_then(|&index| contract.checks.get(index).map(|check| (index, check)));
+        let Some((index, check)) = found else {
             let ids: Vec<&str> = contract
                 .checks
                 .iter()
@@ -137,12 +153,15 @@ impl ServerContract {
         }
         let params = query.params.as_ref().unwrap_or(&Value::Null);
         #[cfg(feature = "std")]
-        let checked = match self.inner.validators.get(&check.check_id) {
+        let checked = match self.inner.validators.get(index) {
             Some(validator) => validator.validate(params),
             None => check.validate_params(params),
         };
         #[cfg(not(feature = "std"))]
-        let checked = check.validate_params(params);
+        let checked = {
+            let _ = index;
+            check.validate_params(params)
+        };
         checked.map_err(|error| EvidenceError::new(INVALID_PARAMS, error.to_string()))
     }
 }

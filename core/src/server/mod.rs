@@ -853,15 +853,21 @@ impl Server {
         &mut self,
         message: Message<'_>,
         batch: Option<u64>,
-        ready: Option<EvidenceQueryArguments>,
+        ready: Option<arguments::checked::ReadCall>,
     ) {
         match message {
             Message::Request(request) => {
                 let id = request.id.into_owned();
                 let method = static_name(request.method);
-                let outcome = match self.speech_of(&method, request.params) {
+                // Params read whole without a `_meta` member name no revision.
+                let speech = match &ready {
+                    Some(read) if !read.has_meta => Ok(self.connection_speech()),
+                    _ => self.speech_of(&method, request.params),
+                };
+                let outcome = match speech {
                     Ok(speech) => {
                         self.speech = speech;
+                        let ready = ready.map(|read| read.arguments);
                         self.handle_request(&id, &method, request.params, batch, ready)
                     }
                     Err(refusal) => {

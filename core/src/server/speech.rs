@@ -63,6 +63,15 @@ struct Meta<'a> {
 }
 
 impl Server {
+    /// How the connection speaks (what a request without a stateless
+    /// `_meta` speaks).
+    pub(super) fn connection_speech(&self) -> Speech {
+        Speech {
+            dialect: self.dialect,
+            revision: self.revision,
+        }
+    }
+
     /// How the request `method` with `params` is spoken, or why it is
     /// refused (see the module docs). `initialize` always speaks as the
     /// connection (it negotiates the revision itself).
@@ -71,10 +80,7 @@ impl Server {
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<Speech, Refusal> {
-        let connection = Speech {
-            dialect: self.dialect,
-            revision: self.revision,
-        };
+        let connection = self.connection_speech();
         if method == "initialize" {
             return Ok(connection);
         }

@@ -14,6 +14,12 @@
 )] // test code may panic
 #![forbid(unsafe_code)]
 
+// The benchmarks give every program the allocator the `evidence-wire`
+// binary links (adapters/cli/src/main.rs): the comparison is of the
+// protocol code, not of malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::io::{Read, Write};
 
 fn main() {

@@ -25,6 +25,12 @@
 )] // test code may panic
 #![forbid(unsafe_code)]
 
+// The benchmarks give every program the allocator the `evidence-wire`
+// binary links (adapters/cli/src/main.rs): the comparison is of the
+// protocol code, not of malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::sync::Arc;
 
 use evidence_wire_tests::rmcp_peer::{EvidencePeer, evidence, sha256_canonical};

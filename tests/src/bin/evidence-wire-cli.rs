@@ -12,6 +12,10 @@
 )] // test code may panic
 #![forbid(unsafe_code)]
 
+// The same allocator as the `evidence-wire` binary (adapters/cli/src/main.rs).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     evidence_wire_cli::run()
 }

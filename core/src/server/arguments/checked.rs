@@ -40,7 +40,7 @@ use crate::unique;
 /// valid JSON value nested no deeper than the limit: every byte was
 /// checked on the way (the envelope pass may leave `params` to this read,
 /// see [`crate::envelope::validate_reading_call`]).
-pub(crate) fn call(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArguments> {
+pub(crate) fn call(raw: &RawValue, max_depth: usize) -> Option<ReadCall> {
     let mut reader = Reader {
         text: raw.get(),
         at: 0,
@@ -49,6 +49,7 @@ pub(crate) fn call(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArgu
     };
     let mut named = None;
     let mut arguments = None;
+    let mut has_meta = false;
     reader.object(|reader, name| {
         match name {
             "name" => {
@@ -63,14 +64,32 @@ pub(crate) fn call(raw: &RawValue, max_depth: usize) -> Option<EvidenceQueryArgu
                 once(&mut arguments, read)
             }
             // Other members of the params (`_meta`, say) are ignored, as
-            // the full path ignores them.
-            _ => reader.skip(),
+            // the full path ignores them; `_meta` is noted (it may name a
+            // stateless revision).
+            other => {
+                has_meta |= other == "_meta";
+                reader.skip()
+            }
         }
     })?;
     if named != Some(true) || !reader.at_end() {
         return None;
     }
-    arguments
+    Some(ReadCall {
+        arguments: arguments?,
+        has_meta,
+    })
+}
+
+/// A call read by [`call`].
+#[derive(Debug)]
+pub(crate) struct ReadCall {
+    /// The call's arguments.
+    pub(crate) arguments: EvidenceQueryArguments,
+    /// Whether the params hold a `_meta` member. False says they certainly
+    /// do not (member names with escapes are never read here), so the
+    /// request speaks as its connection (`Server::speech_of`).
+    pub(crate) has_meta: bool,
 }
 
 /// Fills `slot` with `value`; `None` when it was already filled (a member
@@ -353,7 +372,8 @@ impl<'a> Reader<'a> {
         let end = scan::number_end(self.text.as_bytes(), start).ok()?;
         let token = self.text.get(start..end)?;
         self.at = end;
-        (!token.contains(['.', 'e', 'E'])).then_some(token)
+        let plain = !token.bytes().any(|byte| matches!(byte, b'.' | b'e' | b'E'));
+        plain.then_some(token)
     }
 
     /// An id: a plain integer >= 1 that fits in 64 bits.
@@ -571,7 +591,12 @@ mod tests {
             let raw: &RawValue = serde_json::from_str(&text).expect("generated JSON");
             let serde = read_call_serde(&text);
             match call(raw, crate::envelope::DEFAULT_MAX_DEPTH) {
-                Some(hand) => prop_assert_eq!(Some(hand), serde, "{}", text),
+                Some(hand) => {
+                    let members: alloc::collections::BTreeMap<String, &RawValue> =
+                        serde_json::from_str(&text).expect("an object");
+                    prop_assert_eq!(hand.has_meta, members.contains_key("_meta"), "{}", text);
+                    prop_assert_eq!(Some(hand.arguments), serde, "{}", text);
+                }
                 // Left to the serde read only for what it does not know:
                 // escaped member names.
                 None => prop_assert!(serde.is_none() || text.contains("\\u005f") || text.contains("\\u0065"), "{}", text),
@@ -584,7 +609,8 @@ mod tests {
         let text = r#"{"name":"evidence_query","arguments":{"query":{"provider_id":"evidence-wire","check_id":"time_now"},"context":{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","stage_id":"st","trigger_id":"t","trigger_time":{"kind":"unix_millis","value":1710000000000},"correlation_id":null}}}"#;
         let raw: &RawValue = serde_json::from_str(text).unwrap();
         let depth = crate::envelope::DEFAULT_MAX_DEPTH;
-        assert_eq!(call(raw, depth), read_call_serde(text));
-        assert!(call(raw, depth).is_some());
+        let read = call(raw, depth).unwrap();
+        assert_eq!(Some(read.arguments), read_call_serde(text));
+        assert!(!read.has_meta);
     }
 }
