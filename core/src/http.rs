@@ -290,6 +290,17 @@ impl<'a> HeaderField<'a> {
         }
     }
 
+    /// The field after one more value of it (for an adapter that walks
+    /// the request's headers once instead of looking each name up):
+    /// absent becomes sent once, once becomes repeated.
+    pub fn push(&mut self, value: &'a [u8]) {
+        *self = match *self {
+            HeaderField::Absent => HeaderField::One(value),
+            HeaderField::One(_) => HeaderField::Repeated(2),
+            HeaderField::Repeated(count) => HeaderField::Repeated(count.saturating_add(1)),
+        };
+    }
+
     /// The value when sent exactly once.
     pub fn value(self) -> Option<&'a [u8]> {
         match self {
@@ -852,6 +863,19 @@ pub(crate) fn wants_sse(accept: Option<&[u8]>) -> bool {
     let Some(accept) = accept else {
         return false;
     };
+    // What MCP clients send (the spec's own list) and a JSON-only
+    // client's value, answered without parsing: each lists JSON.
+    if USUAL_ACCEPT.contains(&accept) {
+        return false;
+    }
+    ranges_want_sse(accept)
+}
+
+/// The `Accept` values of nearly every request (see [`wants_sse`]).
+const USUAL_ACCEPT: [&[u8]; 2] = [b"application/json, text/event-stream", b"application/json"];
+
+/// [`wants_sse`] by parsing the media ranges.
+fn ranges_want_sse(accept: &[u8]) -> bool {
     let Ok(accept) = core::str::from_utf8(accept) else {
         return false;
     };
@@ -1850,6 +1874,10 @@ mod tests {
 
     #[test]
     fn sse_negotiation() {
+        // The usual values skip the parse, with its answer.
+        for usual in USUAL_ACCEPT {
+            assert!(!ranges_want_sse(usual));
+        }
         assert!(!wants_sse(None));
         assert!(wants_sse(Some(b"text/event-stream")));
         assert!(wants_sse(Some(b"Text/Event-Stream; charset=utf-8")));

@@ -3,7 +3,8 @@
 //! one request at a time: ours (`bench-http-server`, evidence-wire-tokio's
 //! `serve_http`) against rmcp's streamable-HTTP server in stateless
 //! JSON-response mode (`bench-rmcp-stdio --http`). Both servers are child
-//! processes on a multi-threaded tokio runtime; the client is one
+//! processes, each run on a multi-thread and on a current-thread tokio
+//! runtime (`--current-thread`; the report compares each one's best); the client is one
 //! single-threaded tokio runtime with hyper HTTP/1.1 connections, the same
 //! for both.
 //!
@@ -178,21 +179,31 @@ fn measure(command: &mut Command, connections: usize) -> Result<(f64, Vec<f64>),
 
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
-    let servers: [(&str, Command); 2] = [
-        (
-            "evidence-wire",
-            Command::new(env!("CARGO_BIN_EXE_bench-http-server")),
-        ),
-        ("rmcp", {
-            let mut command = Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"));
-            command.arg("--http");
-            command
-        }),
+    // Every server on both tokio runtimes: each one's best is compared.
+    let server = |name: &'static str, runtime: &'static str| {
+        let mut command = match name {
+            "rmcp" => {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_bench-rmcp-stdio"));
+                command.arg("--http");
+                command
+            }
+            _ => Command::new(env!("CARGO_BIN_EXE_bench-http-server")),
+        };
+        if runtime == "current-thread" {
+            command.arg("--current-thread");
+        }
+        (name, runtime, command)
+    };
+    let servers = [
+        server("evidence-wire", "multi-thread"),
+        server("evidence-wire", "current-thread"),
+        server("rmcp", "multi-thread"),
+        server("rmcp", "current-thread"),
     ];
     let dir = results_dir();
     std::fs::create_dir_all(&dir).expect("results directory");
     let mut lines = String::new();
-    for (name, mut command) in servers {
+    for (name, runtime, mut command) in servers {
         if filter
             .as_deref()
             .is_some_and(|filter| !name.contains(filter))
@@ -203,16 +214,18 @@ fn main() {
             match measure(&mut command, connections) {
                 Ok((median, rates)) => {
                     eprintln!(
-                        "{name:14} connections {connections:>2}: {median:>10.0} requests/s (rounds {:?})",
+                        "{name:14} {runtime:14} connections {connections:>2}: {median:>10.0} requests/s (rounds {:?})",
                         rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
                     );
                     lines.push_str(
-                        &serde_json::json!({"server": name, "connections": connections, "median_rps": median, "rounds": rates})
+                        &serde_json::json!({"server": name, "runtime": runtime, "connections": connections, "median_rps": median, "rounds": rates})
                             .to_string(),
                     );
                     lines.push('\n');
                 }
-                Err(error) => eprintln!("{name} connections {connections}: FAILED: {error}"),
+                Err(error) => {
+                    eprintln!("{name} {runtime} connections {connections}: FAILED: {error}");
+                }
             }
         }
     }

@@ -44,6 +44,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use evidence_wire::error::CanonicalError;
+use evidence_wire::evidence::EVIDENCE_QUERY_TOOL;
 use evidence_wire::frame::FrameError;
 use evidence_wire::server::{ServerEvent, Ticket};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -224,6 +225,10 @@ struct Inner {
     restarts: Family<ProviderLabels, Counter>,
     /// The `in_flight` gauges, by transport.
     in_flight_gauges: PerTransport<OnceLock<Gauge>>,
+    /// The `requests` counter of the usual message, an `evidence_query`
+    /// call answered without a JSON-RPC error, by transport (kept, so the
+    /// usual message costs no label set: no `String`, no hash).
+    usual_calls: PerTransport<OnceLock<Counter>>,
     checks: Bounded<CheckSeries>,
     codes: Bounded<Name>,
     providers: Bounded<Name>,
@@ -307,6 +312,7 @@ impl Metrics {
                 dropped,
                 restarts,
                 in_flight_gauges: PerTransport::default(),
+                usual_calls: PerTransport::default(),
                 checks: Bounded::new(CheckSeries::new),
                 codes: Bounded::new(|value| Name(value.to_owned())),
                 providers: Bounded::new(|value| Name(value.to_owned())),
@@ -411,6 +417,28 @@ impl ConnectionMetrics {
         let inner = &self.metrics.inner;
         let transport = self.transport.label();
         match event {
+            ServerEvent::Handled(outcome)
+                if outcome.error.is_none()
+                    && outcome.method.as_deref() == Some("tools/call")
+                    && outcome.tool.as_deref() == Some(EVIDENCE_QUERY_TOOL) =>
+            {
+                // The labels the general arm below would make.
+                inner
+                    .usual_calls
+                    .get(self.transport)
+                    .get_or_init(|| {
+                        inner
+                            .requests
+                            .get_or_create(&RequestLabels {
+                                transport,
+                                method: "tools/call",
+                                tool: EVIDENCE_QUERY_TOOL.to_owned(),
+                                outcome: "ok",
+                            })
+                            .clone()
+                    })
+                    .inc();
+            }
             ServerEvent::Handled(outcome) => {
                 let method = match outcome.method.as_deref() {
                     None => "none",

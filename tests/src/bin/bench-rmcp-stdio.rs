@@ -126,9 +126,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         });
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?;
+    // `--current-thread` (HTTP): one thread for the whole server, which on
+    // a small machine shared with the client can beat the multi-thread
+    // default; the benchmark runs both and keeps each server's best.
+    let runtime = if std::env::args().any(|arg| arg == "--current-thread") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?
+    };
     runtime.block_on(async {
         if http {
             return serve_http().await;
