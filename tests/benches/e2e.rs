@@ -21,9 +21,12 @@
 //! Pinned, every server gets the same one-CPU ping-pong and the ratios show
 //! the per-request work. Both are reported.
 //!
-//! Each configuration: 200 warm-up requests, then 5 rounds of N requests
-//! (N = 2000 one at a time, 10000 with 64 in flight); the median round's
-//! requests per second is reported. Every answer is checked for a JSON-RPC
+//! Each configuration: 200 warm-up requests, one sizing round of N
+//! requests (N = 2000 one at a time, 10000 with 64 in flight), then 5
+//! rounds of about 0.4 s each (at least N, at most 400000 requests: at
+//! hundreds of thousands of requests per second a round of N lasts a few
+//! milliseconds, short enough for one scheduler hiccup to move it by a
+//! quarter); the median round's requests per second is reported. Every answer is checked for a JSON-RPC
 //! error or `isError`; the first one's `structuredContent` must hold an
 //! `evidence_hash`. A watchdog kills a server that takes over 120 s.
 //!
@@ -46,6 +49,10 @@ use std::time::{Duration, Instant};
 
 const ROUNDS: usize = 5;
 const WARM_UP: u64 = 200;
+/// How long a measured round lasts, about (see the module docs).
+const ROUND_TIME: Duration = Duration::from_millis(400);
+/// The most requests in one round.
+const MAX_ROUND: u64 = 400_000;
 const DEADLINE: Duration = Duration::from_secs(120);
 
 fn request(id: u64) -> String {
@@ -317,6 +324,9 @@ fn measure(
     let done = watchdog(session.child.id());
     let outcome = (|| {
         session.run(WARM_UP, window)?;
+        let sizing = session.run(count, window)?;
+        let rate = count as f64 / sizing.as_secs_f64().max(1e-9);
+        let count = ((rate * ROUND_TIME.as_secs_f64()) as u64).clamp(count, MAX_ROUND);
         let mut rates = Vec::new();
         for _ in 0..ROUNDS {
             let elapsed = session.run(count, window)?;
