@@ -537,7 +537,7 @@ impl<'a> RecordView<'a> {
             Some(Id::String(id)) => push_json_text(out, &excerpt_cow(id, MAX_NAME_BYTES)),
         }
         match cache {
-            Some(cache) => out.extend_from_slice(cache.names(self)),
+            Some(cache) => cache.push_names(out, self),
             None => self.push_names(out),
         }
         push_decimal(out, u64::from(self.facts.status));
@@ -626,7 +626,8 @@ impl<'a> RecordView<'a> {
 /// route, method, tool) and the date and time of its timestamp's second.
 /// A log's records mostly repeat both, so the usual record copies them
 /// instead of escaping its names and working out the calendar again.
-/// Holds a few short strings (names are excerpted to a bounded length).
+/// Holds a few short strings (names longer than a record shows are never
+/// kept).
 #[derive(Clone, Debug, Default)]
 pub struct LineCache {
     names: Option<CachedNames>,
@@ -646,30 +647,40 @@ struct CachedNames {
 }
 
 impl LineCache {
-    /// The JSON of `view`'s names ([`RecordView::push_names`]), made
-    /// again only when they differ from the last record's.
-    fn names(&mut self, view: &RecordView<'_>) -> &[u8] {
+    /// Appends [`RecordView::push_names`] of `view`: copied when the
+    /// names are the last record's, else written and kept. Names longer
+    /// than a record shows ([`MAX_NAME_BYTES`], a peer's doing) are written
+    /// and not kept, so the cache holds a few short strings at most.
+    fn push_names(&mut self, out: &mut Vec<u8>, view: &RecordView<'_>) {
         let (outcome, facts) = (view.outcome, &view.facts);
-        let same = self.names.as_ref().is_some_and(|names| {
-            names.transport == facts.transport
+        if let Some(names) = &self.names {
+            let same = names.transport == facts.transport
                 && names.route == facts.route
                 && names.method.as_deref() == outcome.method.as_deref()
-                && names.tool.as_deref() == outcome.tool.as_deref()
-        });
-        if !same {
-            let mut json = Vec::new();
-            view.push_names(&mut json);
-            self.names = Some(CachedNames {
-                transport: facts.transport,
-                route: facts.route.to_owned(),
-                method: outcome.method.as_deref().map(str::to_owned),
-                tool: outcome.tool.as_deref().map(str::to_owned),
-                json,
-            });
+                && names.tool.as_deref() == outcome.tool.as_deref();
+            if same {
+                out.extend_from_slice(&names.json);
+                return;
+            }
         }
-        self.names
-            .as_ref()
-            .map_or(&[], |names| names.json.as_slice())
+        let short = |name: Option<&str>| name.is_none_or(|name| name.len() <= MAX_NAME_BYTES);
+        if !(short(Some(facts.route))
+            && short(outcome.method.as_deref())
+            && short(outcome.tool.as_deref()))
+        {
+            view.push_names(out);
+            return;
+        }
+        let mut json = Vec::new();
+        view.push_names(&mut json);
+        out.extend_from_slice(&json);
+        self.names = Some(CachedNames {
+            transport: facts.transport,
+            route: facts.route.to_owned(),
+            method: outcome.method.as_deref().map(str::to_owned),
+            tool: outcome.tool.as_deref().map(str::to_owned),
+            json,
+        });
     }
 
     /// Appends [`format_timestamp`] of `unix_millis`, its date and time
@@ -913,6 +924,45 @@ mod tests {
     use serde_json::json;
 
     /// The digit-by-digit writers against the `format!` they replaced.
+    /// A name longer than a record shows (a peer's method, say) is
+    /// written excerpted through the cache and never kept there; the
+    /// usual names are kept and copied.
+    #[test]
+    fn the_line_cache_keeps_only_short_names() {
+        let facts = RecordFacts {
+            transport: Transport::Stdio,
+            route: "stdio",
+            status: 200,
+            duration_micros: 5,
+        };
+        let clock = ClockReading {
+            unix_millis: 1_706_691_900_250,
+            entropy: 1,
+        };
+        let mut cache = LineCache::default();
+        let mut recorder = Recorder::new(false);
+        for method in ["tools/call", &"m".repeat(MAX_NAME_BYTES + 1), "tools/call"] {
+            let outcome = Outcome {
+                id: Some(Id::Number(1)),
+                method: Some(Cow::Owned(method.to_owned())),
+                tool: None,
+                error: None,
+                detail: None,
+                stateless: false,
+            };
+            let view = recorder.view(&outcome, &facts, clock);
+            let (mut plain, mut cached) = (Vec::new(), Vec::new());
+            view.write_json_line(&mut plain);
+            view.write_json_line_cached(&mut cached, &mut cache);
+            assert_eq!(
+                String::from_utf8_lossy(&cached),
+                String::from_utf8_lossy(&plain)
+            );
+            let kept = cache.names.as_ref().and_then(|names| names.method.clone());
+            assert_eq!(kept.as_deref(), Some("tools/call"), "{method}");
+        }
+    }
+
     #[test]
     fn uuids_and_timestamps_are_written_as_format_wrote_them() {
         let mut bits: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;

@@ -117,3 +117,20 @@ pub mod rmcp_peer {
         })
     }
 }
+
+/// The tokio runtime of a benchmarked HTTP server: a current-thread one
+/// when the server was started with `--current-thread`, else the
+/// multi-thread default (`tests/benches/http.rs` runs every server both
+/// ways and keeps each one's best).
+#[cfg(feature = "bench-peers")]
+pub fn bench_server_runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    if std::env::args().any(|arg| arg == "--current-thread") {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+    }
+}

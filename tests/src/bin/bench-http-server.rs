@@ -69,17 +69,8 @@ fn time_now(query: &EvidenceQuery, context: &EvidenceContext) -> EvidenceResult 
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    // `--current-thread`: one thread for the whole server (the benchmark
-    // runs both runtimes for every server and keeps each one's best).
-    let runtime = if std::env::args().any(|arg| arg == "--current-thread") {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-    };
+    // Multi-thread, or current-thread with `--current-thread`.
+    let runtime = evidence_wire_tests::bench_server_runtime()?;
     runtime.block_on(async {
         let config = HttpServerConfig::default();
         let listener = bind_http(std::net::SocketAddr::from(([127, 0, 0, 1], 0)), &config).await?;

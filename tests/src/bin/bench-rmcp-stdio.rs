@@ -126,18 +126,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Ok(())
         });
     }
-    // `--current-thread` (HTTP): one thread for the whole server, which on
-    // a small machine shared with the client can beat the multi-thread
-    // default; the benchmark runs both and keeps each server's best.
-    let runtime = if std::env::args().any(|arg| arg == "--current-thread") {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?
-    } else {
-        tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()?
-    };
+    // Multi-thread, or current-thread with `--current-thread`.
+    let runtime = evidence_wire_tests::bench_server_runtime()?;
     runtime.block_on(async {
         if http {
             return serve_http().await;
