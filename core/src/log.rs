@@ -923,7 +923,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The digit-by-digit writers against the `format!` they replaced.
     /// A name longer than a record shows (a peer's method, say) is
     /// written excerpted through the cache and never kept there; the
     /// usual names are kept and copied.
@@ -963,6 +962,7 @@ mod tests {
         }
     }
 
+    /// The digit-by-digit writers against the `format!` they replaced.
     #[test]
     fn uuids_and_timestamps_are_written_as_format_wrote_them() {
         let mut bits: u128 = 0x0123_4567_89ab_cdef_fedc_ba98_7654_3210;

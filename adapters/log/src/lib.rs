@@ -235,7 +235,7 @@ struct Inner {
     lines: LineCache,
     /// The keys of the correlation ids' mix (random per log).
     keys: EntropyKeys,
-    /// Records stamped so far (the hashed counter of correlation ids).
+    /// Records stamped so far (the counter the correlation ids are mixed from).
     stamped: u64,
 }
 
@@ -774,7 +774,8 @@ fn unix_millis() -> u64 {
 /// - the high 64 bits are SplitMix64's finalizer over the keyed count.
 ///
 /// Unique within a log and unrelated across logs: enough for correlation,
-/// not for secrets. (Two SipHash rounds per record cost twenty times more.)
+/// not for secrets (the mix is invertible: one id of a log gives away the
+/// others). (Two SipHash rounds per record cost twenty times more.)
 fn read_clock(keys: &EntropyKeys, count: u64) -> ClockReading {
     ClockReading {
         unix_millis: unix_millis(),
