@@ -3,7 +3,7 @@
 //!
 //! The binary picks two things a library leaves to its embedder: the
 //! allocator (mimalloc: a request's dozen small allocations cost about a
-//! fifth of what glibc's malloc takes, `BENCHMARKS.md`) and, through
+//! quarter of what glibc's malloc takes, `BENCHMARKS.md`) and, through
 //! `Cargo.toml` on x86 and x86-64 outside Windows, sha2's assembly SHA-256
 //! for CPUs without the SHA extensions (CPUs with them use those either
 //! way).
