@@ -63,8 +63,8 @@ pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
 pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
 pub use process::ProcessProvider;
 pub use server::{
-    DEFAULT_DRAIN_TIMEOUT, MAX_OUTSTANDING_JOBS, Shutdown, serve, serve_stdio,
-    serve_stdio_with_log, serve_until, serve_with_log,
+    DEFAULT_DRAIN_TIMEOUT, MAX_OUTSTANDING_JOBS, Shutdown, UnbufferedStdout, serve, serve_stdio,
+    serve_stdio_with_log, serve_until, serve_with_log, unbuffered_stdout,
 };
 
 /// One `use` line to write a provider or a caller on this adapter: the

@@ -102,6 +102,11 @@ struct State<W: Write> {
     broken: bool,
     /// The caller has returned: every other thread stops.
     stopped: bool,
+    /// The io thread waits on `input_wanted` (held at the in-flight cap).
+    /// Only then is it notified: `Condvar::notify_one` is a `futex` system
+    /// call even with no waiter, and a pump without one per answer saves
+    /// two system calls per request at one in flight.
+    input_waiting: bool,
 }
 
 impl<W: Write> State<W> {
@@ -213,7 +218,7 @@ impl<W: Write> Shared<W> {
         if state.is_done() {
             self.done.notify_all();
         }
-        if state.server.wants_input() {
+        if state.input_waiting && (state.server.wants_input() || state.is_done()) {
             self.input_wanted.notify_one();
         }
     }
@@ -295,10 +300,12 @@ impl<W: Write> Shared<W> {
                     if state.server.is_input_closed() {
                         return;
                     }
+                    state.input_waiting = true;
                     state = self
                         .input_wanted
                         .wait(state)
                         .unwrap_or_else(PoisonError::into_inner);
+                    state.input_waiting = false;
                 }
                 if state.stopped || state.is_done() {
                     return;
@@ -429,7 +436,7 @@ pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
 /// [`evidence_wire_provider::Service`]) on stdin/stdout with `workers`
 /// worker threads (at least one).
 pub fn serve_stdio(service: impl IntoService, workers: usize) -> Result<(), ServeError> {
-    serve(service, workers, io::stdin(), io::stdout())
+    serve(service, workers, io::stdin(), unbuffered_stdout())
 }
 
 /// Serve `service` on `input`/`output` until end of input, then flush
@@ -454,7 +461,75 @@ pub fn serve_stdio_with_log(
     workers: usize,
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
-    serve_with_log(service, workers, io::stdin(), io::stdout(), log)
+    serve_with_log(service, workers, io::stdin(), unbuffered_stdout(), log)
+}
+
+/// Standard output for a stdio server, without the standard library's line
+/// buffering: see [`unbuffered_stdout`].
+#[derive(Debug)]
+pub struct UnbufferedStdout(Sink);
+
+#[derive(Debug)]
+enum Sink {
+    /// A duplicate of the standard output's descriptor (Unix).
+    #[cfg(unix)]
+    File(std::fs::File),
+    /// `std::io::stdout()` itself (elsewhere, or when duplicating failed).
+    Std(io::Stdout),
+}
+
+/// Standard output as the stdio servers write it: each `write` goes to the
+/// descriptor as it is.
+///
+/// `std::io::stdout()` is line-buffered: a write is cut after its last
+/// newline and the rest waits for the next `flush`. The server already
+/// frames a whole batch of answers into one buffer, so on Content-Length
+/// framing (whose last answer does not end with a newline) line buffering
+/// turns each batch into two system calls and two wake-ups of the peer.
+/// On Unix this writes to a duplicate of descriptor 1 instead (whatever
+/// `std::io::stdout()` still buffers is flushed first); elsewhere, or if
+/// the descriptor cannot be duplicated, it is `std::io::stdout()`.
+/// [`serve_stdio`] and [`serve_stdio_with_log`] use it; pass it to
+/// [`serve_until`] for the same.
+#[must_use]
+pub fn unbuffered_stdout() -> UnbufferedStdout {
+    let stdout = io::stdout();
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        // Whatever was printed before serving goes first.
+        let _ = stdout.lock().flush();
+        if let Ok(descriptor) = stdout.as_fd().try_clone_to_owned() {
+            return UnbufferedStdout(Sink::File(std::fs::File::from(descriptor)));
+        }
+    }
+    UnbufferedStdout(Sink::Std(stdout))
+}
+
+impl Write for UnbufferedStdout {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        match &mut self.0 {
+            #[cfg(unix)]
+            Sink::File(file) => file.write(bytes),
+            Sink::Std(stdout) => stdout.write(bytes),
+        }
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        match &mut self.0 {
+            #[cfg(unix)]
+            Sink::File(file) => file.write_all(bytes),
+            Sink::Std(stdout) => stdout.write_all(bytes),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.0 {
+            #[cfg(unix)]
+            Sink::File(file) => file.flush(),
+            Sink::Std(stdout) => stdout.flush(),
+        }
+    }
 }
 
 /// [`serve`] writing one validation log record per message to `log`
@@ -515,6 +590,7 @@ where
             write_error: None,
             broken: false,
             stopped: false,
+            input_waiting: false,
         }),
         done: Condvar::new(),
         input_wanted: Condvar::new(),

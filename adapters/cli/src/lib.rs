@@ -568,7 +568,7 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
         service,
         args.workers,
         std::io::stdin(),
-        std::io::stdout(),
+        evidence_wire_blocking::unbuffered_stdout(),
         &log,
         &shutdown,
         drain,

@@ -261,20 +261,31 @@ impl Inner {
         }
     }
 
-    /// The clock reading of the next record (none in deterministic mode).
-    fn clock(&mut self) -> ClockReading {
+    /// The clock reading of the next record (none in deterministic mode):
+    /// the wall clock `unix_millis` if given (read once for records made
+    /// together), else read now.
+    fn clock(&mut self, unix_millis: Option<u64>) -> ClockReading {
         if self.recorder.is_deterministic() {
             return ClockReading::default();
         }
         self.stamped = self.stamped.wrapping_add(1);
-        read_clock(&self.keys, self.stamped)
+        read_clock(
+            &self.keys,
+            self.stamped,
+            unix_millis.unwrap_or_else(read_unix_millis),
+        )
     }
 
     /// Stamp the record of `outcome`, add its line to the pending bytes
     /// (written straight there: no owned record is made) and hand it to
     /// the listener.
-    fn accept_outcome(&mut self, outcome: &Outcome, facts: &RecordFacts<'_>) {
-        let clock = self.clock();
+    fn accept_outcome(
+        &mut self,
+        outcome: &Outcome,
+        facts: &RecordFacts<'_>,
+        unix_millis: Option<u64>,
+    ) {
+        let clock = self.clock(unix_millis);
         let view = self.recorder.view(outcome, facts, clock);
         self.accept_with(|pending, lines| view.write_json_line_cached(pending, lines));
         if let Some(listener) = &self.listener {
@@ -581,7 +592,7 @@ impl ValidationLog {
     pub fn record(&self, outcome: &Outcome, facts: &RecordFacts<'_>) -> Option<ValidationRecord> {
         let inner = self.inner.as_ref()?;
         let mut inner = lock(inner);
-        let clock = inner.clock();
+        let clock = inner.clock(None);
         let view = inner.recorder.view(outcome, facts, clock);
         inner.accept_with(|pending, lines| view.write_json_line_cached(pending, lines));
         inner.write_pending();
@@ -592,14 +603,22 @@ impl ValidationLog {
     }
 
     /// Record `outcome` like [`ValidationLog::record`] without making the
-    /// owned record; `pending` leaves its line pending (see
-    /// [`ValidationLog::stdio_batched`]), else it is written at once.
-    fn record_line(&self, outcome: &Outcome, facts: &RecordFacts<'_>, pending: bool) {
+    /// owned record, stamped `unix_millis` (the wall clock read once for
+    /// records made together; `None`: read now); `pending` leaves its line
+    /// pending (see [`ValidationLog::stdio_batched`]), else it is written
+    /// at once.
+    fn record_line(
+        &self,
+        outcome: &Outcome,
+        facts: &RecordFacts<'_>,
+        unix_millis: Option<u64>,
+        pending: bool,
+    ) {
         let Some(inner) = self.inner.as_ref() else {
             return;
         };
         let mut inner = lock(inner);
-        inner.accept_outcome(outcome, facts);
+        inner.accept_outcome(outcome, facts, unix_millis);
         if !pending {
             inner.write_pending();
         }
@@ -612,6 +631,7 @@ impl ValidationLog {
             log: self.clone(),
             received: Instant::now(),
             batched: false,
+            reading: None,
         }
     }
 
@@ -626,6 +646,7 @@ impl ValidationLog {
             log: self.clone(),
             received: Instant::now(),
             batched: true,
+            reading: None,
         }
     }
 
@@ -647,6 +668,9 @@ pub struct StdioLog {
     received: Instant,
     /// Records wait for [`StdioLog::flush`] ([`ValidationLog::stdio_batched`]).
     batched: bool,
+    /// Batched: the clocks read at the batch's first record (monotonic,
+    /// and the wall clock in Unix milliseconds), shared by its records.
+    reading: Option<(Instant, u64)>,
 }
 
 impl StdioLog {
@@ -655,6 +679,7 @@ impl StdioLog {
     pub fn bytes_received(&mut self) {
         if self.log.is_enabled() {
             self.received = Instant::now();
+            self.reading = None;
         }
     }
 
@@ -667,18 +692,35 @@ impl StdioLog {
         if !self.log.is_enabled() {
             return;
         }
+        // A batch's records share one reading of the clocks, taken at its
+        // first record: the events of a batch are drained together after
+        // the server handled them, so per-record readings would only add
+        // the time spent logging the records before (two clock reads are
+        // about a quarter of a record's cost).
+        let (now, unix_millis) = match self.reading {
+            Some(reading) => reading,
+            None => {
+                let reading = (Instant::now(), read_unix_millis());
+                if self.batched {
+                    self.reading = Some(reading);
+                }
+                reading
+            }
+        };
         let facts = RecordFacts {
             transport: Transport::Stdio,
             route: log::stdio_route(framing),
             status: log::stdio_status(outcome),
-            duration_micros: micros_since(self.received),
+            duration_micros: micros_between(self.received, now),
         };
-        self.log.record_line(outcome, &facts, self.batched);
+        self.log
+            .record_line(outcome, &facts, Some(unix_millis), self.batched);
     }
 
     /// Write the records observed so far that are still pending (one
     /// `write`); nothing to do for an observer that does not batch.
     pub fn flush(&mut self) {
+        self.reading = None;
         if let Some(inner) = self.log.inner.as_ref().filter(|_| self.batched) {
             lock(inner).write_pending();
         }
@@ -730,20 +772,23 @@ impl HttpCall {
         } else {
             Transport::Http
         };
+        // One reading of the clocks for the request's records.
+        let now = Instant::now();
+        let unix_millis = Some(read_unix_millis());
         let facts = RecordFacts {
             transport,
             route: &self.route,
             status: reply.status,
-            duration_micros: micros_since(self.started),
+            duration_micros: micros_between(self.started, now),
         };
         if self.outcomes.is_empty() {
             if let Some(refusal) = log::refusal_outcome(&reply.body) {
-                self.log.record_line(&refusal, &facts, false);
+                self.log.record_line(&refusal, &facts, unix_millis, false);
             }
             return;
         }
         for outcome in &self.outcomes {
-            self.log.record_line(outcome, &facts, false);
+            self.log.record_line(outcome, &facts, unix_millis, false);
         }
     }
 }
@@ -755,11 +800,13 @@ fn lock(inner: &Mutex<Inner>) -> MutexGuard<'_, Inner> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-fn micros_since(start: Instant) -> u64 {
-    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX)
+/// Microseconds from `start` to `end` (0 if `end` came first).
+fn micros_between(start: Instant, end: Instant) -> u64 {
+    u64::try_from(end.saturating_duration_since(start).as_micros()).unwrap_or(u64::MAX)
 }
 
-fn unix_millis() -> u64 {
+/// The wall clock: milliseconds since the Unix epoch (0 before it).
+fn read_unix_millis() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|elapsed| u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX))
@@ -776,9 +823,9 @@ fn unix_millis() -> u64 {
 /// Unique within a log and unrelated across logs: enough for correlation,
 /// not for secrets (the mix is invertible: one id of a log gives away the
 /// others). (Two SipHash rounds per record cost twenty times more.)
-fn read_clock(keys: &EntropyKeys, count: u64) -> ClockReading {
+fn read_clock(keys: &EntropyKeys, count: u64, unix_millis: u64) -> ClockReading {
     ClockReading {
-        unix_millis: unix_millis(),
+        unix_millis,
         entropy: (u128::from(keys.high(count)) << 64) | u128::from(keys.low(count)),
     }
 }
@@ -840,7 +887,7 @@ fn start_run(settings: &LogSettings) -> Result<Run, LogError> {
     } else {
         format!(
             "{}-{}",
-            log::format_compact_timestamp(unix_millis()),
+            log::format_compact_timestamp(read_unix_millis()),
             std::process::id()
         )
     };
@@ -1002,7 +1049,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!(
             "evidence-wire-log-{name}-{}-{}",
             std::process::id(),
-            unix_millis()
+            read_unix_millis()
         ));
         let _ = fs::remove_dir_all(&dir);
         dir
@@ -1348,6 +1395,61 @@ mod tests {
         assert_eq!(enabled.dir, PathBuf::from(DEFAULT_DIR));
         assert!(!enabled.deterministic);
         assert_eq!(enabled.max_bytes, 256 * 1024 * 1024);
+    }
+
+    /// A batch's records share one reading of the clocks (taken at its
+    /// first record): the same timestamp and duration however long the
+    /// records take; a flush or new input starts a new reading. An
+    /// observer that does not batch reads the clocks for every record.
+    #[test]
+    fn a_batch_shares_one_clock_reading() {
+        let dir = scratch("reading");
+        let log = ValidationLog::open(&LogSettings::new(&dir));
+        let path = log.path().expect("a run file");
+        let pause = std::time::Duration::from_millis(20);
+        let stamps = |records: &[Value], at: usize| {
+            (
+                records[at]["timestamp"].as_str().expect("timestamp").to_owned(),
+                records[at]["durationMicros"].as_u64().expect("duration"),
+            )
+        };
+        let mut stdio = log.stdio_batched();
+        stdio.bytes_received();
+        for round in 0..2 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+            std::thread::sleep(pause);
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+            if round == 0 {
+                stdio.flush();
+            } else {
+                stdio.bytes_received();
+            }
+            std::thread::sleep(pause);
+        }
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        stdio.flush();
+        let records = lines(&path);
+        assert_eq!(records.len(), 5);
+        assert_eq!(stamps(&records, 0), stamps(&records, 1), "one batch");
+        assert_eq!(stamps(&records, 2), stamps(&records, 3), "one batch");
+        let pause_micros = u64::try_from(pause.as_micros()).expect("small");
+        // After a flush: a new reading (the same input, a later time).
+        assert!(stamps(&records, 2).1 >= stamps(&records, 1).1 + 2 * pause_micros);
+        assert_ne!(stamps(&records, 2).0, stamps(&records, 1).0);
+        // After new input: a new reading, counted from it.
+        assert!(stamps(&records, 4).1 < stamps(&records, 3).1 + pause_micros);
+        assert_ne!(stamps(&records, 4).0, stamps(&records, 3).0);
+        drop(stdio);
+
+        let mut stdio = log.stdio();
+        stdio.bytes_received();
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        std::thread::sleep(pause);
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        let records = lines(&path);
+        assert!(stamps(&records, 6).1 >= stamps(&records, 5).1 + pause_micros);
+        assert_ne!(stamps(&records, 6).0, stamps(&records, 5).0);
+        let _ = fs::remove_dir_all(&dir);
     }
 
     /// A batching observer writes nothing until flushed (then everything,
