@@ -132,7 +132,9 @@ where
     let service = service.into_service()?;
     let mut server = service.connection();
     let handler = service.handler().as_ref();
-    let mut log = log.stdio();
+    // Batched: the records of the events drained together are written in
+    // one `write`, before the answers those events produced.
+    let mut log = log.stdio_batched();
     let mut calls = Calls::default();
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut failure = None;
@@ -154,6 +156,7 @@ where
                 _ => {}
             }
         }
+        log.flush();
         let mut wrote = false;
         while let Some(bytes) = server.poll_transmit() {
             output.write_all(&bytes).await.map_err(ServeError::Write)?;

@@ -81,7 +81,9 @@ where
     let service = service.into_service()?;
     let mut server = service.connection();
     let handler = service.handler().as_ref();
-    let mut log = log.stdio();
+    // Batched: the records of the events drained together are written in
+    // one `write`, before the answers those events produced.
+    let mut log = log.stdio_batched();
     let mut tasks = Tasks::new();
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut pending = Vec::new();
@@ -95,6 +97,7 @@ where
                 failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
             }
         }
+        log.flush();
         while let Some(bytes) = server.poll_transmit() {
             pending.extend_from_slice(&bytes);
         }
