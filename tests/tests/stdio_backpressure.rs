@@ -132,12 +132,35 @@ impl Write for SharedOutput {
     }
 }
 
+/// How long one adapter may take to answer every call (a few hundred
+/// milliseconds when it works): a server that stops waking its reader
+/// fails the test instead of hanging it.
+const DEADLINE: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// Runs `serve` on its own thread and returns what it returned, or fails
+/// when it takes longer than [`DEADLINE`].
+fn within_deadline<T: Send + 'static>(
+    adapter: &str,
+    serve: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (done, outcome) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(serve());
+    });
+    outcome.recv_timeout(DEADLINE).unwrap_or_else(|_| {
+        panic!("{adapter}: not every call was answered within {DEADLINE:?}: the server hangs")
+    })
+}
+
 #[test]
 fn blocking_server_slows_a_pipelining_peer() {
     let (service, most) = service();
     let output = SharedOutput::default();
-    evidence_wire_blocking::serve(service, 4, std::io::Cursor::new(input()), output.clone())
-        .expect("served");
+    let written = output.clone();
+    within_deadline("blocking", move || {
+        evidence_wire_blocking::serve(service, 4, std::io::Cursor::new(input()), written)
+            .expect("served");
+    });
     let bytes = output.0.lock().expect("lock").clone();
     assert_all_answered("blocking", &bytes, &most);
 }
@@ -151,15 +174,18 @@ fn tokio_server_slows_a_pipelining_peer() {
         .build()
         .expect("runtime");
     let (service, most) = service();
-    let input = input();
-    let mut output = Vec::new();
-    runtime
-        .block_on(evidence_wire_tokio::serve(
-            service,
-            input.as_slice(),
-            &mut output,
-        ))
-        .expect("served");
+    let output = within_deadline("tokio", move || {
+        let input = input();
+        let mut output = Vec::new();
+        runtime
+            .block_on(evidence_wire_tokio::serve(
+                service,
+                input.as_slice(),
+                &mut output,
+            ))
+            .expect("served");
+        output
+    });
     assert_all_answered("tokio", &output, &most);
 }
 
@@ -170,7 +196,7 @@ fn smol_server_slows_a_pipelining_peer() {
         ("async-std", run_on_async_std),
     ] {
         let (service, most) = service();
-        let output = run(service, input());
+        let output = within_deadline(executor, move || run(service, input()));
         assert_all_answered(executor, &output, &most);
     }
 }

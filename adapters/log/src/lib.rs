@@ -1409,7 +1409,10 @@ mod tests {
         let pause = std::time::Duration::from_millis(20);
         let stamps = |records: &[Value], at: usize| {
             (
-                records[at]["timestamp"].as_str().expect("timestamp").to_owned(),
+                records[at]["timestamp"]
+                    .as_str()
+                    .expect("timestamp")
+                    .to_owned(),
                 records[at]["durationMicros"].as_u64().expect("duration"),
             )
         };
