@@ -8,8 +8,11 @@
 //! single-threaded tokio runtime with hyper HTTP/1.1 connections, the same
 //! for both.
 //!
-//! Each configuration: 0.5 s warm-up, then 3 rounds of 2 s; the median
-//! round's requests per second is reported. Every answer must be `200`
+//! Every server runs at once (idle while another is measured); for 1, then
+//! 64 connections: a 0.5 s warm-up of each, then 5 rounds of 1.2 s,
+//! interleaved (round 1 of every server, then round 2, ...), so a slow
+//! spell of this shared VM lands on every server alike; each server's
+//! median round's requests per second is reported. Every answer must be `200`
 //! with an `evidence_hash` in it (the first is parsed fully). Every wait
 //! is bounded: a request taking over 10 s fails the configuration.
 //!
@@ -24,7 +27,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -34,8 +37,8 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 
-const ROUNDS: usize = 3;
-const ROUND: Duration = Duration::from_secs(2);
+const ROUNDS: usize = 5;
+const ROUND: Duration = Duration::from_millis(1200);
 const WARM_UP: Duration = Duration::from_millis(500);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -136,45 +139,94 @@ fn results_dir() -> PathBuf {
         })
 }
 
-fn measure(command: &mut Command, connections: usize) -> Result<(f64, Vec<f64>), String> {
-    let mut child = command
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|error| format!("cannot start {command:?}: {error}"))?;
-    let stdin = child.stdin.take();
-    let mut line = String::new();
-    let port = child
-        .stdout
-        .take()
-        .and_then(|out| BufReader::new(out).read_line(&mut line).ok())
-        .and_then(|_| line.trim().strip_prefix("listening ")?.parse::<u16>().ok());
-    let outcome = match port {
-        None => Err(format!("server printed no port: {line:?}")),
-        Some(port) => tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|error| format!("runtime: {error}"))
-            .and_then(|runtime| {
-                runtime.block_on(async {
-                    round(port, connections, WARM_UP).await?;
-                    let mut rates = Vec::new();
-                    for _ in 0..ROUNDS {
-                        rates.push(round(port, connections, ROUND).await?);
-                    }
-                    Ok((median(rates.clone()), rates))
-                })
-            }),
-    };
-    drop(stdin); // the server stops at the end of its input
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < deadline && !matches!(child.try_wait(), Ok(Some(_))) {
-        std::thread::sleep(Duration::from_millis(10));
+/// One server process, listening.
+struct Running {
+    name: &'static str,
+    runtime: &'static str,
+    child: Child,
+    /// Closed to stop the server (it stops at the end of its input).
+    stdin: Option<ChildStdin>,
+    port: u16,
+}
+
+impl Running {
+    fn start(
+        name: &'static str,
+        runtime: &'static str,
+        command: &mut Command,
+    ) -> Result<Self, String> {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|error| format!("cannot start {command:?}: {error}"))?;
+        let stdin = child.stdin.take();
+        let mut line = String::new();
+        let port = child
+            .stdout
+            .take()
+            .and_then(|out| BufReader::new(out).read_line(&mut line).ok())
+            .and_then(|_| line.trim().strip_prefix("listening ")?.parse::<u16>().ok());
+        let mut running = Running {
+            name,
+            runtime,
+            child,
+            stdin,
+            port: 0,
+        };
+        match port {
+            Some(port) => {
+                running.port = port;
+                Ok(running)
+            }
+            None => {
+                running.stop();
+                Err(format!("server printed no port: {line:?}"))
+            }
+        }
     }
-    let _ = child.kill();
-    let _ = child.wait();
-    outcome
+
+    fn stop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Every server's rounds with `connections` connections, interleaved: a
+/// warm-up each, then round 1 of every server, round 2 of every server,
+/// ... A slow spell of the machine then lands on every server alike
+/// instead of on whichever one ran at the time. The rounds of each
+/// server, or why it failed.
+async fn measure_interleaved(
+    servers: &[Running],
+    connections: usize,
+) -> Vec<Result<Vec<f64>, String>> {
+    let mut outcomes: Vec<Result<Vec<f64>, String>> = Vec::new();
+    for server in servers {
+        outcomes.push(
+            round(server.port, connections, WARM_UP)
+                .await
+                .map(|_| Vec::new()),
+        );
+    }
+    for _ in 0..ROUNDS {
+        for (server, outcome) in servers.iter().zip(outcomes.iter_mut()) {
+            let Ok(rates) = outcome else {
+                continue;
+            };
+            match round(server.port, connections, ROUND).await {
+                Ok(rate) => rates.push(rate),
+                Err(error) => *outcome = Err(error),
+            }
+        }
+    }
+    outcomes
 }
 
 fn main() {
@@ -202,7 +254,7 @@ fn main() {
     ];
     let dir = results_dir();
     std::fs::create_dir_all(&dir).expect("results directory");
-    let mut lines = String::new();
+    let mut running = Vec::new();
     for (name, runtime, mut command) in servers {
         if filter
             .as_deref()
@@ -210,9 +262,23 @@ fn main() {
         {
             continue;
         }
-        for connections in [1usize, 64] {
-            match measure(&mut command, connections) {
-                Ok((median, rates)) => {
+        match Running::start(name, runtime, &mut command) {
+            Ok(server) => running.push(server),
+            Err(error) => eprintln!("{name} {runtime}: FAILED: {error}"),
+        }
+    }
+    let client = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let mut lines = String::new();
+    for connections in [1usize, 64] {
+        let outcomes = client.block_on(measure_interleaved(&running, connections));
+        for (server, outcome) in running.iter().zip(outcomes) {
+            let (name, runtime) = (server.name, server.runtime);
+            match outcome {
+                Ok(rates) => {
+                    let median = median(rates.clone());
                     eprintln!(
                         "{name:14} {runtime:14} connections {connections:>2}: {median:>10.0} requests/s (rounds {:?})",
                         rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
@@ -228,6 +294,9 @@ fn main() {
                 }
             }
         }
+    }
+    for server in &mut running {
+        server.stop();
     }
     let path = dir.join("http.jsonl");
     let mut file = std::fs::File::create(&path).expect("results file");

@@ -652,7 +652,7 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
             .reduce(f64::max)
     };
     doc.push_str("\n## 6. HTTP on loopback (`tests/benches/http.rs`)\n\n");
-    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 3 rounds of 2 s, median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). Each server runs on a\nmulti-thread (mt) and on a current-thread (ct) tokio runtime; the ratio compares each one's best.\nThe client (one current-thread runtime) shares the machine's cores with the server. Issue 25\ntarget 5: >= 2.5x at 64.\n\n| connections | evidence-wire mt | evidence-wire ct | rmcp mt | rmcp ct | best / best |\n|---|---|---|---|---|---|\n");
+    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 5 rounds of 1.2 s interleaved across the servers (round 1 of each, then round 2, ...), median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). Each server runs on a\nmulti-thread (mt) and on a current-thread (ct) tokio runtime; the ratio compares each one's best.\nThe client (one current-thread runtime) shares the machine's cores with the server. Issue 25\ntarget 5: >= 2.5x at 64.\n\n| connections | evidence-wire mt | evidence-wire ct | rmcp mt | rmcp ct | best / best |\n|---|---|---|---|---|---|\n");
     for connections in [1u64, 64] {
         let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
         let _ = writeln!(
