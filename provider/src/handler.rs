@@ -23,8 +23,10 @@
 //! answered where the event was read, with no hand-off;
 //! [`Answer::Blocking`] on the runtime's blocking pool (the blocking
 //! adapter's worker threads, tokio's `spawn_blocking`, smol's `blocking`
-//! pool); [`Answer::Async`] as a task of the executor (the blocking adapter
-//! drives it to the end on a worker). A cancelled call's task is aborted
+//! pool); [`Answer::Async`] on the executor: a task of its own, or, for
+//! the call of an HTTP request on tokio, polled in the request's task that
+//! waits for it (the blocking adapter drives it to the end on a worker). A
+//! cancelled call's work is stopped (its task aborted, its future dropped)
 //! where the runtime can.
 //!
 //! A [`Service`] is a server configuration and a handler, built once and

@@ -34,8 +34,10 @@
 //! clients that stop reading their answers (no write progress for
 //! [`HttpServerConfig::write_timeout`] closes the connection and frees its
 //! slot), and the body cap of [`HttpPolicy::max_body_bytes`]. A client that
-//! disconnects while its call runs gets its handler task aborted and its
-//! permit returned.
+//! disconnects while its call runs gets its handler's work stopped (the
+//! future dropped, a blocking call's task aborted) and its permit
+//! returned. The async work of a request's call is polled in the request's
+//! own task, which waits for it anyway: no task is spawned per request.
 //!
 //! [`serve_http`] refuses a listener on a non-loopback address unless a
 //! bearer token is configured (and a server behind a proxy without one),
@@ -834,6 +836,9 @@ async fn answer(
     let timeout = shared.config.body_read_timeout;
     let read = tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit));
     let body = tokio::select! {
+        // The body first: when it is already here (a small request), the
+        // drain watch is not polled at all (no waiter registered on it).
+        biased;
         read = read => read,
         // The drain deadline passed while the body was still arriving.
         _ = expired.wait_for(|expired| *expired) => {
@@ -864,8 +869,8 @@ async fn answer(
     drop(body);
     let handler = shared.service.handler().as_ref();
     let mut counts = metrics.connection(Transport::Http);
-    // Dropped with the request (a client that disconnects): its tasks are
-    // aborted.
+    // Dropped with the request (a client that disconnects): its calls are
+    // stopped.
     let mut tasks = RequestTasks::new();
     loop {
         while let Some(event) = exchange.poll_event() {

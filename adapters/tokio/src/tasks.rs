@@ -11,15 +11,20 @@
 //! for stdio, the call permits for HTTP).
 //!
 //! [`RequestTasks`] does the same for one HTTP request, whose body almost
-//! always holds one call: that call's task is held by its own handle (no
-//! task set, no maps from task to ticket); a second call in the same body
-//! (a batch) and the ones after it go to a [`Tasks`].
+//! always holds one call: that call is held on its own (no task set, no
+//! maps from task to ticket), and its async work is polled right in the
+//! request's task instead of a task of its own (the request waits for
+//! that answer anyway; a task would cost an allocation, a schedule and a
+//! wake-up per request); a second call in the same body (a batch) and the
+//! ones after it go to a [`Tasks`].
 
 use std::collections::HashMap;
 
 use evidence_wire::frame::FrameError;
 use evidence_wire::server::Ticket;
-use evidence_wire_provider::{Answer, CallKind, Completion, Job, Respond, Work, complete};
+use evidence_wire_provider::{
+    Answer, BoxFuture, CallKind, Completion, Job, Respond, Work, complete,
+};
 use tokio::task::{AbortHandle, Id, JoinHandle, JoinSet};
 
 /// The handler calls in flight for one connection or request.
@@ -98,27 +103,43 @@ impl Tasks {
     }
 }
 
-/// The handler calls of one HTTP request: the first call that needs a
-/// task is held by its own [`JoinHandle`]; any more go to a [`Tasks`]
-/// (made only then). Behaves as one [`Tasks`] would: ready answers are
-/// given at once, a cancelled call is aborted and yields a failure answer,
-/// a panicked one its `internal_error`, and dropping it aborts every task.
+/// The handler calls of one HTTP request: the first call that is not
+/// ready at once is held on its own ([`OneWork`]); any more go to a
+/// [`Tasks`] (made only then). Behaves as one [`Tasks`] would: ready
+/// answers are given at once, a cancelled call is stopped and yields a
+/// failure answer, a panicked one its `internal_error`, and dropping it
+/// stops every call.
 pub(crate) struct RequestTasks {
     one: Option<OneCall>,
     more: Option<Tasks>,
 }
 
-/// A call's task with the ticket and kind it answers.
+/// A call's work with the ticket and kind it answers.
 struct OneCall {
     ticket: Ticket,
     kind: CallKind,
-    handle: JoinHandle<Completion>,
+    work: OneWork,
+}
+
+/// Where the held call's work runs.
+enum OneWork {
+    /// Async work, polled in the request's own task by
+    /// [`RequestTasks::next`] (its panic is caught by the guard
+    /// [`Job::into_guarded`] puts around it). Dropped with the request,
+    /// as an aborted task would be.
+    Inline(BoxFuture<Completion>),
+    /// Blocking work, on tokio's blocking pool.
+    Blocking(JoinHandle<Completion>),
+    /// Cancelled by the peer: yields its failure answer once.
+    Cancelled,
 }
 
 impl Drop for OneCall {
     fn drop(&mut self) {
         // A JoinHandle dropped does not stop its task; a JoinSet's does.
-        self.handle.abort();
+        if let OneWork::Blocking(handle) = &self.work {
+            handle.abort();
+        }
     }
 }
 
@@ -139,21 +160,29 @@ impl RequestTasks {
                 }
                 Err(job) if self.one.is_none() => {
                     let kind = job.kind();
-                    let handle = spawn(job);
-                    self.one = Some(OneCall {
-                        ticket,
-                        kind,
-                        handle,
-                    });
+                    let work = match job.into_guarded() {
+                        Answer::Ready(completion) => {
+                            let _ = complete(server, ticket, completion);
+                            return None;
+                        }
+                        Answer::Blocking(work) => {
+                            OneWork::Blocking(tokio::task::spawn_blocking(work))
+                        }
+                        Answer::Async(future) => OneWork::Inline(future),
+                    };
+                    self.one = Some(OneCall { ticket, kind, work });
                 }
                 Err(job) => {
                     let work = Work::Run { ticket, job };
                     return self.more.get_or_insert_with(Tasks::new).run(work, server);
                 }
             },
-            Work::Cancel { ticket } => match &self.one {
-                // Aborted, it still yields its failure answer once.
-                Some(one) if one.ticket == ticket => one.handle.abort(),
+            Work::Cancel { ticket } => match &mut self.one {
+                // Stopped, it still yields its failure answer once.
+                Some(one) if one.ticket == ticket => match &one.work {
+                    OneWork::Blocking(handle) => handle.abort(),
+                    OneWork::Inline(_) | OneWork::Cancelled => one.work = OneWork::Cancelled,
+                },
                 _ => {
                     if let Some(more) = &mut self.more {
                         return more.run(Work::Cancel { ticket }, server);
@@ -177,23 +206,23 @@ impl RequestTasks {
         let Some(one) = &mut self.one else {
             return more.await;
         };
+        let (ticket, kind) = (one.ticket, one.kind);
+        let mine = async {
+            match &mut one.work {
+                OneWork::Inline(future) => future.as_mut().await,
+                OneWork::Blocking(handle) => {
+                    handle.await.unwrap_or_else(|_| Completion::cancelled(kind))
+                }
+                OneWork::Cancelled => Completion::cancelled(kind),
+            }
+        };
         tokio::select! {
-            joined = &mut one.handle => {
-                let (ticket, kind) = (one.ticket, one.kind);
+            completion = mine => {
                 self.one = None;
-                Some((ticket, joined.unwrap_or_else(|_| Completion::cancelled(kind))))
+                Some((ticket, completion))
             }
             Some(finished) = more => Some(finished),
         }
-    }
-}
-
-/// A call's task, as [`Tasks`] starts one.
-fn spawn(job: Job) -> JoinHandle<Completion> {
-    match job.into_guarded() {
-        Answer::Ready(completion) => tokio::spawn(std::future::ready(completion)),
-        Answer::Blocking(work) => tokio::task::spawn_blocking(work),
-        Answer::Async(future) => tokio::spawn(future),
     }
 }
 
@@ -337,7 +366,7 @@ mod tests {
         }
     }
 
-    /// Dropping `RequestTasks` (a client that went away) aborts the calls
+    /// Dropping `RequestTasks` (a client that went away) stops the calls
     /// still running, as dropping a `Tasks` does.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_request_tasks_aborts_its_calls() {
@@ -348,11 +377,13 @@ mod tests {
             let _ = tasks.run(dispatch(&Mixed, event), &mut server);
         }
         assert!(tasks.one.is_some());
+        // Async work runs while the request waits for it (polled in the
+        // request's task): wait a little, as a request would.
         for _ in 0..500 {
+            let _ = tokio::time::timeout(Duration::from_millis(10), tasks.next()).await;
             if HELD_STARTED.load(Ordering::SeqCst) {
                 break;
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(
             HELD_STARTED.load(Ordering::SeqCst),
