@@ -491,6 +491,11 @@ enum Sink {
 /// the descriptor cannot be duplicated, it is `std::io::stdout()`.
 /// [`serve_stdio`] and [`serve_stdio_with_log`] use it; pass it to
 /// [`serve_until`] for the same.
+///
+/// The duplicate is open as long as the server's io thread runs, which is
+/// until its input ends (see the module docs: the thread is detached). A
+/// program that goes on after serving and closes its standard output to
+/// signal the end to its peer should pass `std::io::stdout()` instead.
 #[must_use]
 pub fn unbuffered_stdout() -> UnbufferedStdout {
     let stdout = io::stdout();
