@@ -68,8 +68,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use evidence_wire::http::{
     self, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId, ConnectionLimits,
-    Exchange, HeaderField, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused,
-    RequestHead, Room,
+    Exchange, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused, RequestHead, Room,
 };
 use evidence_wire_log::{HttpCall, ValidationLog};
 use evidence_wire_metrics::{Metrics, Transport};
@@ -701,7 +700,7 @@ async fn serve_connection(
 }
 
 // The headers read from every request, named once (a name made from a
-// `&str` is parsed and validated again on every request); `Fields::read`
+// `&str` is parsed and validated again on every request); `read_headers`
 // compares the request's header names with these.
 static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
@@ -711,70 +710,48 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 
-/// The header fields the core reads from a request, every value kept
-/// for the core to judge repeats.
-#[derive(Debug, Default, PartialEq, Eq)]
-struct Fields<'a> {
-    host: HeaderField<'a>,
-    authorization: HeaderField<'a>,
-    origin: HeaderField<'a>,
-    content_length: HeaderField<'a>,
-    /// The first value (`Accept` may be sent more than once).
-    accept: Option<&'a [u8]>,
-    protocol_version: HeaderField<'a>,
-    session_id: HeaderField<'a>,
-    mcp_method: HeaderField<'a>,
-    mcp_name: HeaderField<'a>,
-    forwarded: HeaderField<'a>,
-    x_forwarded_for: HeaderField<'a>,
-    x_forwarded_host: HeaderField<'a>,
-    x_real_ip: HeaderField<'a>,
-}
-
-impl<'a> Fields<'a> {
-    /// One walk over the request's headers (a handful, at most hyper's
-    /// header count limit), each name compared with the 13 read: cheaper
-    /// than 13 lookups, each of which hashes its name (~2.5 k instructions
-    /// per request, callgrind). The `fields_by_lookup` test holds it to
-    /// the lookups.
-    fn read(headers: &'a HeaderMap) -> Self {
-        let mut fields = Fields::default();
-        for (name, value) in headers {
-            let value = value.as_bytes();
-            let field = if name == HOST {
-                &mut fields.host
-            } else if name == AUTHORIZATION {
-                &mut fields.authorization
-            } else if name == ORIGIN {
-                &mut fields.origin
-            } else if name == CONTENT_LENGTH {
-                &mut fields.content_length
-            } else if name == ACCEPT {
-                fields.accept.get_or_insert(value);
-                continue;
-            } else if name == MCP_PROTOCOL_VERSION {
-                &mut fields.protocol_version
-            } else if name == MCP_SESSION_ID {
-                &mut fields.session_id
-            } else if name == MCP_METHOD {
-                &mut fields.mcp_method
-            } else if name == MCP_NAME {
-                &mut fields.mcp_name
-            } else if name == FORWARDED {
-                &mut fields.forwarded
-            } else if name == X_FORWARDED_FOR {
-                &mut fields.x_forwarded_for
-            } else if name == X_FORWARDED_HOST {
-                &mut fields.x_forwarded_host
-            } else if name == X_REAL_IP {
-                &mut fields.x_real_ip
-            } else {
-                continue;
-            };
-            field.push(value);
-        }
-        fields
+/// The fields of `head` the core reads from request headers, filled in by
+/// one walk over `headers` (a handful, at most hyper's header count
+/// limit), each name compared with the 13 read: cheaper than 13 lookups,
+/// each of which hashes its name (~2.5 k instructions per request,
+/// callgrind). Every value is kept for the core to judge repeats; of
+/// `Accept`, the first. The `head_by_lookup` test holds it to the lookups.
+fn read_headers<'a>(mut head: RequestHead<'a>, headers: &'a HeaderMap) -> RequestHead<'a> {
+    for (name, value) in headers {
+        let value = value.as_bytes();
+        let field = if name == HOST {
+            &mut head.host
+        } else if name == AUTHORIZATION {
+            &mut head.authorization
+        } else if name == ORIGIN {
+            &mut head.origin
+        } else if name == CONTENT_LENGTH {
+            &mut head.content_length
+        } else if name == ACCEPT {
+            head.accept.get_or_insert(value);
+            continue;
+        } else if name == MCP_PROTOCOL_VERSION {
+            &mut head.protocol_version
+        } else if name == MCP_SESSION_ID {
+            &mut head.session_id
+        } else if name == MCP_METHOD {
+            &mut head.mcp_method
+        } else if name == MCP_NAME {
+            &mut head.mcp_name
+        } else if name == FORWARDED {
+            &mut head.forwarded
+        } else if name == X_FORWARDED_FOR {
+            &mut head.x_forwarded_for
+        } else if name == X_FORWARDED_HOST {
+            &mut head.x_forwarded_host
+        } else if name == X_REAL_IP {
+            &mut head.x_real_ip
+        } else {
+            continue;
+        };
+        field.push(value);
     }
+    head
 }
 
 /// Answers one request; `unread` is cleared once its body is read to the
@@ -792,25 +769,15 @@ async fn answer(
         Lifecycle::Serving
     };
     let plan = {
-        let fields = Fields::read(request.headers());
-        let head = RequestHead {
-            method: request.method().as_str(),
-            path: request.uri().path(),
-            host: fields.host,
-            authorization: fields.authorization,
-            origin: fields.origin,
-            content_length: fields.content_length,
-            accept: fields.accept,
-            protocol_version: fields.protocol_version,
-            session_id: fields.session_id,
-            mcp_method: fields.mcp_method,
-            mcp_name: fields.mcp_name,
-            forwarded: fields.forwarded,
-            x_forwarded_for: fields.x_forwarded_for,
-            x_forwarded_host: fields.x_forwarded_host,
-            x_real_ip: fields.x_real_ip,
-            server_address: Some(shared.local),
-        };
+        let head = read_headers(
+            RequestHead {
+                method: request.method().as_str(),
+                path: request.uri().path(),
+                server_address: Some(shared.local),
+                ..RequestHead::default()
+            },
+            request.headers(),
+        );
         match http::admit_during(&shared.config.policy, &head, lifecycle) {
             Admission::Reply(reply) => {
                 let refused_call =
@@ -1220,14 +1187,15 @@ fn reply_header_name(name: &str) -> Option<HeaderName> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use evidence_wire::http::HeaderField;
 
     /// Every field by a lookup of its name, as the adapter read them
-    /// before the one walk of `Fields::read`.
-    fn fields_by_lookup(headers: &HeaderMap) -> Fields<'_> {
+    /// before the one walk of `read_headers`.
+    fn head_by_lookup(headers: &HeaderMap) -> RequestHead<'_> {
         let field = |name: &HeaderName| {
             HeaderField::from_values(headers.get_all(name).iter().map(HeaderValue::as_bytes))
         };
-        Fields {
+        RequestHead {
             host: field(&HOST),
             authorization: field(&AUTHORIZATION),
             origin: field(&ORIGIN),
@@ -1241,13 +1209,14 @@ mod tests {
             x_forwarded_for: field(&X_FORWARDED_FOR),
             x_forwarded_host: field(&X_FORWARDED_HOST),
             x_real_ip: field(&X_REAL_IP),
+            ..RequestHead::default()
         }
     }
 
     /// Generated requests (each read name, and others, sent 0 to 3
     /// times in any order): the one walk reads what the lookups read.
     #[test]
-    fn fields_by_lookup_are_fields_read_in_one_walk() {
+    fn head_by_lookup_is_head_read_in_one_walk() {
         let names = [
             HOST,
             AUTHORIZATION,
@@ -1282,8 +1251,8 @@ mod tests {
                 headers.append(name, value);
             }
             assert_eq!(
-                Fields::read(&headers),
-                fields_by_lookup(&headers),
+                read_headers(RequestHead::default(), &headers),
+                head_by_lookup(&headers),
                 "{headers:?}"
             );
         }
