@@ -44,7 +44,8 @@
 //! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
 //! server events, [`Job`]s and [`complete`]; their process clients share
 //! [`caller`]: [`caller::ProcessConfig`], [`caller::ProviderError`] and
-//! [`caller::ProcessCore`].
+//! [`caller::ProcessCore`]; their stdio servers write to
+//! [`stdout::unbuffered_stdout`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -53,6 +54,7 @@ pub mod caller;
 pub mod check;
 pub mod handler;
 mod provider;
+pub mod stdout;
 
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
 pub use evidence_wire::contract::{Comparator, Determinism};

@@ -60,11 +60,12 @@ mod server;
 pub use evidence_wire_log as log;
 pub use evidence_wire_provider as provider;
 pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
+pub use evidence_wire_provider::stdout::{UnbufferedStdout, unbuffered_stdout};
 pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
 pub use process::ProcessProvider;
 pub use server::{
-    DEFAULT_DRAIN_TIMEOUT, MAX_OUTSTANDING_JOBS, Shutdown, UnbufferedStdout, serve, serve_stdio,
-    serve_stdio_with_log, serve_until, serve_with_log, unbuffered_stdout,
+    DEFAULT_DRAIN_TIMEOUT, MAX_OUTSTANDING_JOBS, Shutdown, serve, serve_stdio,
+    serve_stdio_with_log, serve_until, serve_with_log,
 };
 
 /// One `use` line to write a provider or a caller on this adapter: the

@@ -66,6 +66,7 @@ use std::time::{Duration, Instant};
 
 use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
+use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
     Completion, Handler, IntoService, Job, ServeError, Work, complete, dispatch,
 };
@@ -462,79 +463,6 @@ pub fn serve_stdio_with_log(
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
     serve_with_log(service, workers, io::stdin(), unbuffered_stdout(), log)
-}
-
-/// Standard output for a stdio server, without the standard library's line
-/// buffering: see [`unbuffered_stdout`].
-#[derive(Debug)]
-pub struct UnbufferedStdout(Sink);
-
-#[derive(Debug)]
-enum Sink {
-    /// A duplicate of the standard output's descriptor (Unix).
-    #[cfg(unix)]
-    File(std::fs::File),
-    /// `std::io::stdout()` itself (elsewhere, or when duplicating failed).
-    Std(io::Stdout),
-}
-
-/// Standard output as the stdio servers write it: each `write` goes to the
-/// descriptor as it is.
-///
-/// `std::io::stdout()` is line-buffered: a write is cut after its last
-/// newline and the rest waits for the next `flush`. The server already
-/// frames a whole batch of answers into one buffer, so on Content-Length
-/// framing (whose last answer does not end with a newline) line buffering
-/// turns each batch into two system calls and two wake-ups of the peer.
-/// On Unix this writes to a duplicate of descriptor 1 instead (whatever
-/// `std::io::stdout()` still buffers is flushed first); elsewhere, or if
-/// the descriptor cannot be duplicated, it is `std::io::stdout()`.
-/// [`serve_stdio`] and [`serve_stdio_with_log`] use it; pass it to
-/// [`serve_until`] for the same.
-///
-/// The duplicate is open as long as the server's io thread runs, which is
-/// until its input ends (see the module docs: the thread is detached). A
-/// program that goes on after serving and closes its standard output to
-/// signal the end to its peer should pass `std::io::stdout()` instead.
-#[must_use]
-pub fn unbuffered_stdout() -> UnbufferedStdout {
-    let stdout = io::stdout();
-    #[cfg(unix)]
-    {
-        use std::os::fd::AsFd;
-        // Whatever was printed before serving goes first.
-        let _ = stdout.lock().flush();
-        if let Ok(descriptor) = stdout.as_fd().try_clone_to_owned() {
-            return UnbufferedStdout(Sink::File(std::fs::File::from(descriptor)));
-        }
-    }
-    UnbufferedStdout(Sink::Std(stdout))
-}
-
-impl Write for UnbufferedStdout {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        match &mut self.0 {
-            #[cfg(unix)]
-            Sink::File(file) => file.write(bytes),
-            Sink::Std(stdout) => stdout.write(bytes),
-        }
-    }
-
-    fn write_all(&mut self, bytes: &[u8]) -> io::Result<()> {
-        match &mut self.0 {
-            #[cfg(unix)]
-            Sink::File(file) => file.write_all(bytes),
-            Sink::Std(stdout) => stdout.write_all(bytes),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match &mut self.0 {
-            #[cfg(unix)]
-            Sink::File(file) => file.flush(),
-            Sink::Std(stdout) => stdout.flush(),
-        }
-    }
 }
 
 /// [`serve`] writing one validation log record per message to `log`

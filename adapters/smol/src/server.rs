@@ -30,6 +30,7 @@ use evidence_wire::server::Ticket;
 #[cfg(doc)]
 use evidence_wire::server::Server;
 use evidence_wire_log::ValidationLog;
+use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
     Answer, BoxFuture, Completion, IntoService, Job, ServeError, Work, complete, dispatch,
 };
@@ -93,7 +94,7 @@ impl Calls {
 /// (`blocking::Unblock`), so this works on any runtime.
 pub async fn serve_stdio(service: impl IntoService) -> Result<(), ServeError> {
     let input = blocking::Unblock::new(io::stdin());
-    let output = blocking::Unblock::new(io::stdout());
+    let output = blocking::Unblock::new(unbuffered_stdout());
     serve(service, input, output).await
 }
 
@@ -113,7 +114,7 @@ pub async fn serve_stdio_with_log(
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
     let input = blocking::Unblock::new(io::stdin());
-    let output = blocking::Unblock::new(io::stdout());
+    let output = blocking::Unblock::new(unbuffered_stdout());
     serve_with_log(service, input, output, log).await
 }
 

@@ -22,6 +22,7 @@
 use std::io;
 
 use evidence_wire_log::ValidationLog;
+use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{IntoService, ServeError, complete, dispatch};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
@@ -45,7 +46,19 @@ const READ_CHUNK: usize = 64 * 1024;
 /// tokio reads stdin on a blocking thread; when this returns before stdin
 /// ends (an error), that thread lingers until the process exits.
 pub async fn serve_stdio(service: impl IntoService) -> Result<(), ServeError> {
-    serve(service, tokio::io::stdin(), tokio::io::stdout()).await
+    serve(service, tokio::io::stdin(), stdout()).await
+}
+
+/// The process's standard output without std's line buffering (which
+/// `tokio::io::stdout()` writes through, and which cuts each
+/// Content-Length batch in two writes): the duplicate of descriptor 1 that
+/// [`unbuffered_stdout`] makes, as a tokio file, or `tokio::io::stdout()`
+/// where there is none.
+fn stdout() -> Box<dyn AsyncWrite + Send + Unpin> {
+    match unbuffered_stdout().into_file() {
+        Some(file) => Box::new(tokio::fs::File::from_std(file)),
+        None => Box::new(tokio::io::stdout()),
+    }
 }
 
 /// Serve `service` on `input`/`output` until end of input, then write and
@@ -63,7 +76,7 @@ pub async fn serve_stdio_with_log(
     service: impl IntoService,
     log: &ValidationLog,
 ) -> Result<(), ServeError> {
-    serve_with_log(service, tokio::io::stdin(), tokio::io::stdout(), log).await
+    serve_with_log(service, tokio::io::stdin(), stdout(), log).await
 }
 
 /// [`serve`] writing one validation log record per message to `log` (a
