@@ -19,7 +19,8 @@
 //! (`$EW_BENCH_CLI`, as `e2e.rs` finds it) under callgrind, driven one
 //! request at a time, `(run of 2000 - run of 200) / 1800` per request,
 //! counted in the io thread's loop, where every request is read, answered
-//! and written (callgrind `--toggle-collect`);
+//! and written, and in the validation log's writer thread, which writes
+//! the records (callgrind `--toggle-collect`);
 //! once with `--no-log` (side `evidence-wire`) and once writing the
 //! validation log (the default; side `evidence-wire-log`, into a scratch
 //! directory under the results directory) for target 3.
@@ -182,6 +183,9 @@ fn serve_run(
         // instructions) unless the process exits first, which moved a
         // run by ~2 k per request.
         .arg("--toggle-collect=*::read_loop")
+        // And the validation log's writer thread, which writes the records
+        // the io thread made (its whole loop: start-up cancels out).
+        .arg("--toggle-collect=*::run_writer")
         .arg(cli)
         .arg("serve");
     match log_dir {

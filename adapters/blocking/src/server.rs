@@ -52,9 +52,10 @@
 //! buffer (written whenever it fills; one answer larger than that grows it
 //! for that write only) and written and flushed once per batch.
 //!
-//! [`serve_with_log`] also writes one validation log record per message
-//! (`evidence_wire_log`), batched: the records of one batch of input in one
-//! `write`, before that batch's answers; [`serve`] writes none.
+//! [`serve_with_log`] also makes one validation log record per message
+//! (`evidence_wire_log`; the log's writer thread writes them, within its
+//! flush interval, and they are all written before `serve_with_log`
+//! returns); [`serve`] makes none.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};
@@ -184,9 +185,8 @@ impl<W: Write> Shared<W> {
                 }
             }
         }
-        // The records of this batch reach the file before its answers
-        // reach the peer (one `write` for the batch).
-        state.log.flush();
+        // The batch's records are left to the log's writer thread.
+        state.log.end_batch();
         if state.write_error.is_none() {
             // The batch's answers framed into one buffer, then one write.
             let State {

@@ -133,8 +133,9 @@ where
     let service = service.into_service()?;
     let mut server = service.connection();
     let handler = service.handler().as_ref();
-    // Batched: the records of the events drained together are written in
-    // one `write`, before the answers those events produced.
+    // The records of the events drained together share one clock reading;
+    // the log's writer thread writes them (in large `write`s, within the
+    // log's flush interval), and dropping `log` writes what is left.
     let mut log = log.stdio_batched();
     let mut calls = Calls::default();
     let mut buffer = vec![0u8; READ_CHUNK];
@@ -157,7 +158,7 @@ where
                 _ => {}
             }
         }
-        log.flush();
+        log.end_batch();
         let mut wrote = false;
         while let Some(bytes) = server.poll_transmit() {
             output.write_all(&bytes).await.map_err(ServeError::Write)?;

@@ -94,8 +94,9 @@ where
     let service = service.into_service()?;
     let mut server = service.connection();
     let handler = service.handler().as_ref();
-    // Batched: the records of the events drained together are written in
-    // one `write`, before the answers those events produced.
+    // The records of the events drained together share one clock reading;
+    // the log's writer thread writes them (in large `write`s, within the
+    // log's flush interval), and dropping `log` writes what is left.
     let mut log = log.stdio_batched();
     let mut tasks = Tasks::new();
     let mut buffer = vec![0u8; READ_CHUNK];
@@ -110,7 +111,7 @@ where
                 failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
             }
         }
-        log.flush();
+        log.end_batch();
         while let Some(bytes) = server.poll_transmit() {
             pending.extend_from_slice(&bytes);
         }
