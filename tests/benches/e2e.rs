@@ -21,9 +21,12 @@
 //! Pinned, every server gets the same one-CPU ping-pong and the ratios show
 //! the per-request work. Both are reported.
 //!
-//! Each configuration: 200 warm-up requests, one sizing round of N
-//! requests (N = 2000 one at a time, 10000 with 64 in flight), then 5
-//! rounds of about 0.4 s each (at least N, at most 400000 requests: at
+//! Each configuration (in flight and pinning) runs every server at once:
+//! each gets 200 warm-up requests and one sizing round of N requests
+//! (N = 2000 one at a time, 10000 with 64 in flight), then 5 rounds of
+//! about 0.4 s each, interleaved across the servers (round 1 of each, then
+//! round 2, ...: a slow spell of this shared machine lands on every server
+//! alike, not on whichever ran then) (at least N, at most 400000 requests: at
 //! hundreds of thousands of requests per second a round of N lasts a few
 //! milliseconds, short enough for one scheduler hiccup to move it by a
 //! quarter); the median round's requests per second is reported. Every answer is checked for a JSON-RPC
@@ -307,36 +310,95 @@ impl Drop for Pin {
     }
 }
 
-fn measure(
-    name: &str,
-    command: &mut Command,
+/// A server's median rate and its rounds, or why it could not be measured.
+type Outcome = Result<(f64, Vec<f64>), String>;
+
+/// One server under measurement in [`measure_all`].
+struct Measured<'a> {
+    name: &'a str,
+    session: Session,
+    /// Stands the watchdog down when sent to (or dropped).
+    done: mpsc::Sender<()>,
+    /// Requests per round (sized to ~[`ROUND_TIME`]).
+    count: u64,
+    rates: Vec<f64>,
+    error: Option<String>,
+}
+
+/// Every server in `servers` with at most `window` requests in flight:
+/// all are started first, each is warmed up and sized, then their rounds
+/// interleave (round 1 of each, then round 2, ...), so a slow spell of
+/// the machine lands on every server alike rather than on whichever ran
+/// then. Each server's median rate and rounds, or why it failed.
+fn measure_all<'a>(
+    servers: &mut [(&'a str, Command, bool)],
     window: u64,
-    content_length: bool,
     pinned: bool,
-) -> Result<(f64, Vec<f64>), String> {
-    let count = if window == 1 { 2000 } else { 10_000 };
+) -> Vec<(&'a str, Outcome)> {
+    let base = if window == 1 { 2000 } else { 10_000 };
+    let mut failed = Vec::new();
+    // Children started while the driver is pinned inherit its CPU.
     let _pin = if pinned {
-        Some(Pin::first_cpu().ok_or("cannot pin to one CPU here")?)
+        match Pin::first_cpu() {
+            Some(pin) => Some(pin),
+            None => {
+                return servers
+                    .iter()
+                    .map(|(name, _, _)| (*name, Err("cannot pin to one CPU here".to_owned())))
+                    .collect();
+            }
+        }
     } else {
         None
     };
-    let mut session = Session::start(command, name == "echo", content_length)?;
-    let done = watchdog(session.child.id());
-    let outcome = (|| {
-        session.run(WARM_UP, window)?;
-        let sizing = session.run(count, window)?;
-        let rate = count as f64 / sizing.as_secs_f64().max(1e-9);
-        let count = ((rate * ROUND_TIME.as_secs_f64()) as u64).clamp(count, MAX_ROUND);
-        let mut rates = Vec::new();
-        for _ in 0..ROUNDS {
-            let elapsed = session.run(count, window)?;
-            rates.push(count as f64 / elapsed.as_secs_f64());
+    let mut runs = Vec::new();
+    for (name, command, content_length) in servers.iter_mut() {
+        let name: &'a str = name;
+        match Session::start(command, name == "echo", *content_length) {
+            Ok(session) => {
+                let done = watchdog(session.child.id());
+                runs.push(Measured {
+                    name,
+                    session,
+                    done,
+                    count: base,
+                    rates: Vec::new(),
+                    error: None,
+                });
+            }
+            Err(error) => failed.push((name, Err(error))),
         }
-        Ok((median(rates.clone()), rates))
-    })();
-    let _ = done.send(());
-    session.stop();
-    outcome
+    }
+    for run in &mut runs {
+        let sized = run.session.run(WARM_UP, window).and_then(|_| {
+            let sizing = run.session.run(base, window)?;
+            let rate = base as f64 / sizing.as_secs_f64().max(1e-9);
+            Ok(((rate * ROUND_TIME.as_secs_f64()) as u64).clamp(base, MAX_ROUND))
+        });
+        match sized {
+            Ok(count) => run.count = count,
+            Err(error) => run.error = Some(error),
+        }
+    }
+    for _ in 0..ROUNDS {
+        for run in runs.iter_mut().filter(|run| run.error.is_none()) {
+            match run.session.run(run.count, window) {
+                Ok(elapsed) => run.rates.push(run.count as f64 / elapsed.as_secs_f64()),
+                Err(error) => run.error = Some(error),
+            }
+        }
+    }
+    let mut results = failed;
+    for run in runs {
+        let _ = run.done.send(());
+        run.session.stop();
+        let outcome = match run.error {
+            Some(error) => Err(error),
+            None => Ok((median(run.rates.clone()), run.rates)),
+        };
+        results.push((run.name, outcome));
+    }
+    results
 }
 
 fn main() {
@@ -386,16 +448,14 @@ fn main() {
     let dir = results_dir();
     std::fs::create_dir_all(&dir).expect("results directory");
     let mut lines = String::new();
-    for (name, mut command, content_length) in servers {
-        if filter
-            .as_deref()
-            .is_some_and(|filter| !name.contains(filter))
-        {
-            continue;
-        }
-        for (window, pinned) in [(1u64, false), (64, false), (1, true)] {
-            let how = if pinned { " (pinned)" } else { "" };
-            match measure(name, &mut command, window, content_length, pinned) {
+    let mut servers: Vec<_> = servers
+        .into_iter()
+        .filter(|(name, _, _)| filter.as_deref().is_none_or(|filter| name.contains(filter)))
+        .collect();
+    for (window, pinned) in [(1u64, false), (64, false), (1, true)] {
+        let how = if pinned { " (pinned)" } else { "" };
+        for (name, outcome) in measure_all(&mut servers, window, pinned) {
+            match outcome {
                 Ok((median, rates)) => {
                     eprintln!(
                         "{name:22} in flight {window:>2}{how:9}: {median:>10.0} requests/s (rounds {:?})",

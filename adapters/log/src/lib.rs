@@ -106,7 +106,7 @@ pub type Listener = Arc<dyn Fn(&RecordView<'_>) + Send + Sync>;
 
 /// Pending record bytes handed to the log's writer thread at once (one
 /// `write` of about this size), whatever the interval.
-pub const BATCH_BYTES: usize = 64 * 1024;
+pub const BATCH_BYTES: usize = 256 * 1024;
 
 /// The longest a record waits in memory before the log's writer thread
 /// writes it (when fewer than [`BATCH_BYTES`] are pending).
@@ -273,6 +273,10 @@ struct Inner {
     wake_writer: bool,
     /// The log's last handle is gone: the writer writes everything, then ends.
     closing: bool,
+    /// Callers waiting for the writer thread (a chunk written, or the
+    /// writer idle): only then does it notify (a notification is a system
+    /// call even when no one waits).
+    waiters: usize,
     /// What consecutive record lines share (names, the timestamp's second).
     lines: LineCache,
     /// The keys of the correlation ids' mix (random per log).
@@ -305,6 +309,7 @@ impl Inner {
             writer_idle: false,
             wake_writer: false,
             closing: false,
+            waiters: 0,
             lines: LineCache::default(),
             keys: EntropyKeys::random(),
             stamped: 0,
@@ -620,11 +625,19 @@ impl Shared {
             self.wake.notify_one();
         }
         while inner.queue.len() > QUEUED_BUFFERS && inner.writer_alive {
-            inner = self
-                .written
-                .wait(inner)
-                .unwrap_or_else(PoisonError::into_inner);
+            inner = self.wait_for_writer(inner);
         }
+        inner
+    }
+
+    /// Wait until the writer thread has written a chunk (or is gone).
+    fn wait_for_writer<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        inner.waiters = inner.waiters.saturating_add(1);
+        let mut inner = self
+            .written
+            .wait(inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        inner.waiters = inner.waiters.saturating_sub(1);
         inner
     }
 
@@ -632,15 +645,12 @@ impl Shared {
     /// the writer thread is done with the chunk it may be writing.
     fn write_now<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
         while inner.writing {
-            inner = self
-                .written
-                .wait(inner)
-                .unwrap_or_else(PoisonError::into_inner);
+            inner = self.wait_for_writer(inner);
         }
         let queued = !inner.queue.is_empty();
         inner.write_everything();
         inner.wake_writer = false;
-        if queued {
+        if queued && inner.waiters > 0 {
             // Room in the queue for a caller waiting in `settle`.
             self.written.notify_all();
         }
@@ -676,7 +686,9 @@ impl Shared {
                 inner = self.lock();
                 inner.writing = false;
                 inner.wrote(chunk, written);
-                self.written.notify_all();
+                if inner.waiters > 0 {
+                    self.written.notify_all();
+                }
                 continue;
             }
             let due = inner
