@@ -32,10 +32,9 @@
 //! of stdio observers ([`ValidationLog::stdio_batched`]) and HTTP calls,
 //! so the thread that answers the peer only formats them. Records wait in
 //! memory until [`BATCH_BYTES`] are pending or the oldest is
-//! [`FLUSH_INTERVAL`] old, then go in one `write`; at most
-//! `QUEUED_BUFFERS` (2) such buffers wait for the thread, and a record made
-//! while more wait blocks until one is written, so memory stays bounded
-//! when the disk is slow. [`ValidationLog::flush`] (at shutdown, a
+//! [`FLUSH_INTERVAL`] old, then go in one `write`; a record made while
+//! more than `QUEUED_BUFFERS` (2) such buffers wait for the thread blocks
+//! until one is written, so memory stays bounded when the disk is slow. [`ValidationLog::flush`] (at shutdown, a
 //! SIGTERM included; it also syncs the file to disk), [`StdioLog::flush`],
 //! dropping a stdio observer and dropping the log's last clone write what
 //! is pending before they return, so a clean shutdown loses no record; a
@@ -273,10 +272,15 @@ struct Inner {
     wake_writer: bool,
     /// The log's last handle is gone: the writer writes everything, then ends.
     closing: bool,
-    /// Callers waiting for the writer thread (a chunk written, or the
-    /// writer idle): only then does it notify (a notification is a system
-    /// call even when no one waits).
+    /// Callers waiting for the writer thread to finish a chunk: only then
+    /// does it notify (a notification is a system call even when no one
+    /// waits).
     waiters: usize,
+    /// Callers about to write everything themselves ([`Shared::write_now`]):
+    /// the writer takes no new chunk meanwhile, so they are not starved.
+    flushers: usize,
+    /// The writer thread waits for `flushers` to be done.
+    writer_yielding: bool,
     /// What consecutive record lines share (names, the timestamp's second).
     lines: LineCache,
     /// The keys of the correlation ids' mix (random per log).
@@ -310,6 +314,8 @@ impl Inner {
             wake_writer: false,
             closing: false,
             waiters: 0,
+            flushers: 0,
+            writer_yielding: false,
             lines: LineCache::default(),
             keys: EntropyKeys::random(),
             stamped: 0,
@@ -542,12 +548,7 @@ impl Inner {
             return;
         };
         let written = (&*file).write_all(&self.pending);
-        self.count_write(
-            &file,
-            self.path.clone().unwrap_or_default(),
-            records,
-            written,
-        );
+        self.count_write(self.path.clone().unwrap_or_default(), records, written);
         self.pending.clear();
         if self.pending.capacity() > BATCH_BYTES.saturating_mul(2) {
             self.pending.shrink_to(BATCH_BYTES);
@@ -558,35 +559,28 @@ impl Inner {
     /// and keep its buffer for reuse.
     fn wrote(&mut self, chunk: Chunk, written: io::Result<()>) {
         let Chunk {
-            file,
+            file: _,
             path,
             mut bytes,
             records,
         } = chunk;
-        self.count_write(&file, path, records, written);
+        self.count_write(path, records, written);
         bytes.clear();
         if self.spare.len() <= QUEUED_BUFFERS && bytes.capacity() <= BATCH_BYTES.saturating_mul(2) {
             self.spare.push(bytes);
         }
     }
 
-    /// Count `records` written to `file`, or report why they were not.
-    fn count_write(
-        &mut self,
-        file: &Arc<File>,
-        path: PathBuf,
-        records: u64,
-        written: io::Result<()>,
-    ) {
+    /// Count `records` written to the file at `path`, or report why they
+    /// were not.
+    fn count_write(&mut self, path: PathBuf, records: u64, written: io::Result<()>) {
         match written {
             Ok(()) => self.written = self.written.saturating_add(records),
             Err(error) => {
-                // Part of the lines may have landed: count what the file
-                // holds, when it is still the current one.
-                let current = self.file.as_ref().is_some_and(|now| Arc::ptr_eq(now, file));
-                if let (true, Ok(metadata)) = (current, file.metadata()) {
-                    self.current_bytes = metadata.len();
-                }
+                // Part of the lines may have landed. `current_bytes` keeps
+                // counting all of them: later chunks of this file may still
+                // be queued, so what the file holds now would undercount,
+                // and counting too much only rotates or deletes sooner.
                 self.report(&format!(
                     "cannot write to {}: {error}; later records may be lost (the server goes on)",
                     path.display()
@@ -609,7 +603,7 @@ struct Shared {
     /// closing.
     wake: Condvar,
     /// Wakes those waiting on the writer thread: a chunk written (room in
-    /// the queue), the writer idle or gone.
+    /// the queue, or the writer free for a flush), the writer gone.
     written: Condvar,
 }
 
@@ -619,13 +613,17 @@ impl Shared {
     }
 
     /// After records were accepted: wake the writer thread if it has work,
-    /// and wait while more than [`QUEUED_BUFFERS`] wait for it.
+    /// and wait while more than [`QUEUED_BUFFERS`] wait for it. Without a
+    /// writer thread (it could not start, or ended), write them here.
     fn settle<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
         if core::mem::take(&mut inner.wake_writer) {
             self.wake.notify_one();
         }
         while inner.queue.len() > QUEUED_BUFFERS && inner.writer_alive {
             inner = self.wait_for_writer(inner);
+        }
+        if !inner.writer_alive {
+            inner.write_everything();
         }
         inner
     }
@@ -644,15 +642,21 @@ impl Shared {
     /// Write everything queued and pending here and now, in order: once
     /// the writer thread is done with the chunk it may be writing.
     fn write_now<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
+        // The writer finishes its chunk and takes no other meanwhile.
+        inner.flushers = inner.flushers.saturating_add(1);
         while inner.writing {
             inner = self.wait_for_writer(inner);
         }
         let queued = !inner.queue.is_empty();
         inner.write_everything();
         inner.wake_writer = false;
+        inner.flushers = inner.flushers.saturating_sub(1);
         if queued && inner.waiters > 0 {
             // Room in the queue for a caller waiting in `settle`.
             self.written.notify_all();
+        }
+        if inner.flushers == 0 && inner.writer_yielding {
+            self.wake.notify_one();
         }
         inner
     }
@@ -664,7 +668,9 @@ impl Shared {
     #[inline(never)]
     fn run_writer(&self) {
         /// Marks the writer gone however it ends (a reporter may panic),
-        /// so writes fall back to the callers and no one waits for it.
+        /// writes what is left (the report is not repeated: a log reports
+        /// once) and wakes whoever waits, so writes fall back to the
+        /// callers and no one waits for the writer.
         struct Exit<'a>(&'a Shared);
         impl Drop for Exit<'_> {
             fn drop(&mut self) {
@@ -672,13 +678,26 @@ impl Shared {
                 inner.writer_alive = false;
                 inner.writing = false;
                 inner.writer_idle = false;
+                inner.writer_yielding = false;
+                inner.write_everything();
                 drop(inner);
                 self.0.written.notify_all();
             }
         }
+        // Declared before `inner`, so dropped after it (it takes the lock).
         let _exit = Exit(self);
         let mut inner = self.lock();
         loop {
+            if inner.flushers > 0 {
+                // A caller writes everything itself: wait until it is done.
+                inner.writer_yielding = true;
+                inner = self
+                    .wake
+                    .wait(inner)
+                    .unwrap_or_else(PoisonError::into_inner);
+                inner.writer_yielding = false;
+                continue;
+            }
             if let Some(chunk) = inner.queue.pop_front() {
                 inner.writing = true;
                 drop(inner);
@@ -733,8 +752,14 @@ struct Handle {
 impl Handle {
     /// Share `inner` and start its writer thread (when it has a file to
     /// write to; if the thread cannot be started, callers write).
-    fn start(mut inner: Inner) -> Self {
-        let has_file = inner.file.is_some();
+    fn start(inner: Inner) -> Self {
+        Self::start_writer(inner, true)
+    }
+
+    /// [`Handle::start`], with the writer thread only if `writer` (a test
+    /// stands for a thread that could not be started).
+    fn start_writer(mut inner: Inner, writer: bool) -> Self {
+        let has_file = inner.file.is_some() && writer;
         inner.writer_alive = has_file;
         let shared = Arc::new(Shared {
             inner: Mutex::new(inner),
@@ -799,7 +824,11 @@ impl fmt::Debug for ValidationLog {
 }
 
 fn default_reporter() -> Reporter {
-    Arc::new(|message: &str| eprintln!("evidence-wire: validation log: {message}"))
+    // Not `eprintln!`, which panics when stderr is gone (a closed pipe):
+    // the report is best effort, and the writer thread calls it.
+    Arc::new(|message: &str| {
+        let _ = writeln!(io::stderr(), "evidence-wire: validation log: {message}");
+    })
 }
 
 impl ValidationLog {
@@ -1042,11 +1071,10 @@ impl StdioLog {
     }
 
     /// Write the records still pending (of this observer and any other of
-    /// the log), in order, before returning; also ends the batch. An
-    /// observer that does not batch has nothing pending.
+    /// the log), in order, before returning; also ends the batch.
     pub fn flush(&mut self) {
         self.reading = None;
-        if let Some(handle) = self.log.inner.as_ref().filter(|_| self.batched) {
+        if let Some(handle) = self.log.inner.as_ref() {
             drop(handle.shared.write_now(handle.shared.lock()));
         }
     }
@@ -1453,19 +1481,24 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
-    #[test]
-    fn http_refusals_and_exchanges_are_recorded_with_the_reply_status() {
-        let dir = scratch("http");
-        let log = ValidationLog::open(&LogSettings::new(&dir));
-        let refused = HttpReply {
+    /// A `401` refusal made before any message was read.
+    fn unauthenticated(detail: Option<&str>) -> HttpReply {
+        HttpReply {
             status: 401,
             headers: Vec::new(),
             body: evidence_wire::envelope::encode_error(
                 None,
                 CanonicalError::Unauthenticated,
-                Some("no token"),
+                detail,
             ),
-        };
+        }
+    }
+
+    #[test]
+    fn http_refusals_and_exchanges_are_recorded_with_the_reply_status() {
+        let dir = scratch("http");
+        let log = ValidationLog::open(&LogSettings::new(&dir));
+        let refused = unauthenticated(Some("no token"));
         log.http_call("/rpc").finish(&refused);
         let mut call = log.http_call("/mcp");
         call.observe(&ServerEvent::Handled(outcome(None)));
@@ -1836,26 +1869,27 @@ mod tests {
             stdio.observe(&ServerEvent::Handled(outcome(None)), None);
         }
         stdio.end_batch();
-        let started = Instant::now();
-        // Bounded: the interval is 100 ms; a loaded machine gets 50 times that.
-        while lines(&path).len() < 3 && started.elapsed() < FLUSH_INTERVAL * 50 {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        assert_eq!(lines(&path).len(), 3, "written by the writer thread");
-        assert_eq!(log.written(), 3);
+        // Bounded: the interval is 100 ms; a loaded machine gets 50 times
+        // that. `written` counts a chunk once its `write` has returned.
+        let written_soon = |count: u64| {
+            let started = Instant::now();
+            while log.written() < count && started.elapsed() < FLUSH_INTERVAL * 50 {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            log.written()
+        };
+        assert_eq!(written_soon(3), 3, "written by the writer thread");
+        assert_eq!(lines(&path).len(), 3);
+        // The writer is idle now (nothing pending): a new record wakes it.
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        stdio.end_batch();
+        assert_eq!(written_soon(4), 4, "an idle writer was woken");
+        assert_eq!(lines(&path).len(), 4);
 
         // Pending at the end (an HTTP call's record, left to the writer):
         // dropping the log's last clone writes it.
         drop(stdio);
-        let refused = HttpReply {
-            status: 401,
-            headers: Vec::new(),
-            body: evidence_wire::envelope::encode_error(
-                None,
-                CanonicalError::Unauthenticated,
-                None,
-            ),
-        };
+        let refused = unauthenticated(None);
         let clone = log.clone();
         clone.http_call("/rpc").finish(&refused);
         drop(log);
@@ -1863,10 +1897,10 @@ mod tests {
         let records = lines(&path);
         assert_eq!(
             records.len(),
-            4,
+            5,
             "the pending record was written at the drop"
         );
-        assert_eq!(records[3]["correlationId"], log::sequential_uuid(4));
+        assert_eq!(records[4]["correlationId"], log::sequential_uuid(5));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -1876,9 +1910,10 @@ mod tests {
     #[test]
     fn the_writer_thread_keeps_every_record_in_order() {
         let dir = scratch("order");
+        // ~2.6 MB of records: files of 1 MiB rotate, and none is deleted.
         let settings = LogSettings::new(&dir)
             .deterministic(true)
-            .max_bytes(64 * 1024 * 1024);
+            .max_bytes(4 * 1024 * 1024);
         let log = ValidationLog::try_open(&settings).expect("writable");
         let threads: Vec<_> = (0..3)
             .map(|_| {
@@ -1907,6 +1942,7 @@ mod tests {
             })
             .collect();
         files.sort();
+        assert!(files.len() >= 2, "no rotation: {files:?}");
         let ids: Vec<String> = files
             .iter()
             .flat_map(|file| lines(file))
@@ -1914,6 +1950,33 @@ mod tests {
             .collect();
         let expected: Vec<String> = (1..=9000).map(log::sequential_uuid).collect();
         assert!(ids == expected, "{} records, not in order", ids.len());
+        let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// Without a writer thread (one that could not be started, or ended),
+    /// the thread making a record writes the pending ones at once.
+    #[test]
+    fn without_a_writer_thread_records_are_written_by_their_makers() {
+        let dir = scratch("no-writer");
+        let settings = LogSettings::new(&dir).deterministic(true);
+        let mut run = start_run(&settings).expect("writable");
+        assert!(run.latest_error.take().is_none());
+        let mut inner = Inner::new(&settings, default_reporter());
+        inner.adopt(run);
+        let log = ValidationLog {
+            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+        };
+        let path = log.path().expect("a run file");
+        let mut stdio = log.stdio_batched();
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        log.http_call("/rpc").finish(&unauthenticated(None));
+        assert_eq!(
+            log.written(),
+            2,
+            "written before observe and finish returned"
+        );
+        assert_eq!(lines(&path).len(), 2);
+        drop(stdio);
         let _ = fs::remove_dir_all(&dir);
     }
 }
