@@ -504,12 +504,19 @@ impl Inner {
     /// then notifies it: [`Shared::settle`]); without a writer thread,
     /// write them (after anything still queued) at once.
     fn hand_off(&mut self) {
+        self.queue_pending();
+        if self.writer_alive {
+            self.wake_writer |= !self.queue.is_empty();
+        } else {
+            self.write_everything();
+        }
+    }
+
+    /// Move the pending record lines to the end of the queue, as a chunk
+    /// of the current file (a spare buffer takes their place).
+    fn queue_pending(&mut self) {
         self.pending_since = None;
         if self.pending.is_empty() {
-            return;
-        }
-        if !self.writer_alive {
-            self.write_everything();
             return;
         }
         let Some(file) = self.file.clone() else {
@@ -527,31 +534,16 @@ impl Inner {
             bytes: core::mem::replace(&mut self.pending, fresh),
             records: core::mem::take(&mut self.pending_records),
         });
-        self.wake_writer = true;
     }
 
     /// Write what is queued, then what is pending, here and now. Only
     /// while the writer thread is not writing (else lines could land out
     /// of order): see [`Shared::write_now`].
     fn write_everything(&mut self) {
+        self.queue_pending();
         while let Some(chunk) = self.queue.pop_front() {
             let written = (&*chunk.file).write_all(&chunk.bytes);
             self.wrote(chunk, written);
-        }
-        self.pending_since = None;
-        if self.pending.is_empty() {
-            return;
-        }
-        let records = core::mem::take(&mut self.pending_records);
-        let Some(file) = self.file.clone() else {
-            self.pending.clear();
-            return;
-        };
-        let written = (&*file).write_all(&self.pending);
-        self.count_write(self.path.clone().unwrap_or_default(), records, written);
-        self.pending.clear();
-        if self.pending.capacity() > BATCH_BYTES.saturating_mul(2) {
-            self.pending.shrink_to(BATCH_BYTES);
         }
     }
 

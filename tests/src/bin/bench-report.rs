@@ -193,6 +193,22 @@ fn ratio(value: Option<f64>) -> String {
     value.map_or_else(|| "—".into(), |value| format!("{value:.2}x"))
 }
 
+/// The result row of `server` with `key` = `n`, pinned or not (rows
+/// without `pinned`, HTTP's and older runs', count as unpinned).
+fn find_row<'a>(
+    rows: &'a [Value],
+    server: &str,
+    key: &str,
+    n: u64,
+    pinned: bool,
+) -> Option<&'a Value> {
+    rows.iter().find(|row| {
+        row["server"] == server
+            && row[key].as_u64() == Some(n)
+            && row["pinned"].as_bool().unwrap_or(false) == pinned
+    })
+}
+
 fn ratio_of(peer: Option<f64>, ours: Option<f64>) -> Option<f64> {
     match (peer, ours) {
         (Some(peer), Some(ours)) if ours > 0.0 => Some(peer / ours),
@@ -484,13 +500,7 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
     let e2e = read_lines(&results.join("e2e.jsonl"));
     // Rows without `pinned` (HTTP, older runs) count as unpinned.
     let rps_pinned = |rows: &[Value], server: &str, key: &str, n: u64, pinned: bool| {
-        rows.iter().find_map(|row| {
-            (row["server"] == server
-                && row[key].as_u64() == Some(n)
-                && row["pinned"].as_bool().unwrap_or(false) == pinned)
-                .then(|| row["median_rps"].as_f64())
-                .flatten()
-        })
+        find_row(rows, server, key, n, pinned).and_then(|row| row["median_rps"].as_f64())
     };
     // The log on / off ratio, round by round: the servers' rounds
     // interleave, so log-on round r ran right after log-off round r; the
@@ -498,12 +508,7 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
     // rounds. Falls back to the ratio of the medians.
     let paired = |logged: &str, off: &str, n: u64, pinned: bool| {
         let rounds = |server: &str| {
-            e2e.iter()
-                .find(|row| {
-                    row["server"] == server
-                        && row["in_flight"].as_u64() == Some(n)
-                        && row["pinned"].as_bool().unwrap_or(false) == pinned
-                })
+            find_row(&e2e, server, "in_flight", n, pinned)
                 .and_then(|row| row["rounds"].as_array())
                 .map(|rounds| rounds.iter().filter_map(Value::as_f64).collect::<Vec<_>>())
                 .unwrap_or_default()
