@@ -33,6 +33,14 @@
 //! error or `isError`; the first one's `structuredContent` must hold an
 //! `evidence_hash`. A watchdog kills a server that takes over 120 s.
 //!
+//! CPU time (Linux): around every round the driver reads its own thread's
+//! and the server process's user and system time (`/proc/.../stat`, in
+//! clock ticks, summed over the 5 rounds and divided by their requests),
+//! so the report can split a pinned round trip, where the driver and the
+//! server share one CPU, into the driver's work and the server's. Ticks
+//! are sampled (a 100 Hz tick charges a whole tick to whoever runs), so
+//! these are estimates good to a few percent over ~200 ticks, not exact.
+//!
 //! The CLI binary: `$EW_BENCH_CLI`, or `evidence-wire` next to this bench's
 //! directory (scripts/bench builds it with `--profile bench`).
 //! Output: a table on stderr and JSON lines in `$EW_BENCH_RESULTS/e2e.jsonl`.
@@ -310,8 +318,62 @@ impl Drop for Pin {
     }
 }
 
-/// A server's median rate and its rounds, or why it could not be measured.
-type Outcome = Result<(f64, Vec<f64>), String>;
+/// Clock ticks (user, system) used so far by the process `pid` (`None`:
+/// the calling thread), from `/proc`; `None` where it cannot be read.
+fn cpu_ticks(pid: Option<u32>) -> Option<(u64, u64)> {
+    let path = match pid {
+        Some(pid) => format!("/proc/{pid}/stat"),
+        None => "/proc/thread-self/stat".to_owned(),
+    };
+    let stat = std::fs::read_to_string(path).ok()?;
+    // Fields after the command name (which may hold spaces): state is the
+    // 3rd field of the line, utime the 14th, stime the 15th.
+    let (_, rest) = stat.rsplit_once(')')?;
+    let mut fields = rest.split_whitespace().skip(11);
+    let user = fields.next()?.parse().ok()?;
+    let system = fields.next()?.parse().ok()?;
+    Some((user, system))
+}
+
+/// CPU time of a server's measured rounds, in clock ticks, and the
+/// requests they answered.
+#[derive(Default, Clone, Copy)]
+struct CpuUse {
+    driver: u64,
+    server_user: u64,
+    server_system: u64,
+    requests: u64,
+}
+
+impl CpuUse {
+    /// Microseconds per request: (driver, server user, server system).
+    fn per_request(&self) -> Option<(f64, f64, f64)> {
+        let ticks_per_second = ticks_per_second()?;
+        if self.requests == 0 {
+            return None;
+        }
+        let us = |ticks: u64| ticks as f64 * 1e6 / ticks_per_second / self.requests as f64;
+        Some((
+            us(self.driver),
+            us(self.server_user),
+            us(self.server_system),
+        ))
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn ticks_per_second() -> Option<f64> {
+    Some(rustix::param::clock_ticks_per_second() as f64).filter(|ticks| *ticks > 0.0)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn ticks_per_second() -> Option<f64> {
+    None
+}
+
+/// A server's median rate, its rounds and the CPU they took, or why it
+/// could not be measured.
+type Outcome = Result<(f64, Vec<f64>, Option<CpuUse>), String>;
 
 /// One server under measurement in [`measure_all`].
 struct Measured<'a> {
@@ -322,6 +384,8 @@ struct Measured<'a> {
     /// Requests per round (sized to ~[`ROUND_TIME`]).
     count: u64,
     rates: Vec<f64>,
+    /// CPU time of the rounds so far (`None` once a reading failed).
+    cpu: Option<CpuUse>,
     error: Option<String>,
 }
 
@@ -363,6 +427,7 @@ fn measure_all<'a>(
                     done,
                     count: base,
                     rates: Vec::new(),
+                    cpu: Some(CpuUse::default()),
                     error: None,
                 });
             }
@@ -382,10 +447,23 @@ fn measure_all<'a>(
     }
     for _ in 0..ROUNDS {
         for run in runs.iter_mut().filter(|run| run.error.is_none()) {
+            let pid = run.session.child.id();
+            let before = cpu_ticks(None).zip(cpu_ticks(Some(pid)));
             match run.session.run(run.count, window) {
                 Ok(elapsed) => run.rates.push(run.count as f64 / elapsed.as_secs_f64()),
                 Err(error) => run.error = Some(error),
             }
+            let after = cpu_ticks(None).zip(cpu_ticks(Some(pid)));
+            run.cpu = match (run.cpu, before, after) {
+                (Some(sum), Some((driver0, server0)), Some((driver1, server1))) => Some(CpuUse {
+                    driver: sum.driver
+                        + (driver1.0 + driver1.1).saturating_sub(driver0.0 + driver0.1),
+                    server_user: sum.server_user + server1.0.saturating_sub(server0.0),
+                    server_system: sum.server_system + server1.1.saturating_sub(server0.1),
+                    requests: sum.requests + run.count,
+                }),
+                _ => None,
+            };
         }
     }
     let mut results = failed;
@@ -394,7 +472,7 @@ fn measure_all<'a>(
         run.session.stop();
         let outcome = match run.error {
             Some(error) => Err(error),
-            None => Ok((median(run.rates.clone()), run.rates)),
+            None => Ok((median(run.rates.clone()), run.rates, run.cpu)),
         };
         results.push((run.name, outcome));
     }
@@ -456,15 +534,20 @@ fn main() {
         let how = if pinned { " (pinned)" } else { "" };
         for (name, outcome) in measure_all(&mut servers, window, pinned) {
             match outcome {
-                Ok((median, rates)) => {
+                Ok((median, rates, cpu)) => {
+                    let cpu = cpu.and_then(|cpu| cpu.per_request());
                     eprintln!(
-                        "{name:22} in flight {window:>2}{how:9}: {median:>10.0} requests/s (rounds {:?})",
-                        rates.iter().map(|rate| rate.round()).collect::<Vec<_>>()
+                        "{name:22} in flight {window:>2}{how:9}: {median:>10.0} requests/s (rounds {:?}){}",
+                        rates.iter().map(|rate| rate.round()).collect::<Vec<_>>(),
+                        cpu.map_or_else(String::new, |(driver, user, system)| format!(
+                            "; CPU µs per request: driver {driver:.2}, server user {user:.2}, system {system:.2}"
+                        ))
                     );
-                    lines.push_str(
-                        &serde_json::json!({"server": name, "in_flight": window, "pinned": pinned, "median_rps": median, "rounds": rates})
-                            .to_string(),
-                    );
+                    let mut row = serde_json::json!({"server": name, "in_flight": window, "pinned": pinned, "median_rps": median, "rounds": rates});
+                    if let Some((driver, user, system)) = cpu {
+                        row["cpu_us_per_request"] = serde_json::json!({"driver": driver, "server_user": user, "server_system": system});
+                    }
+                    lines.push_str(&row.to_string());
                     lines.push('\n');
                 }
                 Err(error) => eprintln!("{name} in flight {window}{how}: FAILED: {error}"),

@@ -209,6 +209,55 @@ fn find_row<'a>(
     })
 }
 
+/// The pinned one-in-flight round trip split into CPU time (driver,
+/// server user, server system; `tests/benches/e2e.rs` reads them from
+/// `/proc`), and what being within 1.2x the echo's time would leave for
+/// the server's own work. Nothing when the run has no CPU readings.
+fn e2e_cpu_table(doc: &mut String, e2e: &[Value]) {
+    let cpu = |server: &str| {
+        let row = find_row(e2e, server, "in_flight", 1, true)?;
+        let cpu = &row["cpu_us_per_request"];
+        let wall = 1e6 / row["median_rps"].as_f64().filter(|rps| *rps > 0.0)?;
+        Some((
+            wall,
+            cpu["driver"].as_f64()?,
+            cpu["server_user"].as_f64()?,
+            cpu["server_system"].as_f64()?,
+        ))
+    };
+    let servers = [
+        ("evidence-wire --no-log (nd)", "evidence-wire"),
+        ("evidence-wire --no-log (cl)", "evidence-wire-cl"),
+        ("evidence-wire, log on (nd)", "evidence-wire-log"),
+        ("rmcp `stdio_pipes()`", "rmcp-pipes"),
+        ("rmcp `stdio()`", "rmcp"),
+        ("echo (floor)", "echo"),
+    ];
+    if servers.iter().all(|(_, server)| cpu(server).is_none()) {
+        return;
+    }
+    doc.push_str("\nWhere a pinned round trip goes (one in flight, driver and server on one CPU, so the wall time per request is\nabout the sum of the CPU times): user and system time of the driver's thread and of the server process, read\nfrom `/proc` around each round (clock ticks summed over the 5 rounds, per request; sampled, good to a few percent).\n\n| server | wall µs per request | driver µs | server user µs | server system µs |\n|---|---|---|---|---|\n");
+    for (label, server) in servers {
+        if let Some((wall, driver, user, system)) = cpu(server) {
+            let _ = writeln!(
+                doc,
+                "| {label} | {wall:.2} | {driver:.2} | {user:.2} | {system:.2} |"
+            );
+        }
+    }
+    if let (Some((echo, ..)), Some((_, driver, user, system))) = (cpu("echo"), cpu("evidence-wire"))
+    {
+        let budget = 1.2 * echo - driver - system;
+        let _ = writeln!(
+            doc,
+            "\nWithin 1.2x the echo's time is {:.2} µs per request. The driver (reading our longer answer) and the kernel take\n{:.2} µs of ours, which leaves {budget:.2} µs of user time for the server's whole protocol work; it takes {user:.2} µs\n(the echo's copy loop alone takes {:.2} µs).",
+            1.2 * echo,
+            driver + system,
+            cpu("echo").map_or(0.0, |(_, _, echo_user, _)| echo_user),
+        );
+    }
+}
+
 fn ratio_of(peer: Option<f64>, ours: Option<f64>) -> Option<f64> {
     match (peer, ours) {
         (Some(peer), Some(ours)) if ours > 0.0 => Some(peer / ours),
@@ -630,6 +679,7 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
             );
         }
     }
+    e2e_cpu_table(&mut doc, &e2e);
     issue25.add(
         "4. instructions per request, serve answering time_now (callgrind): <= 20k",
         None,
