@@ -23,9 +23,11 @@
 //!
 //! Each configuration (in flight and pinning) runs every server at once:
 //! each gets 200 warm-up requests and one sizing round of N requests
-//! (N = 2000 one at a time, 10000 with 64 in flight), then 5 rounds of
+//! (N = 2000 one at a time, 10000 with 64 in flight), then 9 rounds of
 //! about 0.4 s each, interleaved across the servers (round 1 of each, then
-//! round 2, ...: a slow spell of this shared machine lands on every server
+//! round 2 of each in the opposite order, ...: each server's neighbours in
+//! time alternate, so a drift of the machine's speed favours none of two
+//! neighbours, and a slow spell of this shared machine lands on every server
 //! alike, not on whichever ran then) (at least N, at most 400000 requests: at
 //! hundreds of thousands of requests per second a round of N lasts a few
 //! milliseconds, short enough for one scheduler hiccup to move it by a
@@ -35,7 +37,7 @@
 //!
 //! CPU time (Linux): around every round the driver reads its own thread's
 //! and the server process's user and system time (`/proc/.../stat`, in
-//! clock ticks, summed over the 5 rounds and divided by their requests),
+//! clock ticks, summed over the rounds and divided by their requests),
 //! so the report can split a pinned round trip, where the driver and the
 //! server share one CPU, into the driver's work and the server's. Ticks
 //! are sampled (a 100 Hz tick charges a whole tick to whoever runs), so
@@ -58,7 +60,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 9;
 const WARM_UP: u64 = 200;
 /// How long a measured round lasts, about (see the module docs).
 const ROUND_TIME: Duration = Duration::from_millis(400);
@@ -391,7 +393,8 @@ struct Measured<'a> {
 
 /// Every server in `servers` with at most `window` requests in flight:
 /// all are started first, each is warmed up and sized, then their rounds
-/// interleave (round 1 of each, then round 2, ...), so a slow spell of
+/// interleave (round 1 of each, then round 2 of each in the opposite
+/// order, ...), so a slow spell of
 /// the machine lands on every server alike rather than on whichever ran
 /// then. Each server's median rate and rounds, or why it failed.
 fn measure_all<'a>(
@@ -445,8 +448,14 @@ fn measure_all<'a>(
             Err(error) => run.error = Some(error),
         }
     }
-    for _ in 0..ROUNDS {
-        for run in runs.iter_mut().filter(|run| run.error.is_none()) {
+    for round in 0..ROUNDS {
+        // Every other round backwards: a server's neighbour in time runs
+        // before it in one round and after it in the next.
+        let mut order: Vec<&mut Measured<'a>> = runs.iter_mut().collect();
+        if round % 2 == 1 {
+            order.reverse();
+        }
+        for run in order.into_iter().filter(|run| run.error.is_none()) {
             let pid = run.session.child.id();
             let before = cpu_ticks(None).zip(cpu_ticks(Some(pid)));
             match run.session.run(run.count, window) {

@@ -9,8 +9,9 @@
 //! for both.
 //!
 //! Every server runs at once (idle while another is measured); for 1, then
-//! 64 connections: a 0.5 s warm-up of each, then 5 rounds of 1.2 s,
-//! interleaved (round 1 of every server, then round 2, ...), so a slow
+//! 64 connections: a 0.5 s warm-up of each, then 9 rounds of 1.2 s,
+//! interleaved (round 1 of every server, then round 2 of every server in
+//! the opposite order, ...), so a slow
 //! spell of this shared VM lands on every server alike; each server's
 //! median round's requests per second is reported. Every answer must be `200`
 //! with an `evidence_hash` in it (the first is parsed fully). Every wait
@@ -37,7 +38,7 @@ use http_body_util::{BodyExt, Full};
 use hyper::Request;
 use hyper_util::rt::TokioIo;
 
-const ROUNDS: usize = 5;
+const ROUNDS: usize = 9;
 const ROUND: Duration = Duration::from_millis(1200);
 const WARM_UP: Duration = Duration::from_millis(500);
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -215,8 +216,13 @@ async fn measure_interleaved(
                 .map(|_| Vec::new()),
         );
     }
-    for _ in 0..ROUNDS {
-        for (server, outcome) in servers.iter().zip(outcomes.iter_mut()) {
+    for round_number in 0..ROUNDS {
+        // Every other round backwards, so no server always follows another.
+        let mut order: Vec<_> = servers.iter().zip(outcomes.iter_mut()).collect();
+        if round_number % 2 == 1 {
+            order.reverse();
+        }
+        for (server, outcome) in order {
             let Ok(rates) = outcome else {
                 continue;
             };

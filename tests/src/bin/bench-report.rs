@@ -236,7 +236,7 @@ fn e2e_cpu_table(doc: &mut String, e2e: &[Value]) {
     if servers.iter().all(|(_, server)| cpu(server).is_none()) {
         return;
     }
-    doc.push_str("\nWhere a pinned round trip goes (one in flight, driver and server on one CPU, so the wall time per request is\nabout the sum of the CPU times): user and system time of the driver's thread and of the server process, read\nfrom `/proc` around each round (clock ticks summed over the 5 rounds, per request; sampled, good to a few percent).\n\n| server | wall µs per request | driver µs | server user µs | server system µs |\n|---|---|---|---|---|\n");
+    doc.push_str("\nWhere a pinned round trip goes (one in flight, driver and server on one CPU, so the wall time per request is\nabout the sum of the CPU times): user and system time of the driver's thread and of the server process, read\nfrom `/proc` around each round (clock ticks summed over the rounds, per request; sampled, good to a few percent).\n\n| server | wall µs per request | driver µs | server user µs | server system µs |\n|---|---|---|---|---|\n");
     for (label, server) in servers {
         if let Some((wall, driver, user, system)) = cpu(server) {
             let _ = writeln!(
@@ -552,7 +552,7 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
         find_row(rows, server, key, n, pinned).and_then(|row| row["median_rps"].as_f64())
     };
     // The log on / off ratio, round by round: the servers' rounds
-    // interleave, so log-on round r ran right after log-off round r; the
+    // interleave, so log-on round r ran right next to log-off round r; the
     // median of those paired ratios leaves out the machine's drift between
     // rounds. Falls back to the ratio of the medians.
     let paired = |logged: &str, off: &str, n: u64, pinned: bool| {
@@ -578,7 +578,7 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
         ratios.get(ratios.len() / 2).copied()
     };
     doc.push_str("\n## 5. End to end over a pipe (`tests/benches/e2e.rs`)\n\n");
-    doc.push_str("`tools/call evidence_query` (`time_now`, hashed evidence) over stdio after the MCP handshake; every server\nstarted at once, then 5 rounds of about 0.4 s interleaved across them (round 1 of each, then round 2, ...; at least 2000\nrequests one at a time, 10000 with 64 in flight; at most 400000), median round. `evidence-wire serve` (CLI,\nblocking adapter, 4 workers) with `--no-log` and with its validation log on (the default), newline-delimited\n(nd) and Content-Length (cl); `bench-rmcp-stdio` (rmcp, equivalent tool) over its default `stdio()` on a\nmulti-thread runtime and over `stdio_pipes()` on a current-thread runtime (its best); `bench-echo` (copies\ninput to output: the floor). Log on / off: the median of the 5 round-by-round ratios (each log-on round\nran right after its log-off round), not the ratio of the medians. One in flight also pinned: driver and server on one CPU, the same for every
+    doc.push_str("`tools/call evidence_query` (`time_now`, hashed evidence) over stdio after the MCP handshake; every server\nstarted at once, then 9 rounds of about 0.4 s interleaved across them (round 1 of each, then round 2 of each in the\nopposite order, ...; at least 2000\nrequests one at a time, 10000 with 64 in flight; at most 400000), median round. `evidence-wire serve` (CLI,\nblocking adapter, 4 workers) with `--no-log` and with its validation log on (the default), newline-delimited\n(nd) and Content-Length (cl); `bench-rmcp-stdio` (rmcp, equivalent tool) over its default `stdio()` on a\nmulti-thread runtime and over `stdio_pipes()` on a current-thread runtime (its best); `bench-echo` (copies\ninput to output: the floor). Log on / off: the median of the 9 round-by-round ratios (each log-on round\nran right next to its log-off round, after it and before it in turn), not the ratio of the medians. One in flight also pinned: driver and server on one CPU, the same for every
 server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode from run to run). Ratios against rmcp's best (`stdio_pipes`, newline-delimited: rmcp has no\nContent-Length transport).\n\n| in flight | framing | evidence-wire --no-log | evidence-wire, log on | rmcp `stdio()` | rmcp `stdio_pipes()` | echo (floor) | ours / rmcp best | echo / ours | log on / off |\n|---|---|---|---|---|---|---|---|---|---|\n");
     let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
     for (window, pinned, framing, ours_name, log_name) in [
@@ -738,7 +738,7 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
             .reduce(f64::max)
     };
     doc.push_str("\n## 6. HTTP on loopback (`tests/benches/http.rs`)\n\n");
-    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 5 rounds of 1.2 s interleaved across the servers (round 1 of each, then round 2, ...), median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). Each server runs on a\nmulti-thread (mt) and on a current-thread (ct) tokio runtime; the ratio compares each one's best.\nThe client (one current-thread runtime) shares the machine's cores with the server. Issue 25\ntarget 5: >= 2.5x at 64.\n\n| connections | evidence-wire mt | evidence-wire ct | rmcp mt | rmcp ct | best / best |\n|---|---|---|---|---|---|\n");
+    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 9 rounds of 1.2 s interleaved across the servers (round 1 of each, then round 2 of each in the opposite\norder, ...), median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). Each server runs on a\nmulti-thread (mt) and on a current-thread (ct) tokio runtime; the ratio compares each one's best.\nThe client (one current-thread runtime) shares the machine's cores with the server. Issue 25\ntarget 5: >= 2.5x at 64.\n\n| connections | evidence-wire mt | evidence-wire ct | rmcp mt | rmcp ct | best / best |\n|---|---|---|---|---|---|\n");
     for connections in [1u64, 64] {
         let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
         let _ = writeln!(
