@@ -24,7 +24,9 @@
 //! Logging never stops a server: [`ValidationLog::open`] cannot fail, and a
 //! directory that cannot be created, a file that cannot be written or a
 //! symlink that cannot be replaced is reported once (on stderr, or to the
-//! [`Reporter`] given) and the server goes on; records that cannot be
+//! [`Reporter`] given, called without the log's lock held: a report that
+//! blocks holds up only the thread that makes it) and the server goes on;
+//! records that cannot be
 //! written are dropped. Records go to a file opened for appending, whole
 //! lines per `write` call, so concurrent writers never interleave lines.
 //!
@@ -95,7 +97,10 @@ pub const LATEST: &str = ".latest";
 /// are numbered up to this; timestamped runs get `-1`, `-2`, … suffixes).
 pub const MAX_RUNS_PER_NAME: u32 = 999_999;
 
-/// Where logging failures are reported (once per log).
+/// Where logging failures are reported (once per log). Called without the
+/// log's lock held, by the thread whose work met the failure (a record
+/// maker, the writer thread, a flush): a reporter that blocks holds up
+/// that thread only.
 pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Called with every record written (the CLI turns them into
@@ -246,6 +251,9 @@ struct Inner {
     /// The sum of `older`'s sizes.
     older_bytes: u64,
     reported: bool,
+    /// The failure [`Inner::report`] noted, for [`Shared::unlock`] to hand
+    /// to the reporter once the lock is released.
+    unreported: Option<String>,
     reporter: Reporter,
     listener: Option<Listener>,
     written: u64,
@@ -300,6 +308,7 @@ impl Inner {
             older: VecDeque::new(),
             older_bytes: 0,
             reported: false,
+            unreported: None,
             reporter,
             listener: None,
             written: 0,
@@ -354,11 +363,20 @@ impl Inner {
         }
     }
 
+    /// Note the log's first failure; [`Inner::take_report`] hands it out
+    /// to be reported after the lock is released.
     fn report(&mut self, message: &str) {
         if !self.reported {
             self.reported = true;
-            (self.reporter)(message);
+            self.unreported = Some(message.to_owned());
         }
+    }
+
+    /// The failure noted and not yet reported, with the reporter to call
+    /// (outside the lock).
+    fn take_report(&mut self) -> Option<(String, Reporter)> {
+        let message = self.unreported.take()?;
+        Some((message, Arc::clone(&self.reporter)))
     }
 
     /// Take the run files already in the directory into account (oldest
@@ -604,6 +622,18 @@ impl Shared {
         lock(&self.inner)
     }
 
+    /// Release the lock, then hand a failure noted meanwhile to the
+    /// reporter: outside the lock, so that a reporter that blocks (a full
+    /// stderr pipe no one reads) holds up this thread only, not every
+    /// thread that makes records.
+    fn unlock(&self, mut inner: MutexGuard<'_, Inner>) {
+        let report = inner.take_report();
+        drop(inner);
+        if let Some((message, reporter)) = report {
+            reporter(&message);
+        }
+    }
+
     /// After records were accepted: wake the writer thread if it has work,
     /// and wait while more than [`QUEUED_BUFFERS`] wait for it. Without a
     /// writer thread (it could not start, or ended), write them here.
@@ -672,7 +702,7 @@ impl Shared {
                 inner.writer_idle = false;
                 inner.writer_yielding = false;
                 inner.write_everything();
-                drop(inner);
+                self.0.unlock(inner);
                 self.0.written.notify_all();
             }
         }
@@ -699,6 +729,10 @@ impl Shared {
                 inner.wrote(chunk, written);
                 if inner.waiters > 0 {
                     self.written.notify_all();
+                }
+                if inner.unreported.is_some() {
+                    self.unlock(inner);
+                    inner = self.lock();
                 }
                 continue;
             }
@@ -771,6 +805,7 @@ impl Handle {
                     inner.report(&format!(
                         "cannot start the log's writer thread ({error}); records are written by the server's threads"
                     ));
+                    shared.unlock(inner);
                     None
                 }
             }
@@ -790,7 +825,7 @@ impl Drop for Handle {
             let _ = writer.join();
         }
         let inner = self.shared.lock();
-        drop(self.shared.write_now(inner));
+        self.shared.unlock(self.shared.write_now(inner));
     }
 }
 
@@ -848,8 +883,11 @@ impl ValidationLog {
             }
             Err(error) => inner.report(&error.to_string()),
         }
+        let handle = Handle::start(inner);
+        // Opening is over: report what failed (outside the lock).
+        handle.shared.unlock(handle.shared.lock());
         ValidationLog {
-            inner: Some(Arc::new(Handle::start(inner))),
+            inner: Some(Arc::new(handle)),
         }
     }
 
@@ -862,8 +900,11 @@ impl ValidationLog {
         }
         let mut inner = Inner::new(settings, default_reporter());
         inner.adopt(run);
+        let handle = Handle::start(inner);
+        // Opening is over: report what failed (outside the lock).
+        handle.shared.unlock(handle.shared.lock());
         Ok(ValidationLog {
-            inner: Some(Arc::new(Handle::start(inner))),
+            inner: Some(Arc::new(handle)),
         })
     }
 
@@ -899,12 +940,13 @@ impl ValidationLog {
         let mut inner = handle.shared.write_now(handle.shared.lock());
         let synced = match &inner.file {
             Some(file) => file.sync_data(),
-            None => return,
+            None => Ok(()),
         };
         if let Err(error) = synced {
             let path = inner.path.clone().unwrap_or_default();
             inner.report(&format!("cannot flush {}: {error}", path.display()));
         }
+        handle.shared.unlock(inner);
     }
 
     /// How many records reached the file.
@@ -934,6 +976,7 @@ impl ValidationLog {
         if let Some(listener) = &inner.listener {
             listener(&view);
         }
+        handle.shared.unlock(inner);
         Some(view.to_record())
     }
 
@@ -954,11 +997,12 @@ impl ValidationLog {
         };
         let mut inner = handle.shared.lock();
         inner.accept_outcome(outcome, facts, unix_millis);
-        if pending {
-            drop(handle.shared.settle(inner));
+        let inner = if pending {
+            handle.shared.settle(inner)
         } else {
-            drop(handle.shared.write_now(inner));
-        }
+            handle.shared.write_now(inner)
+        };
+        handle.shared.unlock(inner);
     }
 
     /// The observer of one stdio connection that writes every record when
@@ -1067,7 +1111,9 @@ impl StdioLog {
     pub fn flush(&mut self) {
         self.reading = None;
         if let Some(handle) = self.log.inner.as_ref() {
-            drop(handle.shared.write_now(handle.shared.lock()));
+            handle
+                .shared
+                .unlock(handle.shared.write_now(handle.shared.lock()));
         }
     }
 }
@@ -1534,6 +1580,69 @@ mod tests {
             .collect();
         assert!(leftovers.is_empty());
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_blocking_reporter_holds_up_only_the_thread_that_reports() {
+        use std::sync::mpsc;
+        let dir = scratch("blocking-reporter");
+        // A cap whose file share is smaller than one record: the second
+        // record rotates.
+        let settings = LogSettings::new(&dir).deterministic(true).max_bytes(1000);
+        let (entered, reporter_entered) = mpsc::channel::<String>();
+        let (release, released) = mpsc::channel::<()>();
+        let released = Mutex::new(released);
+        // Stands for a write to a full stderr pipe no one reads.
+        let reporter: Reporter = Arc::new(move |message: &str| {
+            let _ = entered.send(message.to_owned());
+            let _ = released
+                .lock()
+                .expect("release")
+                .recv_timeout(Duration::from_secs(30));
+        });
+        let log = ValidationLog::open_with_reporter(&settings, reporter);
+        log.stdio()
+            .observe(&ServerEvent::Handled(outcome(None)), None);
+        assert_eq!(log.written(), 1);
+        // The directory becomes a file: the rotation cannot start a new run.
+        fs::remove_dir_all(&dir).expect("remove the directory");
+        fs::write(&dir, b"not a directory").expect("blocker file");
+        let reporting = {
+            let log = log.clone();
+            thread::spawn(move || {
+                log.stdio()
+                    .observe(&ServerEvent::Handled(outcome(None)), None);
+            })
+        };
+        let message = reporter_entered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("the failed rotation is reported");
+        assert!(message.contains("cannot create"), "{message}");
+        // While the reporter blocks, other threads make records (dropped at
+        // the cap, or written) without waiting for it.
+        let (done, finished) = mpsc::channel::<()>();
+        let others = {
+            let log = log.clone();
+            thread::spawn(move || {
+                let mut stdio = log.stdio();
+                for _ in 0..50 {
+                    stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+                }
+                stdio.flush();
+                drop(stdio);
+                log.flush();
+                let _ = done.send(());
+            })
+        };
+        let unblocked = finished.recv_timeout(Duration::from_secs(10));
+        let _ = release.send(());
+        reporting.join().expect("the reporting thread");
+        others.join().expect("the other thread");
+        assert!(
+            unblocked.is_ok(),
+            "a record maker waited for another thread's blocked reporter"
+        );
+        let _ = fs::remove_file(&dir);
     }
 
     #[test]
