@@ -626,6 +626,7 @@ impl Shared {
     /// reporter: outside the lock, so that a reporter that blocks (a full
     /// stderr pipe no one reads) holds up this thread only, not every
     /// thread that makes records.
+    #[inline]
     fn unlock(&self, mut inner: MutexGuard<'_, Inner>) {
         let report = inner.take_report();
         drop(inner);
