@@ -98,9 +98,11 @@ pub const LATEST: &str = ".latest";
 pub const MAX_RUNS_PER_NAME: u32 = 999_999;
 
 /// Where logging failures are reported (once per log). Called without the
-/// log's lock held, by the thread whose work met the failure (a record
-/// maker, the writer thread, a flush): a reporter that blocks holds up
-/// that thread only.
+/// log's lock held, by the first thread to release the lock after the
+/// failure (usually the one whose work met it: a record maker, the
+/// writer thread, a flush): a reporter that blocks holds up that thread
+/// only (while the writer thread reports, record makers write their
+/// records themselves rather than wait for it).
 pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 
 /// Called with every record written (the CLI turns them into
@@ -289,6 +291,9 @@ struct Inner {
     flushers: usize,
     /// The writer thread waits for `flushers` to be done.
     writer_yielding: bool,
+    /// The writer thread is calling the reporter (outside the lock, and
+    /// not writing): record makers do not wait for it.
+    writer_reporting: bool,
     /// What consecutive record lines share (names, the timestamp's second).
     lines: LineCache,
     /// The keys of the correlation ids' mix (random per log).
@@ -325,6 +330,7 @@ impl Inner {
             waiters: 0,
             flushers: 0,
             writer_yielding: false,
+            writer_reporting: false,
             lines: LineCache::default(),
             keys: EntropyKeys::random(),
             stamped: 0,
@@ -603,6 +609,10 @@ impl Inner {
 impl Drop for Inner {
     fn drop(&mut self) {
         self.write_everything();
+        // No lock is held any more.
+        if let Some((message, reporter)) = self.take_report() {
+            reporter(&message);
+        }
     }
 }
 
@@ -642,10 +652,12 @@ impl Shared {
         if core::mem::take(&mut inner.wake_writer) {
             self.wake.notify_one();
         }
-        while inner.queue.len() > QUEUED_BUFFERS && inner.writer_alive {
+        while inner.queue.len() > QUEUED_BUFFERS && inner.writer_alive && !inner.writer_reporting {
             inner = self.wait_for_writer(inner);
         }
-        if !inner.writer_alive {
+        // Without a writer, or past the bound while the writer is held up
+        // in the reporter (it is not writing then, so order holds).
+        if !inner.writer_alive || (inner.writer_reporting && inner.queue.len() > QUEUED_BUFFERS) {
             inner.write_everything();
         }
         inner
@@ -702,9 +714,15 @@ impl Shared {
                 inner.writing = false;
                 inner.writer_idle = false;
                 inner.writer_yielding = false;
+                inner.writer_reporting = false;
                 inner.write_everything();
-                self.0.unlock(inner);
+                let report = inner.take_report();
+                drop(inner);
+                // Waiters first: a reporter that blocks must not keep them.
                 self.0.written.notify_all();
+                if let Some((message, reporter)) = report {
+                    reporter(&message);
+                }
             }
         }
         // Declared before `inner`, so dropped after it (it takes the lock).
@@ -732,8 +750,13 @@ impl Shared {
                     self.written.notify_all();
                 }
                 if inner.unreported.is_some() {
+                    // Record makers past the queue's bound write for
+                    // themselves meanwhile (`settle`).
+                    inner.writer_reporting = true;
+                    self.written.notify_all();
                     self.unlock(inner);
                     inner = self.lock();
+                    inner.writer_reporting = false;
                 }
                 continue;
             }
@@ -1583,10 +1606,24 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
+    /// Removes a scratch path (a directory, or the file standing in for
+    /// one) however the test ends.
+    struct Scratch(PathBuf);
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = fs::remove_dir_all(&self.0);
+            let _ = fs::remove_file(&self.0);
+        }
+    }
+
+    // Unix: the run file stays writable after its directory is removed.
+    #[cfg(unix)]
     #[test]
     fn a_blocking_reporter_holds_up_only_the_thread_that_reports() {
         use std::sync::mpsc;
         let dir = scratch("blocking-reporter");
+        let _cleanup = Scratch(dir.clone());
         // A cap whose file share is smaller than one record: the second
         // record rotates.
         let settings = LogSettings::new(&dir).deterministic(true).max_bytes(1000);
@@ -1643,7 +1680,61 @@ mod tests {
             unblocked.is_ok(),
             "a record maker waited for another thread's blocked reporter"
         );
-        let _ = fs::remove_file(&dir);
+    }
+
+    #[test]
+    fn record_makers_do_not_wait_for_a_writer_held_up_in_the_reporter() {
+        use std::sync::mpsc;
+        let dir = scratch("writer-reporting");
+        let _cleanup = Scratch(dir.clone());
+        let settings = LogSettings::new(&dir).deterministic(true);
+        let mut run = start_run(&settings).expect("writable");
+        assert!(run.latest_error.take().is_none());
+        let mut inner = Inner::new(&settings, default_reporter());
+        inner.adopt(run);
+        // No thread: the state of a writer that is alive but held up in
+        // the reporter (not writing, so the queue is not drained).
+        let handle = Handle::start_writer(inner, false);
+        {
+            let mut inner = handle.shared.lock();
+            inner.writer_alive = true;
+            inner.writer_reporting = true;
+        }
+        let log = ValidationLog {
+            inner: Some(Arc::new(handle)),
+        };
+        let path = log.path().expect("a run file");
+        // Records for well over QUEUED_BUFFERS full chunks (each > 100 bytes).
+        let records = (QUEUED_BUFFERS + 2) * BATCH_BYTES / 100;
+        let (done, finished) = mpsc::channel::<u64>();
+        let maker = {
+            let log = log.clone();
+            thread::spawn(move || {
+                let mut stdio = log.stdio_batched();
+                for _ in 0..records {
+                    stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+                    stdio.end_batch();
+                }
+                let _ = done.send(log.written());
+            })
+        };
+        let written = finished
+            .recv_timeout(Duration::from_secs(30))
+            .expect("a record maker waited for a writer held up in the reporter");
+        maker.join().expect("the record maker");
+        assert!(
+            written > 0,
+            "past the queue's bound the record maker wrote the chunks itself"
+        );
+        {
+            let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
+            inner.writer_reporting = false;
+            inner.writer_alive = false;
+        }
+        log.flush();
+        let records = u64::try_from(records).expect("count");
+        assert_eq!(log.written(), records);
+        assert_eq!(lines(&path).len() as u64, records, "every record, once");
     }
 
     #[test]
