@@ -26,9 +26,9 @@
 //! symlink that cannot be replaced is reported once (on stderr, or to the
 //! [`Reporter`] given, called without the log's lock held: a report that
 //! blocks holds up only the thread that makes it) and the server goes on;
-//! records that cannot be
-//! written are dropped. Records go to a file opened for appending, whole
-//! lines per `write` call, so concurrent writers never interleave lines.
+//! records that cannot be written are dropped. Records go to a file opened
+//! for appending, whole lines per `write` call, so concurrent writers never
+//! interleave lines.
 //!
 //! Writing: the log's own thread (`evidence-wire-log`) writes the records
 //! of stdio observers ([`ValidationLog::stdio_batched`]) and HTTP calls,
@@ -36,14 +36,16 @@
 //! memory until [`BATCH_BYTES`] are pending or the oldest is
 //! [`FLUSH_INTERVAL`] old, then go in one `write`; a record made while
 //! more than `QUEUED_BUFFERS` (2) such buffers wait for the thread blocks
-//! until one is written, so memory stays bounded when the disk is slow. [`ValidationLog::flush`] (at shutdown, a
-//! SIGTERM included; it also syncs the file to disk), [`StdioLog::flush`],
-//! dropping a stdio observer and dropping the log's last clone write what
-//! is pending before they return, so a clean shutdown loses no record; a
-//! crash or SIGKILL can lose the records of the last [`FLUSH_INTERVAL`]. [`ValidationLog::record`] and the
-//! [`ValidationLog::stdio`] observer write each record at once, on the
+//! until one is written (or, while the thread is reporting a failure,
+//! writes them itself), so memory stays bounded when the disk is slow.
+//! [`ValidationLog::flush`] (at shutdown, a SIGTERM included; it also syncs
+//! the file to disk), [`StdioLog::flush`], dropping a stdio observer and
+//! dropping the log's last clone write what is pending before they return,
+//! so a clean shutdown loses no record; a crash or SIGKILL can lose the
+//! records of the last [`FLUSH_INTERVAL`]. [`ValidationLog::record`] and
+//! the [`ValidationLog::stdio`] observer write each record at once, on the
 //! calling thread. If the thread cannot be started, callers write.
-
+//!
 //! Runs are named `<UTC time>-<pid>.jsonl` (`20250131T090500.250Z-4242.jsonl`);
 //! in deterministic mode `run-000001.jsonl`, `run-000002.jsonl`, … (one
 //! past the highest number present, so names sort by age), and the records
@@ -696,6 +698,22 @@ impl Shared {
         inner
     }
 
+    /// The writer thread waits to be woken, with the flag `flag` picks set
+    /// meanwhile (so callers know why it waits).
+    fn wait_for_wake<'a>(
+        &'a self,
+        mut inner: MutexGuard<'a, Inner>,
+        flag: fn(&mut Inner) -> &mut bool,
+    ) -> MutexGuard<'a, Inner> {
+        *flag(&mut inner) = true;
+        let mut inner = self
+            .wake
+            .wait(inner)
+            .unwrap_or_else(PoisonError::into_inner);
+        *flag(&mut inner) = false;
+        inner
+    }
+
     /// The writer thread: write the chunks queued, and the pending records
     /// once the oldest is [`FLUSH_INTERVAL`] old, until the log closes.
     /// Never inlined: the instruction bench counts this thread's work by
@@ -731,12 +749,7 @@ impl Shared {
         loop {
             if inner.flushers > 0 {
                 // A caller writes everything itself: wait until it is done.
-                inner.writer_yielding = true;
-                inner = self
-                    .wake
-                    .wait(inner)
-                    .unwrap_or_else(PoisonError::into_inner);
-                inner.writer_yielding = false;
+                inner = self.wait_for_wake(inner, |inner| &mut inner.writer_yielding);
                 continue;
             }
             if let Some(chunk) = inner.queue.pop_front() {
@@ -778,14 +791,7 @@ impl Shared {
                         .unwrap_or_else(PoisonError::into_inner)
                         .0;
                 }
-                None => {
-                    inner.writer_idle = true;
-                    inner = self
-                        .wake
-                        .wait(inner)
-                        .unwrap_or_else(PoisonError::into_inner);
-                    inner.writer_idle = false;
-                }
+                None => inner = self.wait_for_wake(inner, |inner| &mut inner.writer_idle),
             }
             inner.wake_writer = false;
         }
@@ -801,7 +807,8 @@ struct Handle {
 
 impl Handle {
     /// Share `inner` and start its writer thread (when it has a file to
-    /// write to; if the thread cannot be started, callers write).
+    /// write to; if the thread cannot be started, callers write), then
+    /// report what failed while opening.
     fn start(inner: Inner) -> Self {
         Self::start_writer(inner, true)
     }
@@ -829,13 +836,14 @@ impl Handle {
                     inner.report(&format!(
                         "cannot start the log's writer thread ({error}); records are written by the server's threads"
                     ));
-                    shared.unlock(inner);
                     None
                 }
             }
         } else {
             None
         };
+        // Opening is over: report what failed (outside the lock).
+        shared.unlock(shared.lock());
         Handle { shared, writer }
     }
 }
@@ -908,8 +916,6 @@ impl ValidationLog {
             Err(error) => inner.report(&error.to_string()),
         }
         let handle = Handle::start(inner);
-        // Opening is over: report what failed (outside the lock).
-        handle.shared.unlock(handle.shared.lock());
         ValidationLog {
             inner: Some(Arc::new(handle)),
         }
@@ -925,8 +931,6 @@ impl ValidationLog {
         let mut inner = Inner::new(settings, default_reporter());
         inner.adopt(run);
         let handle = Handle::start(inner);
-        // Opening is over: report what failed (outside the lock).
-        handle.shared.unlock(handle.shared.lock());
         Ok(ValidationLog {
             inner: Some(Arc::new(handle)),
         })
@@ -1606,6 +1610,19 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
     }
 
+    /// A deterministic log in `dir` whose writer thread was never started
+    /// (as when it cannot be).
+    fn without_writer(dir: &Path) -> ValidationLog {
+        let settings = LogSettings::new(dir).deterministic(true);
+        let mut run = start_run(&settings).expect("writable");
+        assert!(run.latest_error.take().is_none());
+        let mut inner = Inner::new(&settings, default_reporter());
+        inner.adopt(run);
+        ValidationLog {
+            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+        }
+    }
+
     /// Removes a scratch path (a directory, or the file standing in for
     /// one) however the test ends.
     struct Scratch(PathBuf);
@@ -1687,22 +1704,14 @@ mod tests {
         use std::sync::mpsc;
         let dir = scratch("writer-reporting");
         let _cleanup = Scratch(dir.clone());
-        let settings = LogSettings::new(&dir).deterministic(true);
-        let mut run = start_run(&settings).expect("writable");
-        assert!(run.latest_error.take().is_none());
-        let mut inner = Inner::new(&settings, default_reporter());
-        inner.adopt(run);
-        // No thread: the state of a writer that is alive but held up in
-        // the reporter (not writing, so the queue is not drained).
-        let handle = Handle::start_writer(inner, false);
+        let log = without_writer(&dir);
+        // The state of a writer that is alive but held up in the reporter
+        // (not writing, so the queue is not drained).
         {
-            let mut inner = handle.shared.lock();
+            let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
             inner.writer_alive = true;
             inner.writer_reporting = true;
         }
-        let log = ValidationLog {
-            inner: Some(Arc::new(handle)),
-        };
         let path = log.path().expect("a run file");
         // Records for well over QUEUED_BUFFERS full chunks (each > 100 bytes).
         let records = (QUEUED_BUFFERS + 2) * BATCH_BYTES / 100;
@@ -2151,14 +2160,7 @@ mod tests {
     #[test]
     fn without_a_writer_thread_records_are_written_by_their_makers() {
         let dir = scratch("no-writer");
-        let settings = LogSettings::new(&dir).deterministic(true);
-        let mut run = start_run(&settings).expect("writable");
-        assert!(run.latest_error.take().is_none());
-        let mut inner = Inner::new(&settings, default_reporter());
-        inner.adopt(run);
-        let log = ValidationLog {
-            inner: Some(Arc::new(Handle::start_writer(inner, false))),
-        };
+        let log = without_writer(&dir);
         let path = log.path().expect("a run file");
         let mut stdio = log.stdio_batched();
         stdio.observe(&ServerEvent::Handled(outcome(None)), None);
