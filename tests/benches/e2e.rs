@@ -7,9 +7,14 @@
 //! scratch directory), each over newline-delimited and Content-Length
 //! framing; `bench-rmcp-stdio` (rmcp with an equivalent tool) over its
 //! default `stdio()` transport and over `stdio_pipes()` on a current-thread
-//! runtime (`--pipes`, its best setup); and `bench-echo` (copies its input
-//! back: the floor, a pipe round trip with no protocol work). Every server gets the MCP handshake first
-//! (`initialize`, `notifications/initialized`; echo just reflects it).
+//! runtime (`--pipes`, its best setup); `bench-echo` (copies its input
+//! back: the floor, a pipe round trip with no protocol work); and
+//! `bench-echo --answer` ("canned": answers every request with the answer
+//! `serve --no-log` gave to one, taken at start, with the request's id
+//! spliced in: the floor for any server that sends our answer, since it
+//! moves the same bytes and computes nothing). Every server gets the MCP
+//! handshake first (`initialize`, `notifications/initialized`; echo just
+//! reflects it).
 //!
 //! One in flight is measured twice: unpinned, and with the driver and the
 //! server pinned to one CPU (Linux; the driver sets its own affinity before
@@ -31,9 +36,13 @@
 //! alike, not on whichever ran then) (at least N, at most 400000 requests: at
 //! hundreds of thousands of requests per second a round of N lasts a few
 //! milliseconds, short enough for one scheduler hiccup to move it by a
-//! quarter); the median round's requests per second is reported. Every answer is checked for a JSON-RPC
-//! error or `isError`; the first one's `structuredContent` must hold an
-//! `evidence_hash`. A watchdog kills a server that takes over 120 s.
+//! quarter); the median round's requests per second is reported. A round
+//! (and the sizing round) sends no more after 1.6 s and counts what was
+//! answered: unpinned, a round sized in the fast wake-up mode (below) can
+//! land in the slow one, ~100x slower, and would otherwise run for minutes.
+//! Every answer is checked for a JSON-RPC error or `isError`; the first
+//! one's `structuredContent` must hold an `evidence_hash`. A watchdog kills
+//! a server that takes over 120 s.
 //!
 //! CPU time (Linux): around every round the driver reads its own thread's
 //! and the server process's user and system time (`/proc/.../stat`, in
@@ -54,6 +63,9 @@
     clippy::indexing_slicing
 )] // test code may panic
 
+#[path = "common/mod.rs"]
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -66,21 +78,11 @@ const WARM_UP: u64 = 200;
 const ROUND_TIME: Duration = Duration::from_millis(400);
 /// The most requests in one round.
 const MAX_ROUND: u64 = 400_000;
+/// The longest a round (or the sizing round) sends for: a round sized
+/// while the machine was fast ends here if it turned slow, with what it
+/// got answered (see the module docs).
+const ROUND_LIMIT: Duration = Duration::from_millis(1600);
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn request(id: u64) -> String {
-    format!(
-        concat!(
-            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"evidence_query","#,
-            r#""arguments":{{"query":{{"provider_id":"evidence-wire","check_id":"time_now"}},"#,
-            r#""context":{{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","#,
-            r#""stage_id":"st","trigger_id":"t","trigger_time":{{"kind":"unix_millis","value":1710000000000}},"#,
-            r#""correlation_id":null}}}}}}}}"#,
-            "\n"
-        ),
-        id
-    )
-}
 
 struct Session {
     /// Content-Length framing instead of newline-delimited.
@@ -206,14 +208,17 @@ impl Session {
         Ok(())
     }
 
-    /// `count` requests with at most `window` in flight; the elapsed time.
-    fn run(&mut self, count: u64, window: u64) -> Result<Duration, String> {
+    /// `count` requests with at most `window` in flight, sending no more
+    /// once `ROUND_LIMIT` has passed (checked every 64 answers) and
+    /// waiting for those in flight: how many were answered, and the
+    /// elapsed time.
+    fn run(&mut self, mut count: u64, window: u64) -> Result<(u64, Duration), String> {
         let started = Instant::now();
         let mut sent = 0;
         let mut received = 0;
         let mut batch = String::new();
         while sent < count.min(window) {
-            batch.push_str(&request(self.next_id));
+            batch.push_str(&common::e2e_request(self.next_id));
             self.next_id += 1;
             sent += 1;
         }
@@ -222,14 +227,17 @@ impl Session {
             self.receive()?;
             self.check()?;
             received += 1;
+            if received % 64 == 0 && sent < count && started.elapsed() > ROUND_LIMIT {
+                count = sent;
+            }
             if sent < count {
-                let line = request(self.next_id);
+                let line = common::e2e_request(self.next_id);
                 self.next_id += 1;
                 self.send(&line)?;
                 sent += 1;
             }
         }
-        Ok(started.elapsed())
+        Ok((received, started.elapsed()))
     }
 
     fn stop(mut self) {
@@ -439,8 +447,8 @@ fn measure_all<'a>(
     }
     for run in &mut runs {
         let sized = run.session.run(WARM_UP, window).and_then(|_| {
-            let sizing = run.session.run(base, window)?;
-            let rate = base as f64 / sizing.as_secs_f64().max(1e-9);
+            let (answered, sizing) = run.session.run(base, window)?;
+            let rate = answered as f64 / sizing.as_secs_f64().max(1e-9);
             Ok(((rate * ROUND_TIME.as_secs_f64()) as u64).clamp(base, MAX_ROUND))
         });
         match sized {
@@ -458,8 +466,12 @@ fn measure_all<'a>(
         for run in order.into_iter().filter(|run| run.error.is_none()) {
             let pid = run.session.child.id();
             let before = cpu_ticks(None).zip(cpu_ticks(Some(pid)));
+            let mut answered = 0;
             match run.session.run(run.count, window) {
-                Ok(elapsed) => run.rates.push(run.count as f64 / elapsed.as_secs_f64()),
+                Ok((done, elapsed)) => {
+                    answered = done;
+                    run.rates.push(done as f64 / elapsed.as_secs_f64());
+                }
                 Err(error) => run.error = Some(error),
             }
             let after = cpu_ticks(None).zip(cpu_ticks(Some(pid)));
@@ -469,7 +481,7 @@ fn measure_all<'a>(
                         + (driver1.0 + driver1.1).saturating_sub(driver0.0 + driver0.1),
                     server_user: sum.server_user + server1.0.saturating_sub(server0.0),
                     server_system: sum.server_system + server1.1.saturating_sub(server0.1),
-                    requests: sum.requests + run.count,
+                    requests: sum.requests + answered,
                 }),
                 _ => None,
             };
@@ -506,6 +518,18 @@ fn main() {
         command.arg("serve").args(extra).current_dir(&logs);
         command
     };
+    // The canned server's answer: what `serve --no-log` answers to one request.
+    let answer = logs.join("answer.json");
+    let canned = Session::start(&mut serve(&["--no-log"]), false, false)
+        .and_then(|mut session| {
+            let answered = session.run(1, 1).map(|_| session.line.clone());
+            session.stop();
+            answered
+        })
+        .and_then(|line| std::fs::write(&answer, line).map_err(|error| error.to_string()));
+    if let Err(error) = &canned {
+        eprintln!("canned: no answer to replay: {error}");
+    }
     // (name, command, framing: Content-Length?)
     let servers: Vec<(&str, Command, bool)> = vec![
         ("evidence-wire", serve(&["--no-log"]), false),
@@ -529,6 +553,15 @@ fn main() {
         (
             "echo",
             Command::new(env!("CARGO_BIN_EXE_bench-echo")),
+            false,
+        ),
+        (
+            "canned",
+            {
+                let mut command = Command::new(env!("CARGO_BIN_EXE_bench-echo"));
+                command.arg("--answer").arg(&answer);
+                command
+            },
             false,
         ),
     ];

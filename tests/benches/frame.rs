@@ -23,8 +23,18 @@
 //!   already-split bodies, no framing: the floor of any correct JSON parse
 //!   (the ">= 70 %" reference).
 //!
-//! Medians land in `target/criterion/frame_<size>/...`; `bench-report`
-//! turns them into ratios in BENCHMARKS.md.
+//! `e2e_floor`: two steps every correct server takes for the end-to-end
+//! bench's request (`common::e2e_request`), timed alone in a hot loop:
+//! `ignoredany/request` checks that the request is JSON at serde_json's
+//! validate-only floor, `sha256/evidence` hashes the evidence `time_now`
+//! answers it with (`common::E2E_EVIDENCE`, one SHA-256 block). With warm
+//! caches and no framing, reading or answering, they are a lower bound on
+//! a server's own work per request, which `bench-report` holds against
+//! what the end-to-end floors leave for that work.
+//!
+//! Medians land in `target/criterion/frame_<size>/...` and
+//! `target/criterion/e2e_floor/...`; `bench-report` turns them into ratios
+//! in BENCHMARKS.md.
 
 #![allow(
     clippy::unwrap_used,
@@ -97,6 +107,23 @@ fn bench(c: &mut Criterion) {
         });
         group.finish();
     }
+
+    let request = common::e2e_request(1);
+    let request = request.trim_end().as_bytes();
+    serde_json::from_slice::<serde::de::IgnoredAny>(request).expect("the e2e request is JSON");
+    let mut group = c.benchmark_group("e2e_floor");
+    group.throughput(Throughput::Elements(1));
+    group.bench_with_input(
+        BenchmarkId::new("ignoredany", "request"),
+        request,
+        |b, i| b.iter(|| serde_json::from_slice::<serde::de::IgnoredAny>(i).is_ok()),
+    );
+    group.bench_with_input(
+        BenchmarkId::new("sha256", "evidence"),
+        common::E2E_EVIDENCE,
+        |b, i| b.iter(|| <sha2::Sha256 as sha2::Digest>::digest(i)),
+    );
+    group.finish();
 }
 
 criterion_group!(benches, bench);

@@ -141,6 +141,28 @@ pub fn dense_request(target: usize) -> Vec<u8> {
     format!("{head}{items}{tail}").into_bytes()
 }
 
+/// The end-to-end bench's request (`tests/benches/e2e.rs`): `tools/call
+/// evidence_query` for the bundled `time_now` check with JSON-RPC id `id`,
+/// Decision Gate's context, one line ending in a newline.
+pub fn e2e_request(id: u64) -> String {
+    format!(
+        concat!(
+            r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"evidence_query","#,
+            r#""arguments":{{"query":{{"provider_id":"evidence-wire","check_id":"time_now"}},"#,
+            r#""context":{{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","#,
+            r#""stage_id":"st","trigger_id":"t","trigger_time":{{"kind":"unix_millis","value":1710000000000}},"#,
+            r#""correlation_id":null}}}}}}}}"#,
+            "\n"
+        ),
+        id
+    )
+}
+
+/// The bytes `time_now` hashes for [`e2e_request`]: the canonical JSON of
+/// its evidence value, the trigger time (Decision Gate hashes the inner
+/// value, `shared/reference/wire-facts.md` section 1).
+pub const E2E_EVIDENCE: &[u8] = b"1710000000000";
+
 /// The sizes every table reports: label, target body size, messages per
 /// iteration (so that one iteration is ~100 KB to 1 MB of input).
 pub const SIZES: [(&str, usize, usize); 3] = [

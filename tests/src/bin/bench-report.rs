@@ -211,9 +211,12 @@ fn find_row<'a>(
 
 /// The pinned one-in-flight round trip split into CPU time (driver,
 /// server user, server system; `tests/benches/e2e.rs` reads them from
-/// `/proc`), and what being within 1.2x the echo's time would leave for
-/// the server's own work. Nothing when the run has no CPU readings.
-fn e2e_cpu_table(doc: &mut String, e2e: &[Value]) {
+/// `/proc`), what being within 1.2x the echo's time would leave for the
+/// server's own work once the canned server has moved our answer's bytes,
+/// and how that compares with two steps of that work timed alone
+/// (`e2e_floor` in `tests/benches/frame.rs`). Nothing when the run has no
+/// CPU readings.
+fn e2e_cpu_table(doc: &mut String, e2e: &[Value], medians: &Medians) {
     let cpu = |server: &str| {
         let row = find_row(e2e, server, "in_flight", 1, true)?;
         let cpu = &row["cpu_us_per_request"];
@@ -232,6 +235,7 @@ fn e2e_cpu_table(doc: &mut String, e2e: &[Value]) {
         ("rmcp `stdio_pipes()`", "rmcp-pipes"),
         ("rmcp `stdio()`", "rmcp"),
         ("echo (floor)", "echo"),
+        ("canned answer (the floor for our answer)", "canned"),
     ];
     if servers.iter().all(|(_, server)| cpu(server).is_none()) {
         return;
@@ -245,17 +249,69 @@ fn e2e_cpu_table(doc: &mut String, e2e: &[Value]) {
             );
         }
     }
-    if let (Some((echo, ..)), Some((_, driver, user, system))) = (cpu("echo"), cpu("evidence-wire"))
-    {
-        let budget = 1.2 * echo - driver - system;
+    let (Some((echo, ..)), Some((ours, driver, user, system))) =
+        (cpu("echo"), cpu("evidence-wire"))
+    else {
+        return;
+    };
+    let budget = 1.2 * echo;
+    let Some((canned, canned_driver, canned_user, canned_system)) = cpu("canned") else {
         let _ = writeln!(
             doc,
-            "\nWithin 1.2x the echo's time is {:.2} µs per request. The driver (reading our longer answer) and the kernel take\n{:.2} µs of ours, which leaves {budget:.2} µs of user time for the server's whole protocol work; it takes {user:.2} µs\n(the echo's copy loop alone takes {:.2} µs).",
-            1.2 * echo,
-            driver + system,
-            cpu("echo").map_or(0.0, |(_, _, echo_user, _)| echo_user),
+            "\nWithin 1.2x the echo's time is {budget:.2} µs per request; ours takes {ours:.2} µs (no canned server in this run)."
         );
-    }
+        return;
+    };
+    let _ = writeln!(
+        doc,
+        "\nWithin 1.2x the echo's time is {budget:.2} µs per request. A server that sends our answer and computes nothing\n(canned) takes {canned:.2} µs, {:.2}x the echo's time: what moving our answer's bytes costs. {}\nOurs takes {:.2} µs more than the canned server: {:.2} µs of server user time, {:.2} µs more in the driver and {:.2} µs\nmore in the server's system time (same system calls, one `read` and one `write` per request each: what the\nprotocol work's memory traffic costs the code that runs after it on the same CPU).",
+        canned / echo,
+        if canned < budget {
+            format!(
+                "That leaves {:.2} µs per request for the whole\nprotocol work (framing, validating, reading the call, evaluating, hashing, answering), and whatever it costs\nthe driver and the kernel after it.",
+                budget - canned
+            )
+        } else {
+            "No server sending this answer can be within 1.2x the echo's time on this machine."
+                .to_owned()
+        },
+        ours - canned,
+        user - canned_user,
+        driver - canned_driver,
+        system - canned_system,
+    );
+    let floor = |function: &str, value: &str| {
+        medians
+            .get(&(
+                "e2e_floor".to_owned(),
+                function.to_owned(),
+                value.to_owned(),
+            ))
+            .map(|ns| ns / 1000.0)
+    };
+    let (Some(json), Some(hash)) = (floor("ignoredany", "request"), floor("sha256", "evidence"))
+    else {
+        return;
+    };
+    let left = budget - canned;
+    let steps = json + hash;
+    let _ = writeln!(
+        doc,
+        "\nTwo steps of that work timed alone in a hot loop (criterion, `e2e_floor` in `tests/benches/frame.rs`; warm caches,\nno framing, reading or answering, so a lower bound): checking that the request is JSON at serde_json's\nvalidate-only floor (`IgnoredAny`) takes {json:.2} µs and the SHA-256 of its evidence {hash:.2} µs, {steps:.2} µs together, {}.",
+        if left <= 0.0 {
+            "more than nothing, which is what is left".to_owned()
+        } else if steps > left {
+            format!(
+                "{:.2}x what is left ({left:.2} µs): no server that checks the request\nand hashes the evidence can be within 1.2x the echo's time on this machine",
+                steps / left
+            )
+        } else {
+            format!(
+                "{:.0} % of what is left ({left:.2} µs)",
+                100.0 * steps / left
+            )
+        }
+    );
 }
 
 fn ratio_of(peer: Option<f64>, ours: Option<f64>) -> Option<f64> {
@@ -578,8 +634,10 @@ opening brackets than the depth limit, `common::dense_request`); canonical: one 
         ratios.get(ratios.len() / 2).copied()
     };
     doc.push_str("\n## 5. End to end over a pipe (`tests/benches/e2e.rs`)\n\n");
-    doc.push_str("`tools/call evidence_query` (`time_now`, hashed evidence) over stdio after the MCP handshake; every server\nstarted at once, then 9 rounds of about 0.4 s interleaved across them (round 1 of each, then round 2 of each in the\nopposite order, ...; at least 2000\nrequests one at a time, 10000 with 64 in flight; at most 400000), median round. `evidence-wire serve` (CLI,\nblocking adapter, 4 workers) with `--no-log` and with its validation log on (the default), newline-delimited\n(nd) and Content-Length (cl); `bench-rmcp-stdio` (rmcp, equivalent tool) over its default `stdio()` on a\nmulti-thread runtime and over `stdio_pipes()` on a current-thread runtime (its best); `bench-echo` (copies\ninput to output: the floor). Log on / off: the median of the 9 round-by-round ratios (each log-on round\nran right next to its log-off round, after it and before it in turn), not the ratio of the medians. One in flight also pinned: driver and server on one CPU, the same for every
-server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode from run to run). Ratios against rmcp's best (`stdio_pipes`, newline-delimited: rmcp has no\nContent-Length transport).\n\n| in flight | framing | evidence-wire --no-log | evidence-wire, log on | rmcp `stdio()` | rmcp `stdio_pipes()` | echo (floor) | ours / rmcp best | echo / ours | log on / off |\n|---|---|---|---|---|---|---|---|---|---|\n");
+    doc.push_str("`tools/call evidence_query` (`time_now`, hashed evidence) over stdio after the MCP handshake; every server\nstarted at once, then 9 rounds of about 0.4 s interleaved across them (round 1 of each, then round 2 of each in the\nopposite order, ...; at least 2000\nrequests one at a time, 10000 with 64 in flight; at most 400000), median round. `evidence-wire serve` (CLI,\nblocking adapter, 4 workers) with `--no-log` and with its validation log on (the default), newline-delimited\n(nd) and Content-Length (cl); `bench-rmcp-stdio` (rmcp, equivalent tool) over its default `stdio()` on a\nmulti-thread runtime and over `stdio_pipes()` on a current-thread runtime (its best); `bench-echo` (copies\ninput to output: the floor) and `bench-echo --answer` (canned: answers each request with `serve`'s own answer
+to one, taken at start, id spliced in; it moves our answer's bytes and computes nothing, the floor for any
+server sending that answer). Log on / off: the median of the 9 round-by-round ratios (each log-on round\nran right next to its log-off round, after it and before it in turn), not the ratio of the medians. One in flight also pinned: driver and server on one CPU, the same for every
+server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode from run to run). Ratios against rmcp's best (`stdio_pipes`, newline-delimited: rmcp has no\nContent-Length transport).\n\n| in flight | framing | evidence-wire --no-log | evidence-wire, log on | rmcp `stdio()` | rmcp `stdio_pipes()` | echo (floor) | canned answer | ours / rmcp best | echo / ours | log on / off |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
     for (window, pinned, framing, ours_name, log_name) in [
         (1u64, false, "nd", "evidence-wire", "evidence-wire-log"),
@@ -598,24 +656,26 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
         };
         let ours = e2e_rate(ours_name, window);
         let logged = e2e_rate(log_name, window);
-        let (default, pipes, echo) = if framing == "nd" {
+        let (default, pipes, echo, canned) = if framing == "nd" {
             (
                 e2e_rate("rmcp", window),
                 e2e_rate("rmcp-pipes", window),
                 e2e_rate("echo", window),
+                e2e_rate("canned", window),
             )
         } else {
-            (None, None, None)
+            (None, None, None, None)
         };
         let best = e2e_rate("rmcp-pipes", window);
         let _ = writeln!(
             doc,
-            "| {shown_window} | {framing} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {shown_window} | {framing} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             show(ours),
             show(logged),
             show(default),
             show(pipes),
             show(echo),
+            show(canned),
             ratio(ratio_of(ours, best)),
             ratio(ratio_of(e2e_rate("echo", window), ours)),
             ratio(paired(log_name, ours_name, window, pinned)),
@@ -679,7 +739,7 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
             );
         }
     }
-    e2e_cpu_table(&mut doc, &e2e);
+    e2e_cpu_table(&mut doc, &e2e, &medians);
     issue25.add(
         "4. instructions per request, serve answering time_now (callgrind): <= 20k",
         None,
