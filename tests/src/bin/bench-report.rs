@@ -299,7 +299,7 @@ fn e2e_cpu_table(doc: &mut String, e2e: &[Value], medians: &Medians) {
         doc,
         "\nTwo steps of that work timed alone in a hot loop (criterion, `e2e_floor` in `tests/benches/frame.rs`; warm caches,\nno framing, reading or answering, so a lower bound): checking that the request is JSON at serde_json's\nvalidate-only floor (`IgnoredAny`) takes {json:.2} µs and the SHA-256 of its evidence {hash:.2} µs, {steps:.2} µs together, {}.",
         if left <= 0.0 {
-            "more than nothing, which is what is left".to_owned()
+            "with nothing left for them".to_owned()
         } else if steps > left {
             format!(
                 "{:.2}x what is left ({left:.2} µs): no server that checks the request\nand hashes the evidence can be within 1.2x the echo's time on this machine",
