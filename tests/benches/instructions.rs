@@ -229,17 +229,7 @@ fn serve_run(
         &mut line,
     )?;
     for id in 1..=queries {
-        let request = format!(
-            concat!(
-                r#"{{"jsonrpc":"2.0","id":{},"method":"tools/call","params":{{"name":"evidence_query","#,
-                r#""arguments":{{"query":{{"provider_id":"evidence-wire","check_id":"time_now"}},"#,
-                r#""context":{{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"s","#,
-                r#""stage_id":"st","trigger_id":"t","trigger_time":{{"kind":"unix_millis","value":1710000000000}},"#,
-                r#""correlation_id":null}}}}}}}}"#,
-                "\n"
-            ),
-            id
-        );
+        let request = common::e2e_request(id);
         exchange(&request, true, &mut line)?;
         if !line.contains("evidence_hash") || line.contains("\"isError\":true") {
             return Err(format!("unexpected answer: {}", line.trim_end()));

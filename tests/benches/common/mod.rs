@@ -141,7 +141,8 @@ pub fn dense_request(target: usize) -> Vec<u8> {
     format!("{head}{items}{tail}").into_bytes()
 }
 
-/// The end-to-end bench's request (`tests/benches/e2e.rs`): `tools/call
+/// The request of the end-to-end bench (`tests/benches/e2e.rs`) and of the
+/// instruction bench's `serve` rows (`tests/benches/instructions.rs`): `tools/call
 /// evidence_query` for the bundled `time_now` check with JSON-RPC id `id`,
 /// Decision Gate's context, one line ending in a newline.
 pub fn e2e_request(id: u64) -> String {
