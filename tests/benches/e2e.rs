@@ -41,7 +41,8 @@
 //! answered: unpinned, a round sized in the fast wake-up mode (below) can
 //! land in the slow one, ~100x slower, and would otherwise run for minutes.
 //! Every answer is checked for a JSON-RPC error or `isError`; the first
-//! one's `structuredContent` must hold an `evidence_hash`. A watchdog kills
+//! one's `structuredContent` must hold an `evidence_hash` of
+//! `common::E2E_EVIDENCE` (the bytes the `e2e_floor` bench hashes). A watchdog kills
 //! a server that takes over 120 s.
 //!
 //! CPU time (Linux): around every round the driver reads its own thread's
@@ -197,11 +198,22 @@ impl Session {
         if !self.checked && !self.echo {
             let value: serde_json::Value =
                 serde_json::from_str(line).map_err(|error| format!("answer not JSON: {error}"))?;
-            if value
-                .pointer("/result/structuredContent/evidence_hash")
-                .is_none()
-            {
+            let Some(hash) = value
+                .pointer("/result/structuredContent/evidence_hash/value")
+                .and_then(serde_json::Value::as_str)
+            else {
                 return Err(format!("answer without evidence_hash: {}", line.trim_end()));
+            };
+            // The bytes the `e2e_floor` bench hashes must be the ones
+            // every server here hashes for this request.
+            let expected: String = <sha2::Sha256 as sha2::Digest>::digest(common::E2E_EVIDENCE)
+                .iter()
+                .map(|byte| format!("{byte:02x}"))
+                .collect();
+            if hash != expected {
+                return Err(format!(
+                    "evidence_hash {hash} is not the SHA-256 of common::E2E_EVIDENCE ({expected})"
+                ));
             }
             self.checked = true;
         }

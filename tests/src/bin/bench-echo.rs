@@ -15,7 +15,7 @@
 //!   time per request is the floor for any server answering that request.
 //!
 //! Limits: reads 64 KiB at a time; a line without its end is kept until the
-//! end arrives (the driver sends whole lines). Ends at end of input or on the
+//! end arrives (the driver sends whole lines), up to 16 MiB (then exit 2). Ends at end of input or on the
 //! first write error (the driver went away); `--answer` exits with 2 when
 //! FILE cannot be read or has no `"id":` with digits.
 
@@ -36,6 +36,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::io::{Read, Write};
 
 const ID: &[u8] = b"\"id\":";
+/// The longest line `--answer` keeps while waiting for its end.
+const MAX_LINE: usize = 16 * 1024 * 1024;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -118,6 +120,10 @@ fn canned(before: &[u8], after: &[u8]) {
             start += end + 1;
         }
         pending.drain(..start);
+        if pending.len() > MAX_LINE {
+            eprintln!("bench-echo: a line of over {MAX_LINE} bytes without its end");
+            std::process::exit(2)
+        }
         if !answers.is_empty() {
             if output
                 .write_all(&answers)
