@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """A Decision Gate-style evidence provider, Python standard library only.
 
-Written from the protocol text alone (shared/seeds: "Evidence Provider
-Protocol"), independently of evidence-wire's code, so that our client is
-tested against someone else's reading of the protocol:
+Written from the protocol text alone (the "Evidence Provider Protocol"
+source document), independently of evidence-wire's code, so that our client
+is tested against someone else's reading of the protocol:
 
 - stdio, Content-Length framing (header name case-insensitive, 8 KiB header
   cap, 1 MiB body cap: an oversized body is drained and answered -32600;

@@ -2,22 +2,17 @@
 //! the pieces its two rmcp peer binaries share ([`rmcp_peer`]).
 //!
 //! The tests themselves live in `tests/tests/`; this library locates the
-//! external conformance vectors in `../shared/vectors/` and holds what the
+//! conformance vectors vendored in `core/tests/vectors/` and holds what the
 //! rmcp peers have in common.
 
 #![forbid(unsafe_code)]
 
 use std::path::PathBuf;
 
-/// The folder holding the external conformance vectors.
-///
-/// `EVIDENCE_WIRE_VECTORS` overrides it; otherwise it is `../shared/vectors`
-/// next to the repository root (where CI and developers have it).
+/// The folder holding the conformance vectors, vendored inside the core
+/// crate (`core/tests/vectors/`; sources and licences in its README).
 pub fn vectors_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("EVIDENCE_WIRE_VECTORS") {
-        return PathBuf::from(dir);
-    }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/vectors")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../core/tests/vectors")
 }
 
 pub mod rmcp_peer {

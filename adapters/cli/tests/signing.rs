@@ -7,7 +7,7 @@
 //! stem or by the path as written.
 //!
 //! Expected hashes and signatures are Decision Gate's own (the worked
-//! examples of `shared/reference/wire-facts.md` §1 and §5; seed = 32 bytes
+//! examples of `spec/evidence.md` and `spec/guides/decision-gate.md`; seed = 32 bytes
 //! of 0x07).
 
 #![allow(

@@ -1028,16 +1028,12 @@ mod tests {
     }
 
     /// Every JSON file of the shared conformance vectors, as a body and as
-    /// params (`EVIDENCE_WIRE_VECTORS`, default `../shared/vectors`).
+    /// params (the vendored `tests/vectors/` of this crate).
     #[cfg(feature = "std")]
     #[test]
     fn shared_vectors_have_the_serde_outcome() {
         extern crate std;
-        use std::path::PathBuf;
-        let root = std::env::var_os("EVIDENCE_WIRE_VECTORS").map_or_else(
-            || PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors")),
-            PathBuf::from,
-        );
+        let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/vectors"));
         let mut stack = std::vec![root.clone()];
         let mut files = 0;
         while let Some(dir) = stack.pop() {

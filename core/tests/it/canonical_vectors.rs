@@ -1,4 +1,4 @@
-//! Every file of the RFC 8785 vector set in `shared/vectors/jcs/`:
+//! Every file of the RFC 8785 vector set in `core/tests/vectors/jcs/`:
 //! the six upstream input/output pairs (byte-exact, and against their hex
 //! twins), the ES6 number files (1k, 10k and the gzipped 100k prefix), RFC
 //! 8785 Appendix B, the RFC's worked examples, the extra edge cases and the
@@ -21,12 +21,7 @@ use evidence_wire::canonical::{
 use serde_json::Value;
 
 fn jcs_dir() -> PathBuf {
-    std::env::var_os("EVIDENCE_WIRE_VECTORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors"))
-        })
-        .join("jcs")
+    crate::vectors_dir().join("jcs")
 }
 
 fn read(relative: &str) -> Vec<u8> {

@@ -1,4 +1,4 @@
-//! The official MCP example messages (`shared/vectors/mcp/schema/2026-07-28/examples/`)
+//! The official MCP example messages (`core/tests/vectors/mcp/schema/2026-07-28/examples/`)
 //! through `envelope::validate`.
 //!
 //! Every example that is a whole JSON-RPC message (it has a `jsonrpc` member)
@@ -14,19 +14,10 @@
 use evidence_wire::envelope::{Id, Incoming, Message, Policy, validate};
 use evidence_wire::error::CanonicalError;
 use serde_json::{Value, json};
-use std::path::PathBuf;
-
-fn vectors_dir() -> PathBuf {
-    std::env::var_os("EVIDENCE_WIRE_VECTORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors"))
-        })
-}
 
 /// (folder, file name, raw text, parsed JSON) for every example, sorted.
 fn examples() -> Vec<(String, String, String, Value)> {
-    let root = vectors_dir().join("mcp/schema/2026-07-28/examples");
+    let root = crate::vectors_dir().join("mcp/schema/2026-07-28/examples");
     let mut out = Vec::new();
     for folder in std::fs::read_dir(&root).unwrap_or_else(|e| panic!("{root:?}: {e}")) {
         let folder = folder.unwrap().path();

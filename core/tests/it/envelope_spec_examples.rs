@@ -1,4 +1,4 @@
-//! The 15 examples of JSON-RPC 2.0 section 7 (`shared/vectors/jsonrpc/spec_examples.json`),
+//! The 15 examples of JSON-RPC 2.0 section 7 (`core/tests/vectors/jsonrpc/spec_examples.json`),
 //! answered by a tiny server built on `envelope::validate`, under the
 //! `jsonrpc` policy (exact codes and ids against the file) and under `mcp`
 //! and `strict` (their own outcomes, asserted here).
@@ -9,18 +9,9 @@ use evidence_wire::envelope::{
 };
 use evidence_wire::error::CanonicalError;
 use serde_json::{Value, json};
-use std::path::PathBuf;
-
-fn vectors_dir() -> PathBuf {
-    std::env::var_os("EVIDENCE_WIRE_VECTORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors"))
-        })
-}
 
 fn examples() -> Vec<Value> {
-    let path = vectors_dir().join("jsonrpc/spec_examples.json");
+    let path = crate::vectors_dir().join("jsonrpc/spec_examples.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path:?}: {e}"));
     let file: Value = serde_json::from_str(&text).unwrap();
     let examples = file["examples"].as_array().unwrap().clone();

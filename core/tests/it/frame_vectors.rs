@@ -1,16 +1,7 @@
-//! Every case of `shared/vectors/framing/content_length_cases.json`, fed
+//! Every case of `core/tests/vectors/framing/content_length_cases.json`, fed
 //! whole, byte by byte and in seeded random chunks, with the outcome asserted.
 
 use evidence_wire::frame::{Decoder, FrameError, Framing, Limits};
-use std::path::PathBuf;
-
-fn vectors_dir() -> PathBuf {
-    std::env::var_os("EVIDENCE_WIRE_VECTORS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/vectors"))
-        })
-}
 
 fn base64_decode(text: &str) -> Vec<u8> {
     let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -121,7 +112,7 @@ fn expected(id: &str, body: &[u8]) -> (usize, Vec<&'static str>, Result<(), &'st
 
 #[test]
 fn every_framing_vector_whole_bytewise_and_chunked() {
-    let path = vectors_dir().join("framing/content_length_cases.json");
+    let path = crate::vectors_dir().join("framing/content_length_cases.json");
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let file: serde_json::Value = serde_json::from_str(&text).unwrap();
     let cases = file["cases"].as_array().unwrap();

@@ -12,6 +12,12 @@
     clippy::indexing_slicing
 )] // test code may panic
 
+/// The vendored conformance vectors (`core/tests/vectors/`, sources and
+/// licences in its README), inside the crate so a packaged copy finds them.
+fn vectors_dir() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors")
+}
+
 mod canonical_integers;
 mod canonical_props;
 mod canonical_vectors;

@@ -7,7 +7,7 @@
 //! error naming the limit.
 //!
 //! The expected hashes and signatures are Decision Gate's own (worked
-//! examples in `shared/reference/wire-facts.md` §1 and §5).
+//! examples in `spec/evidence.md` and `spec/guides/decision-gate.md`).
 
 use evidence_wire::canonical::Profile;
 use evidence_wire::dialect::HashProfile;

@@ -161,7 +161,7 @@ pub fn e2e_request(id: u64) -> String {
 
 /// The bytes `time_now` hashes for [`e2e_request`]: the canonical JSON of
 /// its evidence value, the trigger time (Decision Gate hashes the inner
-/// value, `shared/reference/wire-facts.md` section 1).
+/// value, `spec/evidence.md`).
 pub const E2E_EVIDENCE: &[u8] = b"1710000000000";
 
 /// The sizes every table reports: label, target body size, messages per
