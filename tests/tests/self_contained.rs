@@ -208,7 +208,10 @@ fn no_tracked_file_points_outside_the_repository() {
         let text = String::from_utf8_lossy(&bytes);
         found.extend(outside_references(&root, &file, &text));
     }
-    assert!(scanned > 300, "only {scanned} files scanned: is this the repository?");
+    assert!(
+        scanned > 300,
+        "only {scanned} files scanned: is this the repository?"
+    );
     assert!(
         found.is_empty(),
         "{} reference(s) outside the repository (vendor what is needed under it):\n{}",
@@ -220,23 +223,45 @@ fn no_tracked_file_points_outside_the_repository() {
 #[test]
 fn the_guard_flags_what_climbs_out_and_keeps_what_stays_in() {
     let root = repository_root();
-    let flagged = |file: &str, text: &str| !outside_references(&root, Path::new(file), text).is_empty();
+    let flagged =
+        |file: &str, text: &str| !outside_references(&root, Path::new(file), text).is_empty();
     // What the core's vector tests used to read.
     assert!(flagged(
         "core/tests/it/frame_vectors.rs",
         r#"PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/x"))"#
     ));
-    assert!(flagged("core/src/envelope/scan.rs", "let dir = \"/../../elsewhere\";"));
+    assert!(flagged(
+        "core/src/envelope/scan.rs",
+        "let dir = \"/../../elsewhere\";"
+    ));
     assert!(flagged("scripts/test", "cat ../outside/file"));
     assert!(flagged("scripts/test", r#"cd "$(dirname "$0")/../..""#));
     assert!(flagged("README.md", "see [this](../../outside.md)"));
-    assert!(flagged("spec/guides/x.md", "see [this](../../../outside.md)"));
+    assert!(flagged(
+        "spec/guides/x.md",
+        "see [this](../../../outside.md)"
+    ));
     assert!(flagged("spec/x.md", "read from `shared/vectors/jcs`"));
     // Paths that stay inside.
-    assert!(!flagged("core/src/envelope/scan.rs", r#"join("../fuzz/corpus/x")"#));
-    assert!(!flagged("core/tests/it/fuzz_corpus.rs", r#"#[path = "../../../fuzz/a.rs"]"#));
-    assert!(!flagged("spec/guides/x.md", "see [the README](../../README.md)"));
+    assert!(!flagged(
+        "core/src/envelope/scan.rs",
+        r#"join("../fuzz/corpus/x")"#
+    ));
+    assert!(!flagged(
+        "core/tests/it/fuzz_corpus.rs",
+        r#"#[path = "../../../fuzz/a.rs"]"#
+    ));
+    assert!(!flagged(
+        "spec/guides/x.md",
+        "see [the README](../../README.md)"
+    ));
     assert!(!flagged("scripts/test", r#"cd "$(dirname "$0")/..""#));
-    assert!(!flagged("spec/x.md", "`decision-gate://docs/../../etc/passwd` is refused"));
-    assert!(!flagged("tests/peers/x.mjs", r#"resolve(here, "../../.peers/node")"#));
+    assert!(!flagged(
+        "spec/x.md",
+        "`decision-gate://docs/../../etc/passwd` is refused"
+    ));
+    assert!(!flagged(
+        "tests/peers/x.mjs",
+        r#"resolve(here, "../../.peers/node")"#
+    ));
 }
