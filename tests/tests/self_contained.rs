@@ -9,7 +9,12 @@
 //! (they `cd` there). Climbing above the root from any of them fails the
 //! test, with the file, the line and the path.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)] // test code may panic
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
 
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
