@@ -199,7 +199,7 @@ pub(crate) fn json_path(
     let relative = relative.to_owned();
     let pool = &inner.pool;
     let raw = pool
-        .run(inner.queue_timeout, move || {
+        .run(inner.queue_timeout, context.cancellation(), move || {
             select(&job_inner.config, &resolved.path, &relative, path)
         })
         .unwrap_or_else(|refused| Err(pool_refusal(refused, pool.capacity(), inner)))?;
@@ -243,6 +243,11 @@ fn pool_refusal(refused: Refused, capacity: usize, inner: &Inner) -> EvidenceErr
         Refused::Lost => EvidenceError::new(
             "internal_error",
             "the json_path evaluation stopped without an answer",
+        ),
+        // Nobody reads this answer (the call was cancelled).
+        Refused::Cancelled => EvidenceError::new(
+            "cancelled",
+            "the call was cancelled before the json_path evaluation finished",
         ),
     }
 }

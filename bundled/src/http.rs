@@ -20,7 +20,10 @@
 //!
 //! The whole request, connect to last byte, is bounded by `timeout_ms`; a
 //! body is hashed as it arrives (SHA-256, constant memory) and refused past
-//! `max_body_bytes`.
+//! `max_body_bytes`. A call cancelled before the request starts makes none;
+//! cancelled while it runs (its caller went away), the request's
+//! connection is shut down at once (`ureq::Agent::shutdown`), so an
+//! abandoned check neither waits out its timeout nor keeps its slot.
 
 use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -29,7 +32,7 @@ use std::time::Duration;
 
 use evidence_wire::evidence::EvidenceError;
 use evidence_wire_config::{BundledHttpConfig, HostPattern};
-use evidence_wire_provider::{CheckContext, CheckError};
+use evidence_wire_provider::{CheckContext, CheckError, OnCancel};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use ureq::unversioned::resolver::{DefaultResolver, ResolvedSocketAddrs, Resolver};
@@ -44,7 +47,7 @@ pub(crate) fn http_status(
     url: &str,
     context: &CheckContext,
 ) -> Result<HttpStatus, CheckError> {
-    let response = get(settings, hosts, url)?;
+    let (response, _interrupt) = get(settings, hosts, url, context)?;
     context.set_ref(url);
     Ok(HttpStatus(response.status().as_u16()))
 }
@@ -56,7 +59,8 @@ pub(crate) fn http_body_hash(
     url: &str,
     context: &CheckContext,
 ) -> Result<BodyHash, CheckError> {
-    let mut response = get(settings, hosts, url)?;
+    // The body is read under the same interruption as the head.
+    let (mut response, _interrupt) = get(settings, hosts, url, context)?;
     if !response.status().is_success() {
         return Err(CheckError::new(
             "http_status_not_success",
@@ -80,12 +84,14 @@ pub(crate) fn http_body_hash(
 }
 
 /// One GET of `url` within the destination rules, up to the response's
-/// head (the body is left unread).
+/// head (the body is left unread); the guard shuts the request down if the
+/// call is cancelled while it is alive.
 fn get(
     settings: &BundledHttpConfig,
     hosts: &[HostPattern],
     url: &str,
-) -> Result<ureq::http::Response<ureq::Body>, EvidenceError> {
+    context: &CheckContext,
+) -> Result<(ureq::http::Response<ureq::Body>, OnCancel), EvidenceError> {
     let uri: ureq::http::Uri = url.parse().map_err(|error| {
         EvidenceError::new(
             "invalid_params",
@@ -154,12 +160,40 @@ fn get(
         .user_agent(concat!("evidence-wire/", env!("CARGO_PKG_VERSION")))
         .build();
     let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), resolver);
+    let interrupt = {
+        let agent = agent.clone();
+        context.cancellation().on_cancel(move || agent.shutdown())
+    };
+    if context.is_cancelled() {
+        // Nobody reads the answer: make no request at all.
+        return Err(EvidenceError::new(
+            "cancelled",
+            format!("GET {url} was not made: the call was cancelled"),
+        ));
+    }
     let failed = |error: ureq::Error| {
-        if let Some(reason) = refused
+        if context.is_cancelled() {
+            return EvidenceError::new(
+                "cancelled",
+                format!("GET {url} was interrupted: the call was cancelled"),
+            );
+        }
+        if let Some(refusal) = refused
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         {
+            let Refusal { resolved, reason } = refusal;
+            // With `use_env_proxy` the address checked is the proxy's.
+            if !resolved.eq_ignore_ascii_case(host) {
+                return EvidenceError::new(
+                    "http_address_not_allowed",
+                    format!(
+                        "the proxy {resolved} (from the environment's proxy settings, use_env_proxy) resolves only to addresses that are not allowed ({reason}); GET {url} was not made. Set [bundled.http] allow_private_addresses = true to use a proxy on such an address"
+                    ),
+                )
+                .with_details(json!({"host": host, "proxy": resolved}));
+            }
             return EvidenceError::new(
                 "http_address_not_allowed",
                 format!(
@@ -178,7 +212,8 @@ fn get(
             }
         }
     };
-    agent.get(url).call().map_err(failed)
+    let response = agent.get(url).call().map_err(failed)?;
+    Ok((response, interrupt))
 }
 
 /// The lowercase hex SHA-256 of a body read as it arrives, refused past
@@ -236,7 +271,16 @@ fn hash_body(
 struct CheckedResolver {
     allow_private: bool,
     /// Why every address was dropped, for the error the caller sees.
-    refused: Arc<Mutex<Option<String>>>,
+    refused: Arc<Mutex<Option<Refusal>>>,
+}
+
+/// A host whose every address was dropped.
+#[derive(Debug)]
+struct Refusal {
+    /// The host resolved: the destination's, or a proxy's.
+    resolved: String,
+    /// Each address and why it is not allowed.
+    reason: String,
 }
 
 impl Resolver for CheckedResolver {
@@ -260,7 +304,10 @@ impl Resolver for CheckedResolver {
         }
         if kept.is_empty() {
             let reason = reasons.join(", ");
-            *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
+            *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(Refusal {
+                resolved: uri.host().unwrap_or_default().to_owned(),
+                reason: reason.clone(),
+            });
             return Err(ureq::Error::Io(std::io::Error::new(
                 std::io::ErrorKind::PermissionDenied,
                 format!("destination not allowed: {reason}"),

@@ -290,7 +290,8 @@ impl BundledProvider {
     /// `invalid_params`, an unknown check `unknown_check`). Never panics on
     /// the query's content: every failure is an `EvidenceResult` error.
     pub fn answer(&self, query: &EvidenceQuery, context: &EvidenceContext) -> EvidenceResult {
-        match self.provider.answer(query.clone(), context.clone()) {
+        let call = evidence_wire_provider::CallContext::new();
+        match self.provider.answer(query.clone(), context.clone(), call) {
             Answer::Ready(result) => result,
             Answer::Blocking(work) => work(),
             Answer::Async(future) => futures_lite::future::block_on(future),
@@ -357,8 +358,9 @@ impl Handler for BundledProvider {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
-        self.provider.answer(query, context)
+        self.provider.answer(query, context, call)
     }
 }
 

@@ -12,7 +12,10 @@
 //! A caller waits at most its `timeout` for a thread to take its job; a job
 //! still queued then is abandoned (the caller answers `provider_busy`) and
 //! skipped when a thread reaches it. A job already running is waited for:
-//! its cost is bounded before it starts. The threads start on first use and
+//! its cost is bounded before it starts. A caller whose call is cancelled
+//! (its own caller went away) stops waiting at once: its job, if still
+//! queued, is skipped; if running, it finishes on its thread (bounded) and
+//! its result is dropped. The threads start on first use and
 //! end when the pool is dropped. A job that panics is reported as a lost
 //! answer to its caller; the thread goes on.
 
@@ -20,6 +23,8 @@ use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
+
+use evidence_wire_provider::Cancellation;
 
 /// A job as the threads see it.
 type Job = Box<dyn FnOnce() + Send>;
@@ -35,6 +40,35 @@ pub(crate) enum Refused {
     Busy,
     /// The job panicked or the pool could not run it.
     Lost,
+    /// The call was cancelled while it waited: nobody wants the answer.
+    Cancelled,
+}
+
+/// What a caller hears about its job.
+enum Outcome<T> {
+    Answered(T),
+    /// It panicked, or was dropped without running.
+    Lost,
+    /// The call was cancelled: stop waiting.
+    Cancelled,
+}
+
+/// The job's end of the answer channel: says [`Outcome::Lost`] when
+/// dropped without having sent.
+struct Reply<T>(Option<mpsc::SyncSender<Outcome<T>>>);
+
+impl<T> Reply<T> {
+    fn send(&mut self, outcome: Outcome<T>) {
+        if let Some(sender) = self.0.take() {
+            let _ = sender.try_send(outcome);
+        }
+    }
+}
+
+impl<T> Drop for Reply<T> {
+    fn drop(&mut self) {
+        self.send(Outcome::Lost);
+    }
 }
 
 /// The pool.
@@ -89,15 +123,34 @@ impl Pool {
     }
 
     /// Runs `work` on a pool thread and returns its result; waits at most
-    /// `timeout` for a thread to start it.
+    /// `timeout` for a thread to start it, and not at all once
+    /// `cancellation` is cancelled.
     pub(crate) fn run<T: Send + 'static>(
         &self,
         timeout: Duration,
+        cancellation: &Cancellation,
         work: impl FnOnce() -> T + Send + 'static,
     ) -> Result<T, Refused> {
         let state = Arc::new(AtomicU8::new(QUEUED));
-        let (answer, result) = mpsc::sync_channel::<T>(1);
+        // Room for the job's word and the cancellation's, so neither
+        // sender ever blocks.
+        let (answer, result) = mpsc::sync_channel::<Outcome<T>>(2);
         let job_state = state.clone();
+        let wake = answer.clone();
+        let cancel_state = state.clone();
+        let _on_cancel = cancellation.on_cancel(move || {
+            // Skipped if still queued; the caller stops waiting either way.
+            let _ = cancel_state.compare_exchange(
+                QUEUED,
+                ABANDONED,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+            let _ = wake.try_send(Outcome::Cancelled);
+        });
+        // Says `Lost` unless the job answered: when it panics, or is
+        // dropped unrun (the pool gone).
+        let mut reply = Reply(Some(answer));
         let job: Job = Box::new(move || {
             if job_state
                 .compare_exchange(QUEUED, RUNNING, Ordering::AcqRel, Ordering::Acquire)
@@ -107,7 +160,7 @@ impl Pool {
             }
             // A panic must not take the pool thread with it.
             if let Ok(value) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)) {
-                let _ = answer.send(value);
+                reply.send(Outcome::Answered(value));
             }
         });
         let sent = self
@@ -118,9 +171,9 @@ impl Pool {
         if sent.is_err() {
             return Err(Refused::Lost);
         }
-        match result.recv_timeout(timeout) {
-            Ok(value) => Ok(value),
-            Err(mpsc::RecvTimeoutError::Disconnected) => Err(Refused::Lost),
+        let outcome = match result.recv_timeout(timeout) {
+            Ok(outcome) => outcome,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(Refused::Lost),
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 if state
                     .compare_exchange(QUEUED, ABANDONED, Ordering::AcqRel, Ordering::Acquire)
@@ -129,8 +182,13 @@ impl Pool {
                     return Err(Refused::Busy);
                 }
                 // Started meanwhile: its cost is bounded, wait for it.
-                result.recv().map_err(|_| Refused::Lost)
+                result.recv().map_err(|_| Refused::Lost)?
             }
+        };
+        match outcome {
+            Outcome::Answered(value) => Ok(value),
+            Outcome::Lost => Err(Refused::Lost),
+            Outcome::Cancelled => Err(Refused::Cancelled),
         }
     }
 }
@@ -138,6 +196,7 @@ impl Pool {
 #[cfg(test)]
 mod tests {
     use super::{Pool, Refused};
+    use evidence_wire_provider::{CancelReason, Cancellation};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use std::time::Duration;
@@ -151,7 +210,7 @@ mod tests {
             .map(|index| {
                 let (pool, running, most) = (pool.clone(), running.clone(), most.clone());
                 std::thread::spawn(move || {
-                    pool.run(Duration::from_secs(10), move || {
+                    pool.run(Duration::from_secs(10), &Cancellation::new(), move || {
                         let now = running.fetch_add(1, Ordering::SeqCst) + 1;
                         most.fetch_max(now, Ordering::SeqCst);
                         std::thread::sleep(Duration::from_millis(20));
@@ -176,7 +235,7 @@ mod tests {
         let slow = {
             let pool = pool.clone();
             std::thread::spawn(move || {
-                pool.run(Duration::from_secs(5), || {
+                pool.run(Duration::from_secs(5), &Cancellation::new(), || {
                     std::thread::sleep(Duration::from_millis(300))
                 })
             })
@@ -184,21 +243,73 @@ mod tests {
         std::thread::sleep(Duration::from_millis(50));
         let ran = Arc::new(AtomicUsize::new(0));
         let counter = ran.clone();
-        let waited = pool.run(Duration::from_millis(20), move || {
+        let waited = pool.run(Duration::from_millis(20), &Cancellation::new(), move || {
             counter.fetch_add(1, Ordering::SeqCst);
         });
         assert_eq!(waited, Err(Refused::Busy));
         assert!(slow.join().is_ok());
         // The abandoned job never runs.
-        assert_eq!(pool.run(Duration::from_secs(5), || 7), Ok(7));
+        assert_eq!(
+            pool.run(Duration::from_secs(5), &Cancellation::new(), || 7),
+            Ok(7)
+        );
+        assert_eq!(ran.load(Ordering::SeqCst), 0);
+    }
+
+    /// A cancelled caller stops waiting at once, and its queued job never
+    /// runs (a thread busy elsewhere meanwhile).
+    #[test]
+    fn a_cancelled_caller_stops_waiting_and_its_queued_job_is_skipped() {
+        let pool = Arc::new(Pool::new(1));
+        let busy = {
+            let pool = pool.clone();
+            std::thread::spawn(move || {
+                pool.run(Duration::from_secs(5), &Cancellation::new(), || {
+                    std::thread::sleep(Duration::from_millis(400))
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let cancellation = Cancellation::new();
+        let canceller = {
+            let cancellation = cancellation.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                cancellation.cancel(CancelReason::CallerGone);
+            })
+        };
+        let ran = Arc::new(AtomicUsize::new(0));
+        let counter = ran.clone();
+        let started = std::time::Instant::now();
+        let waited = pool.run(Duration::from_secs(30), &cancellation, move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+        });
+        assert_eq!(waited, Err(Refused::Cancelled));
+        assert!(
+            started.elapsed() < Duration::from_millis(300),
+            "{:?}",
+            started.elapsed()
+        );
+        assert!(canceller.join().is_ok());
+        assert!(busy.join().is_ok());
+        assert_eq!(
+            pool.run(Duration::from_secs(5), &Cancellation::new(), || 7),
+            Ok(7)
+        );
         assert_eq!(ran.load(Ordering::SeqCst), 0);
     }
 
     #[test]
     fn a_panicking_job_is_lost_and_the_pool_goes_on() {
         let pool = Pool::new(1);
-        let lost: Result<(), Refused> = pool.run(Duration::from_secs(5), || panic!("boom"));
+        let lost: Result<(), Refused> =
+            pool.run(Duration::from_secs(5), &Cancellation::new(), || {
+                panic!("boom")
+            });
         assert_eq!(lost, Err(Refused::Lost));
-        assert_eq!(pool.run(Duration::from_secs(5), || 1), Ok(1));
+        assert_eq!(
+            pool.run(Duration::from_secs(5), &Cancellation::new(), || 1),
+            Ok(1)
+        );
     }
 }

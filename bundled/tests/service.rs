@@ -169,7 +169,8 @@ fn each_check_runs_where_the_table_says() {
         let query = EvidenceQuery::new("evidence-wire", check).with_params(params);
         let inline = matches!(check, "time_now" | "time_after" | "time_before" | "env_get");
         assert_eq!(provider.is_inline(&query), inline, "{check}");
-        let answer = Handler::evidence_query(&provider, query, context.clone());
+        let call = evidence_wire_provider::CallContext::new();
+        let answer = Handler::evidence_query(&provider, query, context.clone(), call);
         match answer {
             Answer::Ready(_) => assert!(inline, "{check} must not run inline"),
             Answer::Blocking(_) => assert!(!inline, "{check} must run inline"),

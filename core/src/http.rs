@@ -1530,6 +1530,15 @@ impl Exchange {
         Some(event)
     }
 
+    /// The call of `ticket` will not run after all (the server's limit on
+    /// running work is reached): it is answered with the retryable
+    /// `OVERLOADED` error carrying `detail` ([`Server::expire`]); the reply's
+    /// status follows as for any other answer (`503` for a lone call on
+    /// `/rpc`, the error inside a batch's `200`).
+    pub fn expire_call(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError> {
+        self.server.expire(ticket, detail)
+    }
+
     /// Answer the evidence query of `ticket`.
     pub fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
         self.server.respond(ticket, result)

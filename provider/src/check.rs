@@ -29,7 +29,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::handler::Answer;
+use crate::cancel::Cancellation;
+use crate::handler::{Answer, CallContext};
 
 /// The `error.code` of params the check's type cannot read (after they
 /// passed the derived schema; a schema the type does not fully describe).
@@ -86,14 +87,21 @@ impl From<EvidenceError> for CheckError {
     }
 }
 
-/// What a check knows about the query it answers, and where it records
-/// where its evidence came from.
+/// What a check knows about the query it answers, whether anybody still
+/// waits for the answer, and where it records where its evidence came
+/// from.
 ///
 /// Cheap to clone (the clones share one record). A check that reads a file
 /// or a URL says so with [`CheckContext::set_ref`] and
 /// [`CheckContext::set_anchor`]; the reference and anchor go into the
 /// answer whether the check succeeds or fails (as Decision Gate's own
 /// `json.path` keeps them on `jsonpath_not_found`).
+///
+/// A long blocking check stops early once its call is cancelled (the
+/// caller went away, cancelled, or the server shuts down):
+/// [`CheckContext::is_cancelled`] between steps, or
+/// [`Cancellation::on_cancel`] to interrupt what it blocks on. Its answer is
+/// dropped then, so any error will do. An async check is simply dropped.
 #[derive(Clone, Debug)]
 pub struct CheckContext {
     inner: Arc<ContextInner>,
@@ -103,6 +111,7 @@ pub struct CheckContext {
 struct ContextInner {
     query: EvidenceQuery,
     context: EvidenceContext,
+    call: CallContext,
     provenance: Mutex<Provenance>,
 }
 
@@ -114,15 +123,26 @@ struct Provenance {
 }
 
 impl CheckContext {
-    /// The context of `query` asked under `context`.
-    pub fn new(query: EvidenceQuery, context: EvidenceContext) -> Self {
+    /// The context of `query` asked under `context`, in `call`.
+    pub fn new(query: EvidenceQuery, context: EvidenceContext, call: CallContext) -> Self {
         CheckContext {
             inner: Arc::new(ContextInner {
                 query,
                 context,
+                call,
                 provenance: Mutex::new(Provenance::default()),
             }),
         }
+    }
+
+    /// The call's cancellation: cancelled once nobody waits for the answer.
+    pub fn cancellation(&self) -> &Cancellation {
+        self.inner.call.cancellation()
+    }
+
+    /// True once nobody waits for the answer: a blocking check may stop.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancellation().is_cancelled()
     }
 
     /// The query as the caller sent it (check id, provider id, raw params).
@@ -426,9 +446,10 @@ impl Check {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        call: CallContext,
     ) -> Answer<EvidenceResult> {
         let params = query.params.clone().unwrap_or(Value::Null);
-        let context = CheckContext::new(query, context);
+        let context = CheckContext::new(query, context, call);
         // An inline blocking check runs inside `start` (see `Check::new`).
         (self.start)(params, context, self.inline)
     }

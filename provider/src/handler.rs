@@ -29,6 +29,15 @@
 //! cancelled call's work is stopped (its task aborted, its future dropped)
 //! where the runtime can.
 //!
+//! Every call carries a [`CallContext`] whose [`Cancellation`] the adapter
+//! cancels when nobody waits for the answer any more (the peer cancelled,
+//! the client went away, the drain deadline passed): a [`Job`] whose call
+//! is cancelled before it starts never runs its work, and blocking work
+//! that has started can see it ([`Cancellation::is_cancelled`],
+//! [`Cancellation::on_cancel`]). An adapter that bounds how much work runs
+//! at once ties the slot to the work itself with [`Job::hold`], so a slot
+//! is given back when the work really ends, not when its caller leaves.
+//!
 //! A [`Service`] is a server configuration and a handler, built once and
 //! shared by every connection; a [`crate::Provider`] is the usual handler,
 //! and turns into a service with its contract installed ([`IntoService`]).
@@ -45,6 +54,8 @@ use evidence_wire::http::Exchange;
 use evidence_wire::server::{RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure};
 use futures_lite::FutureExt as _;
 use serde_json::Value;
+
+use crate::cancel::Cancellation;
 
 /// The `error.code` of an answer whose handler panicked or was aborted.
 pub const INTERNAL_ERROR: &str = "internal_error";
@@ -98,23 +109,50 @@ impl<T: Send + 'static> Answer<T> {
     }
 }
 
+/// What an adapter knows about one call besides its arguments: how it
+/// learns that nobody waits for the answer any more.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct CallContext {
+    cancellation: Cancellation,
+}
+
+impl CallContext {
+    /// The context of a call that is not cancelled (yet).
+    pub fn new() -> Self {
+        CallContext::default()
+    }
+
+    /// The call's cancellation (see [`crate::cancel`]).
+    pub fn cancellation(&self) -> &Cancellation {
+        &self.cancellation
+    }
+}
+
 /// Answers the calls of a provider: the one vocabulary every adapter
 /// serves. Expected failures (a missing file, bad params) are results
 /// carrying an error, never panics; a handler that panics anyway is
 /// answered with an `internal_error` result.
 pub trait Handler: Send + Sync + 'static {
     /// Answer one `evidence_query` (already checked against the contract
-    /// when the server has one).
+    /// when the server has one); `call` says when nobody waits for the
+    /// answer any more.
     fn evidence_query(
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        call: CallContext,
     ) -> Answer<EvidenceResult>;
 
     /// Answer a call of a tool registered on the server (not
     /// `evidence_query`). The default refuses every call.
-    fn tool_call(&self, name: &str, arguments: Value) -> Answer<Result<Value, ToolFailure>> {
-        let _ = arguments;
+    fn tool_call(
+        &self,
+        name: &str,
+        arguments: Value,
+        call: CallContext,
+    ) -> Answer<Result<Value, ToolFailure>> {
+        let _ = (arguments, call);
         Answer::Ready(Err(ToolFailure::Failed(format!(
             "tool {name:?} has no handler"
         ))))
@@ -133,12 +171,18 @@ impl<H: Handler + ?Sized> Handler for Arc<H> {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        call: CallContext,
     ) -> Answer<EvidenceResult> {
-        (**self).evidence_query(query, context)
+        (**self).evidence_query(query, context, call)
     }
 
-    fn tool_call(&self, name: &str, arguments: Value) -> Answer<Result<Value, ToolFailure>> {
-        (**self).tool_call(name, arguments)
+    fn tool_call(
+        &self,
+        name: &str,
+        arguments: Value,
+        call: CallContext,
+    ) -> Answer<Result<Value, ToolFailure>> {
+        (**self).tool_call(name, arguments, call)
     }
 
     fn observe(&self, event: &ServerEvent) {
@@ -187,11 +231,13 @@ pub enum CallKind {
     Tool,
 }
 
-/// The work of one call: where it runs, and what it answers.
+/// The work of one call: where it runs, what it answers, and the call's
+/// cancellation.
 #[derive(Debug)]
 pub struct Job {
     kind: CallKind,
     answer: Answer<Completion>,
+    cancellation: Cancellation,
 }
 
 /// The reason of the `internal_error` answer to a call whose handler panicked.
@@ -201,17 +247,60 @@ const PANICKED: &str = "the provider's handler panicked while answering; see its
 const CANCELLED: &str = "the call was cancelled";
 
 impl Job {
-    /// The job of a call of `kind` whose answer `start` builds; a panic
-    /// while building it makes the job an `internal_error` answer.
-    fn guarded(kind: CallKind, start: impl FnOnce() -> Answer<Completion>) -> Self {
-        let answer = std::panic::catch_unwind(AssertUnwindSafe(start))
+    /// The job of a call of `kind` whose answer `start` builds (given the
+    /// call's context); a panic while building it makes the job an
+    /// `internal_error` answer.
+    fn guarded(kind: CallKind, start: impl FnOnce(CallContext) -> Answer<Completion>) -> Self {
+        let call = CallContext::new();
+        let cancellation = call.cancellation.clone();
+        let answer = std::panic::catch_unwind(AssertUnwindSafe(move || start(call)))
             .unwrap_or_else(|_| Answer::Ready(Completion::failed(kind, PANICKED)));
-        Job { kind, answer }
+        Job {
+            kind,
+            answer,
+            cancellation,
+        }
     }
 
     /// Which kind of call it answers.
     pub fn kind(&self) -> CallKind {
         self.kind
+    }
+
+    /// True when the work is [`Answer::Blocking`]: it needs a thread of the
+    /// blocking pool, and nothing can stop it from outside once it runs.
+    pub fn is_blocking(&self) -> bool {
+        matches!(self.answer, Answer::Blocking(_))
+    }
+
+    /// The call's cancellation: cancel it when nobody waits for the answer
+    /// any more. Work not started yet then never starts (it completes as
+    /// [`Completion::cancelled`]); started blocking work can see it.
+    pub fn cancellation(&self) -> &Cancellation {
+        &self.cancellation
+    }
+
+    /// Ties `guard` to the work: it is dropped when the work really ends
+    /// (blocking work returns, async work completes or is dropped), or at
+    /// once for a ready answer. What an adapter uses to count running
+    /// work rather than waiting callers: a slot held this way stays taken
+    /// while a check whose caller left still runs.
+    pub fn hold<G: Send + 'static>(self, guard: G) -> Job {
+        let answer = match self.answer {
+            Answer::Ready(completion) => {
+                drop(guard);
+                Answer::Ready(completion)
+            }
+            Answer::Blocking(work) => Answer::Blocking(Box::new(move || {
+                let _guard = guard;
+                work()
+            })),
+            Answer::Async(future) => Answer::Async(Box::pin(async move {
+                let _guard = guard;
+                future.await
+            })),
+        };
+        Job { answer, ..self }
     }
 
     /// Where the work runs; the adapter matches on it once.
@@ -224,32 +313,42 @@ impl Job {
     pub fn into_ready(self) -> Result<Completion, Job> {
         match self.answer {
             Answer::Ready(completion) => Ok(completion),
-            answer => Err(Job {
-                kind: self.kind,
-                answer,
-            }),
+            answer => Err(Job { answer, ..self }),
         }
     }
 
     /// Where the work runs, each kind already answering a panic with an
-    /// `internal_error` result: what an adapter hands to its blocking pool
+    /// `internal_error` result and never starting once the call is
+    /// cancelled: what an adapter hands to its blocking pool
     /// ([`Answer::Blocking`]) or executor ([`Answer::Async`]).
     pub fn into_guarded(self) -> Answer<Completion> {
         let kind = self.kind;
+        let cancellation = self.cancellation;
         match self.answer {
             Answer::Ready(completion) => Answer::Ready(completion),
-            Answer::Blocking(work) => {
-                Answer::Blocking(Box::new(move || Job::catch_blocking(kind, work)))
-            }
-            Answer::Async(future) => Answer::Async(Job::catch_async(kind, future)),
+            Answer::Blocking(work) => Answer::Blocking(Box::new(move || {
+                if cancellation.is_cancelled() {
+                    return Completion::cancelled(kind);
+                }
+                Job::catch_blocking(kind, work)
+            })),
+            Answer::Async(future) => Answer::Async(Box::pin(async move {
+                if cancellation.is_cancelled() {
+                    return Completion::cancelled(kind);
+                }
+                Job::catch_async(kind, future).await
+            })),
         }
     }
 
     /// Runs the job on this thread to its completion: blocking work is
-    /// called, async work is driven to the end here. A panic is caught and
-    /// answered as a failure.
+    /// called, async work is driven to the end here (a cancelled call's
+    /// work is not started). A panic is caught and answered as a failure.
     pub fn run_blocking(self) -> Completion {
         let kind = self.kind;
+        if self.cancellation.is_cancelled() {
+            return Completion::cancelled(kind);
+        }
         let outcome = std::panic::catch_unwind(AssertUnwindSafe(move || match self.answer {
             Answer::Ready(completion) => completion,
             Answer::Blocking(work) => work(),
@@ -311,7 +410,8 @@ pub enum Work {
         /// Its work.
         job: Job,
     },
-    /// The peer cancelled `ticket`: abort its job if the runtime can (the
+    /// The peer cancelled `ticket`: cancel its job's [`Job::cancellation`]
+    /// (with [`crate::CancelReason::Peer`]) and abort it if the runtime can (the
     /// server drops a late answer for it anyway).
     Cancel {
         /// The cancelled ticket.
@@ -340,9 +440,9 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             context,
         } => Work::Run {
             ticket,
-            job: Job::guarded(CallKind::Evidence, || {
+            job: Job::guarded(CallKind::Evidence, |call| {
                 handler
-                    .evidence_query(query, context)
+                    .evidence_query(query, context, call)
                     .map(Completion::evidence)
             }),
         },
@@ -352,8 +452,10 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             arguments,
         } => Work::Run {
             ticket,
-            job: Job::guarded(CallKind::Tool, || {
-                handler.tool_call(&name, arguments).map(Completion::Tool)
+            job: Job::guarded(CallKind::Tool, |call| {
+                handler
+                    .tool_call(&name, arguments, call)
+                    .map(Completion::Tool)
             }),
         },
         ServerEvent::Cancelled { ticket, reason } => {
@@ -385,6 +487,10 @@ pub trait Respond {
         ticket: Ticket,
         result: Result<Value, ToolFailure>,
     ) -> Result<(), RespondError>;
+
+    /// The call of `ticket` will not run after all: answer it with the
+    /// retryable `OVERLOADED` error carrying `detail`.
+    fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError>;
 }
 
 impl Respond for Server {
@@ -399,6 +505,10 @@ impl Respond for Server {
     ) -> Result<(), RespondError> {
         Server::respond_tool(self, ticket, result)
     }
+
+    fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError> {
+        Server::expire(self, ticket, detail)
+    }
 }
 
 impl Respond for Exchange {
@@ -412,6 +522,10 @@ impl Respond for Exchange {
         result: Result<Value, ToolFailure>,
     ) -> Result<(), RespondError> {
         Exchange::respond_tool(self, ticket, result)
+    }
+
+    fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError> {
+        Exchange::expire_call(self, ticket, detail)
     }
 }
 

@@ -51,16 +51,18 @@
 #![deny(missing_docs)]
 
 pub mod caller;
+pub mod cancel;
 pub mod check;
 pub mod handler;
 mod provider;
 pub mod stdout;
 
+pub use cancel::{CancelReason, Cancellation, OnCancel};
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
 pub use evidence_wire::contract::{Comparator, Determinism};
 pub use handler::{
-    Answer, BoxFuture, CallKind, Completion, Handler, IntoService, Job, Respond, ServeError,
-    Service, Work, complete, dispatch,
+    Answer, BoxFuture, CallContext, CallKind, Completion, Handler, IntoService, Job, Respond,
+    ServeError, Service, Work, complete, dispatch,
 };
 pub use provider::Provider;
 

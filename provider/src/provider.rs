@@ -21,7 +21,7 @@ use evidence_wire::server::{ServerConfig, ServerContract, UNKNOWN_CHECK};
 use serde_json::json;
 
 use crate::check::Check;
-use crate::handler::{Answer, Handler, IntoService, ServeError, Service};
+use crate::handler::{Answer, CallContext, Handler, IntoService, ServeError, Service};
 
 /// Up to this many checks, [`Provider::find_check`] looks through the list.
 const LINEAR_LOOKUP_MAX: usize = 16;
@@ -162,10 +162,16 @@ impl Provider {
     }
 
     /// Answers `query`: the check it names runs where its kind says
-    /// (inline, blocking pool, executor). A query for a check this provider
-    /// does not have is answered `unknown_check` (a server with the
-    /// contract refuses it before it gets here).
-    pub fn answer(&self, query: EvidenceQuery, context: EvidenceContext) -> Answer<EvidenceResult> {
+    /// (inline, blocking pool, executor), with `call`'s cancellation in its
+    /// context. A query for a check this provider does not have is answered
+    /// `unknown_check` (a server with the contract refuses it before it
+    /// gets here).
+    pub fn answer(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+        call: CallContext,
+    ) -> Answer<EvidenceResult> {
         let Some(check) = self.find_check(&query.check_id) else {
             let ids: Vec<&str> = self.checks.iter().map(Check::id).collect();
             return Answer::Ready(EvidenceResult::with_error(EvidenceError::new(
@@ -177,7 +183,7 @@ impl Provider {
                 ),
             )));
         };
-        check.start(query, context)
+        check.start(query, context, call)
     }
 }
 
@@ -186,8 +192,9 @@ impl Handler for Provider {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        call: CallContext,
     ) -> Answer<EvidenceResult> {
-        self.answer(query, context)
+        self.answer(query, context, call)
     }
 }
 

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use evidence_wire::server::{Server, ServerEvent};
+use evidence_wire_provider::CallContext;
 use evidence_wire_provider::prelude::*;
 use evidence_wire_provider::{Answer, IntoService, Work, complete, dispatch};
 use serde_json::{Value, json};
@@ -214,15 +215,15 @@ fn each_kind_of_check_says_where_it_runs() {
     let context = EvidenceContext::adhoc(TriggerTime::UnixMillis(1));
     let query = |check: &str| evidence_wire::evidence::EvidenceQuery::new("git", check);
     assert!(matches!(
-        provider.answer(query("is_clean"), context.clone()),
+        provider.answer(query("is_clean"), context.clone(), CallContext::new()),
         Answer::Ready(_)
     ));
     assert!(matches!(
-        provider.answer(query("head_commit"), context.clone()),
+        provider.answer(query("head_commit"), context.clone(), CallContext::new()),
         Answer::Blocking(_)
     ));
     assert!(matches!(
-        provider.answer(query("slow_count"), context),
+        provider.answer(query("slow_count"), context, CallContext::new()),
         Answer::Async(_)
     ));
 }
@@ -268,6 +269,7 @@ fn a_handler_that_panics_in_dispatch_is_answered() {
             &self,
             _: evidence_wire::evidence::EvidenceQuery,
             _: EvidenceContext,
+            _call: evidence_wire_provider::CallContext,
         ) -> Answer<evidence_wire::evidence::EvidenceResult> {
             panic!("a bug before any answer exists")
         }

@@ -42,7 +42,12 @@ struct Counted {
 }
 
 impl Handler for Counted {
-    fn evidence_query(&self, query: EvidenceQuery, _: EvidenceContext) -> Answer<EvidenceResult> {
+    fn evidence_query(
+        &self,
+        query: EvidenceQuery,
+        _: EvidenceContext,
+        _: evidence_wire_provider::CallContext,
+    ) -> Answer<EvidenceResult> {
         let running = Arc::clone(&self.running);
         let most = Arc::clone(&self.most);
         Answer::blocking(move || {

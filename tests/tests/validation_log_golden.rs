@@ -78,6 +78,7 @@ impl Handler for Golden {
         &self,
         _query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         Answer::Ready(answer())
     }

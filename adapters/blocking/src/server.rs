@@ -20,7 +20,11 @@
 //!   called, async work driven to completion on the worker); a worker that
 //!   finishes one locks the shared state, answers it and writes and flushes
 //!   the output itself (one hand-off per query, none back). A thread cannot
-//!   be aborted: a cancelled call runs on, and the server drops its answer.
+//!   be aborted: a call the peer cancels is cancelled
+//!   ([`evidence_wire_provider::cancel`]): still queued, it never starts;
+//!   running, its check sees it and may stop early; either way the server
+//!   drops its answer. So the workers never spend time on calls nobody
+//!   waits for, beyond what a running check does before it looks.
 //! - **The calling thread** only waits until the server is finished (end of
 //!   input, every answer written) or a write fails, then returns. Because
 //!   the io thread is detached, a write failure returns promptly even while
@@ -34,7 +38,13 @@
 //! from a SIGTERM handler): it stops reading, answers every message already
 //! read (new calls with the retryable `OVERLOADED` error), lets the queries
 //! in flight finish within a drain timeout, answers those still running at
-//! the deadline with the same retryable error, and returns. A handler that panics gets its query answered with an
+//! the deadline with the same retryable error (and cancels them), and
+//! returns. The deadline bounds the whole shutdown, writes included: a peer
+//! that stopped reading leaves a thread blocked in a write, and
+//! [`serve_until`] then returns [`ServeError::Write`] (timed out)
+//! [`WRITE_GRACE`] after the drain deadline instead of waiting for it.
+//!
+//! A handler that panics gets its query answered with an
 //! `internal_error` result (the panic message goes to stderr through the
 //! default hook).
 //!
@@ -69,8 +79,10 @@ use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
 use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
-    Completion, Handler, IntoService, Job, ServeError, Work, complete, dispatch,
+    CancelReason, Cancellation, Completion, Handler, IntoService, Job, ServeError, Work, complete,
+    dispatch,
 };
+use std::collections::HashMap;
 
 #[cfg(doc)]
 use evidence_wire_provider::Answer;
@@ -102,8 +114,6 @@ struct State<W: Write> {
     write_error: Option<io::Error>,
     /// A server thread died of a panic outside a handler.
     broken: bool,
-    /// The caller has returned: every other thread stops.
-    stopped: bool,
     /// The io thread waits on `input_wanted` (held at the in-flight cap).
     /// Only then is it notified: `Condvar::notify_one` is a `futex` system
     /// call even with no waiter, and a pump without one per answer saves
@@ -127,6 +137,8 @@ impl<W: Write> State<W> {
 #[derive(Default)]
 struct Jobs {
     queue: VecDeque<(Ticket, Job)>,
+    /// The cancellation of every job queued or running, by ticket.
+    calls: HashMap<Ticket, Cancellation>,
     /// Jobs queued or running on a worker.
     outstanding: usize,
     /// Workers waiting for a job.
@@ -140,8 +152,15 @@ struct Jobs {
 struct Shared<W: Write> {
     handler: Arc<dyn Handler>,
     state: Mutex<State<W>>,
-    /// The caller waits here for [`State::is_done`].
+    /// Set (under its own lock, never the state's) once [`State::is_done`]:
+    /// the caller waits for it without the state lock, which a thread
+    /// blocked in a write to a peer that stopped reading may hold forever.
+    finished: Mutex<bool>,
+    /// The caller waits here for `finished`.
     done: Condvar,
+    /// The caller has returned: every other thread stops (an atomic, so
+    /// the caller sets it without the state lock).
+    stopped: AtomicBool,
     /// The io thread waits here while the server wants no input (held at
     /// its in-flight cap).
     input_wanted: Condvar,
@@ -163,6 +182,28 @@ impl<W: Write> Shared<W> {
         self.jobs.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Tell the caller that serving is over.
+    fn finish(&self) {
+        *self.finished.lock().unwrap_or_else(PoisonError::into_inner) = true;
+        self.done.notify_all();
+    }
+
+    /// Cancels the job of `ticket`, queued or running.
+    fn cancel(&self, ticket: Ticket, reason: CancelReason) {
+        let cancellation = self.lock_jobs().calls.remove(&ticket);
+        if let Some(cancellation) = cancellation {
+            cancellation.cancel(reason);
+        }
+    }
+
+    /// Cancels every job queued or running.
+    fn cancel_all(&self, reason: CancelReason) {
+        let calls = std::mem::take(&mut self.lock_jobs().calls);
+        for cancellation in calls.values() {
+            cancellation.cancel(reason);
+        }
+    }
+
     /// Drain the server's events (calls into `found`, the rest to the
     /// validation log and the handler's observer), then write and flush
     /// what it has to send. Wakes the caller when serving is over.
@@ -174,13 +215,17 @@ impl<W: Write> Shared<W> {
                     found.push(event);
                 }
                 other => {
-                    // Observed here, under the lock, in the order of events;
-                    // a thread cannot be aborted, so a cancellation is only
-                    // observed.
-                    if let Work::Fatal(error) = dispatch(self.handler.as_ref(), other) {
-                        state
-                            .failure
-                            .get_or_insert(ServeError::Fatal(error.to_string()));
+                    // Observed here, under the lock, in the order of events.
+                    // A thread cannot be aborted: a cancelled job is told
+                    // (queued, it never starts).
+                    match dispatch(self.handler.as_ref(), other) {
+                        Work::Fatal(error) => {
+                            state
+                                .failure
+                                .get_or_insert(ServeError::Fatal(error.to_string()));
+                        }
+                        Work::Cancel { ticket } => self.cancel(ticket, CancelReason::Peer),
+                        _ => {}
                     }
                 }
             }
@@ -217,7 +262,7 @@ impl<W: Write> Shared<W> {
             }
         }
         if state.is_done() {
-            self.done.notify_all();
+            self.finish();
         }
         if state.input_waiting && (state.server.wants_input() || state.is_done()) {
             self.input_wanted.notify_one();
@@ -242,6 +287,9 @@ impl<W: Write> Shared<W> {
             if !queued.is_empty() {
                 let mut jobs = self.lock_jobs();
                 jobs.outstanding = jobs.outstanding.saturating_add(queued.len());
+                for (ticket, job) in &queued {
+                    jobs.calls.insert(*ticket, job.cancellation().clone());
+                }
                 let wake = queued.len().min(jobs.idle);
                 // The woken workers are no longer idle (a spurious wake-up
                 // only makes this count too high: a spare notify, no loss).
@@ -256,7 +304,7 @@ impl<W: Write> Shared<W> {
                 return;
             }
             let mut state = self.lock_state();
-            if state.stopped {
+            if self.stopped.load(Ordering::Acquire) {
                 return;
             }
             for (ticket, completion) in ready.drain(..) {
@@ -273,7 +321,8 @@ impl<W: Write> Shared<W> {
         state.failure = Some(ServeError::HookPanicked(format!(
             "the {what} panicked (in Handler::observe or the validation log)"
         )));
-        self.done.notify_all();
+        drop(state);
+        self.finish();
     }
 
     /// The io thread: read, handle, answer inline queries, repeat until the
@@ -297,7 +346,10 @@ impl<W: Write> Shared<W> {
                 // Held at the in-flight cap: read nothing until an answer
                 // frees a slot (a worker's pump wakes this thread).
                 let mut state = self.lock_state();
-                while !state.server.wants_input() && !state.stopped && !state.is_done() {
+                while !state.server.wants_input()
+                    && !self.stopped.load(Ordering::Acquire)
+                    && !state.is_done()
+                {
                     if state.server.is_input_closed() {
                         return;
                     }
@@ -308,13 +360,13 @@ impl<W: Write> Shared<W> {
                         .unwrap_or_else(PoisonError::into_inner);
                     state.input_waiting = false;
                 }
-                if state.stopped || state.is_done() {
+                if self.stopped.load(Ordering::Acquire) || state.is_done() {
                     return;
                 }
             }
             let read = input.read(&mut buffer);
             let mut state = self.lock_state();
-            if state.stopped {
+            if self.stopped.load(Ordering::Acquire) {
                 return;
             }
             let mut ended = false;
@@ -375,9 +427,11 @@ impl<W: Write> Shared<W> {
                 }
             };
             let (ticket, job) = job;
+            // Cancelled while queued: returns at once, the work not started.
             let completion = job.run_blocking();
+            self.lock_jobs().calls.remove(&ticket);
             let mut state = self.lock_state();
-            if state.stopped {
+            if self.stopped.load(Ordering::Acquire) {
                 return;
             }
             state.answer(ticket, completion);
@@ -390,7 +444,12 @@ impl<W: Write> Shared<W> {
 
     /// Stop every thread: the caller is returning.
     fn close(&self) {
-        self.lock_state().stopped = true;
+        self.stopped.store(true, Ordering::Release);
+        // The io thread checks `stopped` and waits on `input_wanted` under
+        // the state lock: taking it once (when it is free; a thread blocked
+        // in a write may hold it) orders this store before such a check or
+        // after its wait began, so the notification below is not lost.
+        drop(self.state.try_lock());
         self.lock_jobs().closed = true;
         self.work.notify_all();
         self.room.notify_all();
@@ -426,8 +485,10 @@ impl Shutdown {
 /// How often the waiting caller looks at its [`Shutdown`] and deadline.
 const SHUTDOWN_POLL: Duration = Duration::from_millis(50);
 
-/// Far enough in the future to never pass (a day).
-const FOREVER: Duration = Duration::from_secs(86_400);
+/// How long [`serve_until`] waits past its drain deadline for the last
+/// answers to be written (a peer that stopped reading never takes them)
+/// before it returns [`ServeError::Write`] anyway.
+pub const WRITE_GRACE: Duration = Duration::from_secs(5);
 
 /// Default drain timeout of [`serve_until`]'s callers (the CLI's
 /// `[server] drain_timeout_ms`): 25 s, under the usual 30 s grace period.
@@ -514,6 +575,8 @@ where
     let handler = Arc::clone(service.handler());
     let shared = Arc::new(Shared {
         handler,
+        finished: Mutex::new(false),
+        stopped: AtomicBool::new(false),
         state: Mutex::new(State {
             server,
             output,
@@ -522,7 +585,6 @@ where
             failure: None,
             write_error: None,
             broken: false,
-            stopped: false,
             input_waiting: false,
         }),
         done: Condvar::new(),
@@ -559,45 +621,93 @@ where
         return Err(ServeError::Spawn(error));
     }
 
-    let outcome = {
-        let mut state = shared.lock_state();
-        let mut deadline: Option<Instant> = None;
-        let mut found = Vec::new();
-        while !state.is_done() {
-            if deadline.is_none() && shutdown.is_requested() {
-                // Drain: read nothing more, answer what was read, let the
-                // queries in flight finish.
-                deadline = Some(Instant::now() + drain_timeout);
-                state.server.drain();
-                shared.pump(&mut state, &mut found);
-                shared.input_wanted.notify_all();
-                state = settle_unlocked(&shared, state, &mut found);
-                continue;
-            }
-            if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
-                // Once: answer what still runs, retryably; then wait for
-                // the answers to be written.
-                deadline = Some(Instant::now() + FOREVER);
-                state.server.expire_in_flight();
-                shared.pump(&mut state, &mut found);
-                state = settle_unlocked(&shared, state, &mut found);
-                continue;
-            }
-            state = shared
-                .done
-                .wait_timeout(state, SHUTDOWN_POLL)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-        }
-        match (state.write_error.take(), state.failure.take()) {
-            (Some(error), _) => Err(ServeError::Write(error)),
-            (None, Some(failure)) => Err(failure),
-            (None, None) => Ok(()),
-        }
-    };
+    let outcome = wait_until_done(&shared, shutdown, drain_timeout);
     shared.close();
     log.flush();
     outcome
+}
+
+/// Waits until serving is over (or a shutdown drained it) and says how it
+/// ended. The state lock is only tried, never waited for: a thread blocked
+/// writing to a peer that stopped reading holds it, and then the drain
+/// deadline plus [`WRITE_GRACE`] still ends the wait.
+fn wait_until_done<W: Write>(
+    shared: &Shared<W>,
+    shutdown: &Shutdown,
+    drain_timeout: Duration,
+) -> Result<(), ServeError> {
+    let mut drain_deadline: Option<Instant> = None;
+    let mut expired = false;
+    let mut found = Vec::new();
+    loop {
+        let finished = {
+            let finished = shared
+                .finished
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if *finished {
+                true
+            } else {
+                *shared
+                    .done
+                    .wait_timeout(finished, SHUTDOWN_POLL)
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .0
+            }
+        };
+        if finished {
+            break;
+        }
+        if drain_deadline.is_none() && shutdown.is_requested() {
+            drain_deadline = Some(Instant::now() + drain_timeout);
+        }
+        let Some(deadline) = drain_deadline else {
+            continue;
+        };
+        let now = Instant::now();
+        if now >= deadline + WRITE_GRACE {
+            shared.cancel_all(CancelReason::Shutdown);
+            return Err(ServeError::Write(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!(
+                    "the answers could not be written within {} ms of the drain deadline: the peer stopped reading; shutting down without them",
+                    WRITE_GRACE.as_millis()
+                ),
+            )));
+        }
+        let mut state = match shared.state.try_lock() {
+            Ok(state) => state,
+            Err(std::sync::TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => continue,
+        };
+        if !state.server.is_draining() {
+            // Drain: read nothing more, answer what was read, let the
+            // queries in flight finish.
+            state.server.drain();
+            shared.pump(&mut state, &mut found);
+            shared.input_wanted.notify_all();
+            drop(settle_unlocked(shared, state, &mut found));
+        } else if now >= deadline && !expired {
+            // Once: answer what still runs, retryably (and cancel it);
+            // then wait for the answers to be written.
+            expired = true;
+            state.server.expire_in_flight();
+            shared.pump(&mut state, &mut found);
+            drop(settle_unlocked(shared, state, &mut found));
+            shared.cancel_all(CancelReason::Shutdown);
+        }
+    }
+    let mut state = shared.lock_state();
+    match (state.write_error.take(), state.failure.take()) {
+        (Some(error), _) => {
+            drop(state);
+            // The peer is gone: so are the callers of what still runs.
+            shared.cancel_all(CancelReason::CallerGone);
+            Err(ServeError::Write(error))
+        }
+        (None, Some(failure)) => Err(failure),
+        (None, None) => Ok(()),
+    }
 }
 
 /// Hands out what `pump` found (queries a drain or an expiry let through,

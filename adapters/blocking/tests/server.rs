@@ -33,6 +33,7 @@ impl Handler for Echo {
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         let delay_ms = self.delay_ms;
         Answer::blocking(move || {

@@ -77,6 +77,7 @@ impl Handler for ProbeHandler {
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         if query.check_id == "quick" {
             return Answer::ready(probe_answer(&self.0, &query));

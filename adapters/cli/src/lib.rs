@@ -687,8 +687,13 @@ fn serve_http(
             }
         }
     }
+    // Blocking checks hold a call slot until they end, so at most
+    // `max_in_flight` of them run at once; the pool's spare threads only
+    // cover the moment between a check's end and its thread's return.
+    let blocking_threads = config.server.limits.max_in_flight.max(1).saturating_add(8);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(workers.clamp(1, 64))
+        .max_blocking_threads(blocking_threads)
         .enable_all()
         .build()
         .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;

@@ -454,6 +454,32 @@ fn http_checks_ignore_environment_proxies_unless_configured() {
     assert_eq!(result["error"]["code"], "http_request_failed", "{result}");
 }
 
+/// With `use_env_proxy`, the address checked is the proxy's: a refusal
+/// names the proxy, not the destination (whose address was never looked up).
+#[test]
+fn a_refused_proxy_address_is_named_as_the_proxy() {
+    let env = [("HTTPS_PROXY", "http://127.0.0.1:9")];
+    let dir = TempDir::new();
+    let config = dir.write(
+        "proxy.toml",
+        "[bundled.http]\nallow_hosts = [\"evidence.example\"]\nuse_env_proxy = true\ntimeout_ms = 2000\n",
+    );
+    let url = "https://evidence.example/status";
+    let output = query_with_env(&config, "http_status", json!({"url": url}), &env);
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(
+        result["error"]["code"], "http_address_not_allowed",
+        "{result}"
+    );
+    let message = result["error"]["message"].as_str().expect("message");
+    assert!(message.contains("the proxy 127.0.0.1"), "{message}");
+    assert_eq!(result["error"]["details"]["proxy"], "127.0.0.1", "{result}");
+    assert_eq!(
+        result["error"]["details"]["host"], "evidence.example",
+        "{result}"
+    );
+}
+
 fn run(args: &[&str]) -> Output {
     Command::new(BIN)
         .args(args)
@@ -519,5 +545,265 @@ fn contract_check_reports_what_decision_gate_would_refuse() {
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+/// A loopback upstream that takes every request and never answers: how
+/// many connections it saw, and the most open at once.
+struct SlowUpstream {
+    port: u16,
+    seen: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    most_open: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+fn slow_upstream() -> SlowUpstream {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let open = Arc::new(AtomicUsize::new(0));
+    let most_open = Arc::new(AtomicUsize::new(0));
+    let (counted, opened, most) = (seen.clone(), open, most_open.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            counted.fetch_add(1, Ordering::SeqCst);
+            let now = opened.fetch_add(1, Ordering::SeqCst) + 1;
+            most.fetch_max(now, Ordering::SeqCst);
+            let opened = opened.clone();
+            std::thread::spawn(move || {
+                // Hold the request unanswered until the client gives up
+                // (or 30 s): a slow upstream.
+                let _ = stream.set_read_timeout(Some(Duration::from_secs(30)));
+                let mut sink = [0u8; 4096];
+                while matches!(stream.read(&mut sink), Ok(read) if read > 0) {}
+                opened.fetch_sub(1, Ordering::SeqCst);
+            });
+        }
+    });
+    SlowUpstream {
+        port,
+        seen,
+        most_open,
+    }
+}
+
+/// `serve --http 127.0.0.1:0 --config CONFIG --root DIR`; the child and
+/// its address.
+fn serve_http_with_config(dir: &TempDir, config: &Path) -> (KillOnDrop, String) {
+    let child = Command::new(BIN)
+        .arg("--config")
+        .arg(config)
+        .args(["serve", "--no-log", "--http", "127.0.0.1:0", "--root"])
+        .arg(&dir.0)
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .current_dir(&dir.0)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve --http");
+    let mut child = KillOnDrop(child);
+    let mut stderr = BufReader::new(child.0.stderr.take().expect("stderr"));
+    let mut line = String::new();
+    stderr.read_line(&mut line).expect("announced address");
+    std::thread::spawn(move || {
+        let mut sink = Vec::new();
+        let _ = stderr.read_to_end(&mut sink);
+    });
+    let address = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    (child, address)
+}
+
+/// The server's thread count and peak RSS from `/proc/<pid>/status`.
+fn threads_and_peak(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix(name))
+            .and_then(|rest| rest.split_whitespace().next())
+            .and_then(|value| value.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (field("Threads:"), field("VmHWM:") * 1024)
+}
+
+/// `waves` waves of `callers` callers at once, each sending `request` on
+/// its own connection and closing it `after` later, unanswered. Returns the
+/// most threads the server had meanwhile.
+fn abandon_calls(
+    address: &str,
+    pid: u32,
+    request: &Value,
+    waves: usize,
+    callers: usize,
+    after: Duration,
+) -> u64 {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    let done = Arc::new(AtomicBool::new(false));
+    let most_threads = Arc::new(AtomicU64::new(0));
+    let sampler = {
+        let (done, most) = (done.clone(), most_threads.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::SeqCst) {
+                most.fetch_max(threads_and_peak(pid).0, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+    };
+    let body = request.to_string();
+    for _ in 0..waves {
+        let handles: Vec<_> = (0..callers)
+            .map(|_| {
+                let (address, body) = (address.to_owned(), body.clone());
+                std::thread::spawn(move || {
+                    let Ok(mut stream) = TcpStream::connect(&address) else {
+                        return;
+                    };
+                    let _ = write!(
+                        stream,
+                        "POST /rpc HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    std::thread::sleep(after);
+                    // Dropped unread: the caller has gone.
+                })
+            })
+            .collect();
+        for handle in handles {
+            handle.join().expect("caller");
+        }
+    }
+    done.store(true, Ordering::SeqCst);
+    sampler.join().expect("sampler");
+    most_threads.load(Ordering::SeqCst)
+}
+
+/// Issue 38 item 1: callers who send a slow check and disconnect must not
+/// leave the check running. 6 waves of 128 callers each send an
+/// `http_status` call to an upstream that never answers and leave after
+/// 150 ms (the check has connected by then). Each abandoned check is
+/// cancelled (its request shut down), keeps its call slot until it has
+/// ended, and no more than the 64-call cap of them run at once: the
+/// upstream never holds more than about 64 requests open, the server's
+/// threads stay near the cap (they grew to 517 before), its memory within
+/// the documented bound, and a fresh call right after answers within a
+/// second.
+#[test]
+fn abandoned_http_calls_stop_and_never_run_past_the_call_cap() {
+    use std::sync::atomic::Ordering;
+    const MIB: u64 = 1024 * 1024;
+    let upstream = slow_upstream();
+    let dir = TempDir::new();
+    let config = dir.write(
+        "http.toml",
+        format!(
+            "[bundled.http]\nallow_hosts = [\"127.0.0.1:{}\"]\nallow_insecure_http = true\nallow_private_addresses = true\ntimeout_ms = 20000\n",
+            upstream.port
+        ),
+    );
+    let (child, address) = serve_http_with_config(&dir, &config);
+    let pid = child.0.id();
+    let url = format!("http://127.0.0.1:{}/slow", upstream.port);
+    let request = call(1, "http_status", json!({"url": url}));
+    let started = Instant::now();
+    let most_threads = abandon_calls(&address, pid, &request, 6, 128, Duration::from_millis(150));
+    let flood = started.elapsed();
+    // A fresh call, right after: answered at once.
+    let asked = Instant::now();
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let (status, answer) = post(&mut stream, &call(2, "time_now", json!({})));
+    let waited = asked.elapsed();
+    let (_, peak) = threads_and_peak(pid);
+    let seen = upstream.seen.load(Ordering::SeqCst);
+    let most_open = upstream.most_open.load(Ordering::SeqCst);
+    eprintln!(
+        "768 abandoned http_status calls in {:.1} s: most server threads {most_threads}, peak RSS {:.1} MiB, upstream saw {seen} requests, at most {most_open} open at once; a fresh call answered in {} ms",
+        flood.as_secs_f64(),
+        peak as f64 / MIB as f64,
+        waited.as_millis()
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert!(evidence(&answer)["error"].is_null(), "{answer}");
+    assert!(
+        waited < Duration::from_secs(1),
+        "the fresh call waited {waited:?}"
+    );
+    assert!(
+        most_open <= 64 + 8,
+        "the upstream held {most_open} requests open at once: abandoned checks ran on past the 64-call cap"
+    );
+    // 64 blocking checks and the blocking pool's 8 spare threads, one
+    // short-lived resolver thread per check (ureq resolves on a thread of
+    // its own under a timeout), the runtime's 4 workers, the document
+    // threads, the log writer and a few more.
+    assert!(
+        most_threads <= 64 + 8 + 64 + 16,
+        "the server grew to {most_threads} threads"
+    );
+    assert!(
+        peak <= 512 * MIB,
+        "peak RSS {peak} bytes is over the 512 MiB bound"
+    );
+}
+
+/// Issue 38 item 1, `json_path`: with the default configuration, callers
+/// who ask for an expensive JSONPath over a 1 MB file and leave must not
+/// make a later caller wait behind their work: their queued evaluations are
+/// skipped, so a legitimate call is answered within a second (11.2 s
+/// before).
+#[test]
+fn abandoned_json_path_calls_do_not_delay_the_next_caller() {
+    let dir = TempDir::new();
+    let leaves = (1_048_000 - 240) / 2;
+    let zeros = vec!["0"; leaves].join(",");
+    dir.write(
+        "deep.json",
+        format!("{}{zeros}{}", "[".repeat(120), "]".repeat(120)),
+    );
+    dir.write("small.json", r#"{"status": "ok"}"#);
+    let (child, address) = serve_http(&dir, &[]);
+    let pid = child.0.id();
+    let request = call(
+        1,
+        "json_path",
+        json!({"file": "deep.json", "jsonpath": "$..*"}),
+    );
+    abandon_calls(&address, pid, &request, 4, 64, Duration::from_millis(30));
+    std::thread::sleep(Duration::from_millis(100));
+    let asked = Instant::now();
+    let mut stream = TcpStream::connect(&address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(60)))
+        .expect("timeout");
+    let (status, answer) = post(
+        &mut stream,
+        &call(
+            2,
+            "json_path",
+            json!({"file": "small.json", "jsonpath": "$.status"}),
+        ),
+    );
+    let waited = asked.elapsed();
+    eprintln!(
+        "after 256 abandoned json_path calls a legitimate one answered in {} ms",
+        waited.as_millis()
+    );
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(evidence(&answer)["value"]["value"], json!("ok"), "{answer}");
+    assert!(
+        waited < Duration::from_secs(1),
+        "the legitimate call waited {waited:?}"
     );
 }

@@ -9,9 +9,12 @@
 //! so it runs on smol, async-std or any other runtime). How many calls run
 //! at once is bounded by the core's `ServerConfig::max_in_flight`: at the cap
 //! input is not read until an answer frees a slot (backpressure; with
-//! `Overload::Refuse` more queries are answered `OVERLOADED`); a call the
-//! peer cancels is dropped
-//! (blocking work that has started runs to its end, unread).
+//! `Overload::Refuse` more queries are answered `OVERLOADED`). A call the
+//! peer cancels is cancelled ([`evidence_wire_provider::cancel`]): its
+//! future is dropped, queued work never starts, and blocking work that has
+//! started sees it and may stop early (its answer is dropped). Blocking
+//! work runs in at most `max_in_flight` slots, each held until the work
+//! really ends, so cancelling calls never lets more of it run at once.
 //!
 //! On end of input the server stops reading, waits for the answers in
 //! flight, writes and flushes them, and returns. A handler that panics
@@ -24,6 +27,7 @@
 
 use std::collections::HashMap;
 use std::io;
+use std::sync::Arc;
 
 use evidence_wire::server::Ticket;
 
@@ -32,7 +36,8 @@ use evidence_wire::server::Server;
 use evidence_wire_log::ValidationLog;
 use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
-    Answer, BoxFuture, Completion, IntoService, Job, ServeError, Work, complete, dispatch,
+    Answer, BoxFuture, CancelReason, Cancellation, Completion, IntoService, Job, ServeError, Work,
+    complete, dispatch,
 };
 use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use futures_util::FutureExt;
@@ -47,26 +52,51 @@ enum Step {
     Answer(Option<(Ticket, Completion)>),
 }
 
-/// The calls in flight: their futures, polled by the serving future, and
-/// a way to drop each one when the peer cancels it.
-#[derive(Default)]
+/// The calls in flight: their futures, polled by the serving future, a
+/// way to drop and cancel each one when the peer cancels it, and the slots
+/// blocking work runs in.
 struct Calls {
     running: FuturesUnordered<BoxFuture<(Ticket, Completion)>>,
-    aborts: HashMap<Ticket, AbortHandle>,
+    aborts: HashMap<Ticket, (AbortHandle, Cancellation)>,
+    slots: Arc<async_lock::Semaphore>,
+}
+
+/// Runs `answer` (from a job already holding its slot) to its completion.
+async fn run_answer(answer: Answer<Completion>) -> Completion {
+    match answer {
+        Answer::Ready(completion) => completion,
+        Answer::Blocking(work) => blocking::unblock(work).await,
+        Answer::Async(future) => future.await,
+    }
 }
 
 impl Calls {
-    /// Start the work of `ticket`: blocking work on the blocking pool,
+    /// Calls whose blocking work runs in at most `slots` slots.
+    fn new(slots: usize) -> Self {
+        Calls {
+            running: FuturesUnordered::new(),
+            aborts: HashMap::new(),
+            slots: Arc::new(async_lock::Semaphore::new(slots.max(1))),
+        }
+    }
+
+    /// Start the work of `ticket`: blocking work on the blocking pool once
+    /// it has a slot (a queued call cancelled meanwhile never starts),
     /// async work in the serving future.
     fn start(&mut self, ticket: Ticket, job: Job) {
         let kind = job.kind();
-        let work: BoxFuture<Completion> = match job.into_guarded() {
-            Answer::Ready(completion) => Box::pin(std::future::ready(completion)),
-            Answer::Blocking(work) => Box::pin(blocking::unblock(work)),
-            Answer::Async(future) => future,
+        let cancellation = job.cancellation().clone();
+        let work: BoxFuture<Completion> = if job.is_blocking() {
+            let slots = Arc::clone(&self.slots);
+            Box::pin(async move {
+                let slot = slots.acquire_arc().await;
+                run_answer(job.hold(slot).into_guarded()).await
+            })
+        } else {
+            Box::pin(run_answer(job.into_guarded()))
         };
         let (work, abort) = abortable(work);
-        self.aborts.insert(ticket, abort);
+        self.aborts.insert(ticket, (abort, cancellation));
         self.running.push(Box::pin(async move {
             let completion = work.await.unwrap_or_else(|_| Completion::cancelled(kind));
             (ticket, completion)
@@ -74,7 +104,8 @@ impl Calls {
     }
 
     fn cancel(&mut self, ticket: Ticket) {
-        if let Some(abort) = self.aborts.remove(&ticket) {
+        if let Some((abort, cancellation)) = self.aborts.remove(&ticket) {
+            cancellation.cancel(CancelReason::Peer);
             abort.abort();
         }
     }
@@ -83,6 +114,15 @@ impl Calls {
         let (ticket, completion) = self.running.next().await?;
         self.aborts.remove(&ticket);
         Some((ticket, completion))
+    }
+}
+
+impl Drop for Calls {
+    /// The serving future is gone: so are the callers of what still runs.
+    fn drop(&mut self) {
+        for (_, cancellation) in self.aborts.values() {
+            cancellation.cancel(CancelReason::CallerGone);
+        }
     }
 }
 
@@ -137,7 +177,7 @@ where
     // the log's writer thread writes them (in large `write`s, within the
     // log's flush interval), and dropping `log` writes what is left.
     let mut log = log.stdio_batched();
-    let mut calls = Calls::default();
+    let mut calls = Calls::new(service.config().max_in_flight);
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut failure = None;
     loop {

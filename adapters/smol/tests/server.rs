@@ -33,6 +33,7 @@ impl Handler for Echo {
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         let delay_ms = self.delay_ms;
         Answer::future(async move {
@@ -211,6 +212,7 @@ impl Handler for Never {
         &self,
         _query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         let guard = DropFlag(std::sync::Arc::clone(&self.0));
         Answer::future(async move {

@@ -55,6 +55,7 @@ impl Handler for Golden {
         &self,
         _query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         Answer::future(async {
             let value = serde_json::value::to_raw_value(&json!({"answer": 42})).expect("raw value");
@@ -62,7 +63,12 @@ impl Handler for Golden {
         })
     }
 
-    fn tool_call(&self, _name: &str, arguments: Value) -> Answer<Result<Value, ToolFailure>> {
+    fn tool_call(
+        &self,
+        _name: &str,
+        arguments: Value,
+        _call: evidence_wire_provider::CallContext,
+    ) -> Answer<Result<Value, ToolFailure>> {
         Answer::future(async move { Ok(arguments.get("reply").cloned().unwrap_or(Value::Null)) })
     }
 }

@@ -72,7 +72,9 @@ use evidence_wire::http::{
 };
 use evidence_wire_log::{HttpCall, ValidationLog};
 use evidence_wire_metrics::{Metrics, Transport};
-use evidence_wire_provider::{Completion, IntoService, ServeError, Service, complete, dispatch};
+use evidence_wire_provider::{
+    CancelReason, Completion, IntoService, ServeError, Service, complete, dispatch,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::{Body, Frame, Incoming, SizeHint};
 use hyper::header::{
@@ -89,7 +91,7 @@ use tokio::sync::{Notify, Semaphore, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
-use crate::tasks::RequestTasks;
+use crate::tasks::{Ran, RequestTasks, Slots, WhenFull};
 
 #[cfg(doc)]
 use evidence_wire::server::ServerConfig;
@@ -792,7 +794,7 @@ async fn answer(
             Admission::Call(plan) => plan,
         }
     };
-    let Ok(_permit) = Arc::clone(&shared.calls).try_acquire_owned() else {
+    let Ok(slot) = Arc::clone(&shared.calls).try_acquire_owned() else {
         metrics.overload_refused(Transport::Http);
         if shared.draining.load(Ordering::SeqCst) {
             return http::draining_reply();
@@ -837,8 +839,13 @@ async fn answer(
     let handler = shared.service.handler().as_ref();
     let mut counts = metrics.connection(Transport::Http);
     // Dropped with the request (a client that disconnects): its calls are
-    // stopped.
-    let mut tasks = RequestTasks::new();
+    // cancelled, and its blocking work keeps its call slot until it ends.
+    let slots = Slots::shared(
+        Arc::clone(&shared.calls),
+        shared.config.max_concurrent_requests.max(1),
+        WhenFull::Refuse,
+    );
+    let mut tasks = RequestTasks::new(slots, slot);
     loop {
         while let Some(event) = exchange.poll_event() {
             if let Some(call) = &mut call {
@@ -846,7 +853,12 @@ async fn answer(
             }
             counts.observe(&event);
             // One message in, no stream: no fatal framing error here.
-            let _ = tasks.run(dispatch(handler, event), &mut exchange);
+            if let Ran::Ready(ticket, completion) =
+                tasks.run(dispatch(handler, event), &mut exchange)
+            {
+                counts.answered(ticket, error_code(&completion));
+                let _ = complete(&mut exchange, ticket, completion);
+            }
         }
         if exchange.is_finished() {
             break;
@@ -855,6 +867,7 @@ async fn answer(
             finished = tasks.next() => finished,
             // The drain deadline: answer what still runs, retryably.
             _ = expired.wait_for(|expired| *expired) => {
+                tasks.cancel_all(CancelReason::Shutdown);
                 exchange.expire();
                 counts.expired();
                 continue;

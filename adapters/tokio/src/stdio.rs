@@ -7,8 +7,12 @@
 //! task. The core caps the calls at `ServerConfig::max_in_flight`: at the
 //! cap it holds the next message and input is not read until an answer
 //! frees a slot (backpressure: a pipelining peer is slowed, not refused;
-//! with `Overload::Refuse` the rest are answered `OVERLOADED`); a
-//! cancelled call's task is aborted.
+//! with `Overload::Refuse` the rest are answered `OVERLOADED`). A call the
+//! peer cancels is cancelled ([`evidence_wire_provider::cancel`]): queued
+//! work never starts, its task is aborted, blocking work that runs sees
+//! it. Blocking work runs in at most `max_in_flight` slots, each held until
+//! the work really ends, so cancelling calls frees the core's slots but
+//! never lets more blocking checks run at once.
 //! Reading and writing are multiplexed in one `select!`, so a peer that is
 //! slow to read its answers never stops us from reading; when more than
 //! [`MAX_PENDING_OUTPUT`] bytes wait to be written, reading pauses until
@@ -26,7 +30,7 @@ use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{IntoService, ServeError, complete, dispatch};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
-use crate::tasks::Tasks;
+use crate::tasks::{Ran, Slots, Tasks, WhenFull};
 
 #[cfg(doc)]
 use evidence_wire::server::Server;
@@ -98,7 +102,10 @@ where
     // the log's writer thread writes them (in large `write`s, within the
     // log's flush interval), and dropping `log` writes what is left.
     let mut log = log.stdio_batched();
-    let mut tasks = Tasks::new();
+    // Blocking checks run in at most `max_in_flight` slots, however many
+    // the peer cancels meanwhile: a cancelled check keeps its slot until it
+    // ends, and a queued one never starts.
+    let mut tasks = Tasks::new(Slots::new(service.config().max_in_flight, WhenFull::Wait));
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut pending = Vec::new();
     let mut written = 0usize;
@@ -107,8 +114,15 @@ where
     loop {
         while let Some(event) = server.poll_event() {
             log.observe(&event, server.framing());
-            if let Some(error) = tasks.run(dispatch(handler, event), &mut server) {
-                failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
+            match tasks.run(dispatch(handler, event), &mut server) {
+                // A cancelled or unknown ticket is refused: nothing to send.
+                Ran::Ready(ticket, completion) => {
+                    let _ = complete(&mut server, ticket, completion);
+                }
+                Ran::Fatal(error) => {
+                    failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
+                }
+                Ran::Nothing => {}
             }
         }
         log.end_batch();

@@ -1,14 +1,24 @@
 //! Handler calls as tokio tasks, shared by the stdio and HTTP servers.
 //!
-//! [`Tasks::run`] does the [`Work`] of one event: a ready answer is given
-//! at once, blocking work goes to tokio's blocking pool
-//! (`spawn_blocking`), async work becomes a task, and the task of a call
-//! the peer cancelled is aborted (blocking work that has started runs to
-//! its end; its answer is dropped). [`Tasks::next`] yields each finished
-//! call exactly once: a handler that panicked still yields an answer (an
-//! `internal_error` result), so no query is left unanswered. How many
-//! tasks run at once is bounded by the core (`ServerConfig::max_in_flight`
-//! for stdio, the call permits for HTTP).
+//! [`Tasks::run`] does the [`Work`] of one event: a ready answer is handed
+//! back at once, blocking work goes to tokio's blocking pool
+//! (`spawn_blocking`), async work becomes a task. [`Tasks::next`] yields
+//! each finished call exactly once: a handler that panicked still yields an
+//! answer (an `internal_error` result), so no query is left unanswered.
+//!
+//! **Work is counted, not callers.** Blocking work needs one of the
+//! [`Slots`] (a semaphore), and the slot is tied to the work itself
+//! ([`Job::hold`]): it is given back when the work really ends, not when
+//! its caller leaves. A call whose caller is gone is cancelled
+//! ([`Job::cancellation`]): work not started yet never starts (the job
+//! checks before it runs, and a queued task is aborted), async work is
+//! dropped, and blocking work that has started sees the cancellation in its
+//! check's context and may stop early; until it does, it keeps its slot.
+//! So however many callers come and go, at most the slots' number of blocking
+//! calls run at once (and as many blocking-pool threads do their work).
+//! When every slot is taken, stdio waits for one (the call is queued, and
+//! never starts if cancelled meanwhile), HTTP answers the call with the
+//! retryable `OVERLOADED` error.
 //!
 //! [`RequestTasks`] does the same for one HTTP request, whose body almost
 //! always holds one call: that call is held on its own (no task set, no
@@ -16,30 +26,107 @@
 //! request's task instead of a task of its own (the request waits for
 //! that answer anyway; a task would cost an allocation, a schedule and a
 //! wake-up per request); a second call in the same body (a batch) and the
-//! ones after it go to a [`Tasks`].
+//! ones after it go to a [`Tasks`]. The request's own call slot, taken when
+//! it was admitted, goes to its first blocking call.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use evidence_wire::frame::FrameError;
 use evidence_wire::server::Ticket;
 use evidence_wire_provider::{
-    Answer, BoxFuture, CallKind, Completion, Job, Respond, Work, complete,
+    Answer, BoxFuture, CallKind, CancelReason, Cancellation, Completion, Job, Respond, Work,
 };
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, Id, JoinHandle, JoinSet};
+
+/// What running one event's [`Work`] came to.
+#[derive(Debug)]
+pub(crate) enum Ran {
+    /// A call answered at once (a ready answer): hand it to the server.
+    Ready(Ticket, Completion),
+    /// The call was started, cancelled, refused or the event observed:
+    /// nothing to do now.
+    Nothing,
+    /// The input stream broke beyond repair.
+    Fatal(FrameError),
+}
+
+/// What blocking work does when every slot is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WhenFull {
+    /// Wait for a slot (stdio: the call is queued).
+    Wait,
+    /// Answer the call with the retryable `OVERLOADED` error (HTTP).
+    Refuse,
+}
+
+/// The slots blocking work runs in: a semaphore, how many it holds, and
+/// what a call does when none is free.
+#[derive(Clone, Debug)]
+pub(crate) struct Slots {
+    semaphore: Arc<Semaphore>,
+    limit: usize,
+    when_full: WhenFull,
+}
+
+impl Slots {
+    /// `limit` slots (at least one) of their own.
+    pub(crate) fn new(limit: usize, when_full: WhenFull) -> Self {
+        let limit = limit.max(1);
+        Slots::shared(Arc::new(Semaphore::new(limit)), limit, when_full)
+    }
+
+    /// The slots of `semaphore`, which holds `limit`.
+    pub(crate) fn shared(semaphore: Arc<Semaphore>, limit: usize, when_full: WhenFull) -> Self {
+        Slots {
+            semaphore,
+            limit,
+            when_full,
+        }
+    }
+
+    fn try_take(&self) -> Option<OwnedSemaphorePermit> {
+        Arc::clone(&self.semaphore).try_acquire_owned().ok()
+    }
+
+    /// What a call refused for want of a slot is told.
+    fn full_detail(&self) -> String {
+        format!(
+            "the provider already runs its limit of {} checks at once; send the call again shortly",
+            self.limit
+        )
+    }
+}
+
+/// Runs blocking `work` from a task (the slow path, after waiting for a
+/// slot): a task aborted meanwhile drops the handle, but the work has been
+/// cancelled first and so does not start.
+async fn blocking_in_task(answer: Answer<Completion>, kind: CallKind) -> Completion {
+    match answer {
+        Answer::Ready(completion) => completion,
+        Answer::Blocking(work) => tokio::task::spawn_blocking(work)
+            .await
+            .unwrap_or_else(|_| Completion::cancelled(kind)),
+        Answer::Async(future) => future.await,
+    }
+}
 
 /// The handler calls in flight for one connection or request.
 pub(crate) struct Tasks {
     set: JoinSet<Completion>,
     by_task: HashMap<Id, (Ticket, CallKind)>,
-    by_ticket: HashMap<Ticket, AbortHandle>,
+    by_ticket: HashMap<Ticket, (AbortHandle, Cancellation)>,
+    slots: Slots,
 }
 
 impl Tasks {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(slots: Slots) -> Self {
         Tasks {
             set: JoinSet::new(),
             by_task: HashMap::new(),
             by_ticket: HashMap::new(),
+            slots,
         }
     }
 
@@ -48,39 +135,71 @@ impl Tasks {
         self.set.is_empty()
     }
 
-    /// Do the work of one event: answer a ready call on `server` now,
-    /// start the others, abort a cancelled one. A fatal stream error is
-    /// handed back.
-    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Option<FrameError> {
+    /// Do the work of one event: hand back a ready answer, start the
+    /// other calls (or refuse one when every slot is taken and the slots
+    /// say so), cancel and abort a call the peer cancelled.
+    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Ran {
         match work {
             Work::Run { ticket, job } => match job.into_ready() {
-                // A cancelled or unknown ticket is refused: nothing to send.
-                Ok(completion) => {
-                    let _ = complete(server, ticket, completion);
-                }
-                Err(job) => self.start(ticket, job),
+                Ok(completion) => return Ran::Ready(ticket, completion),
+                Err(job) => self.start(ticket, job, server),
             },
             Work::Cancel { ticket } => {
-                if let Some(abort) = self.by_ticket.remove(&ticket) {
+                if let Some((abort, cancellation)) = self.by_ticket.remove(&ticket) {
+                    cancellation.cancel(CancelReason::Peer);
                     abort.abort();
                 }
             }
-            Work::Fatal(error) => return Some(error),
+            Work::Fatal(error) => return Ran::Fatal(error),
             _ => {}
         }
-        None
+        Ran::Nothing
     }
 
-    fn start(&mut self, ticket: Ticket, job: Job) {
+    fn start(&mut self, ticket: Ticket, job: Job, server: &mut impl Respond) {
         let kind = job.kind();
-        // As `spawn` below does for `RequestTasks`.
-        let abort = match job.into_guarded() {
-            Answer::Ready(completion) => self.set.spawn(std::future::ready(completion)),
-            Answer::Blocking(work) => self.set.spawn_blocking(work),
-            Answer::Async(future) => self.set.spawn(future),
+        let cancellation = job.cancellation().clone();
+        let abort = if job.is_blocking() {
+            match self.slots.try_take() {
+                Some(slot) => match job.hold(slot).into_guarded() {
+                    Answer::Blocking(work) => self.set.spawn_blocking(work),
+                    other => self.set.spawn(blocking_in_task(other, kind)),
+                },
+                None if self.slots.when_full == WhenFull::Refuse => {
+                    let _ = server.expire(ticket, &self.slots.full_detail());
+                    return;
+                }
+                None => {
+                    // Queued: started once a slot is free, never if the
+                    // call is cancelled first (the task is aborted).
+                    let semaphore = Arc::clone(&self.slots.semaphore);
+                    self.set.spawn(async move {
+                        let Ok(slot) = semaphore.acquire_owned().await else {
+                            return Completion::cancelled(kind);
+                        };
+                        blocking_in_task(job.hold(slot).into_guarded(), kind).await
+                    })
+                }
+            }
+        } else {
+            match job.into_guarded() {
+                Answer::Ready(completion) => self.set.spawn(std::future::ready(completion)),
+                Answer::Blocking(work) => self.set.spawn_blocking(work),
+                Answer::Async(future) => self.set.spawn(future),
+            }
         };
         self.by_task.insert(abort.id(), (ticket, kind));
-        self.by_ticket.insert(ticket, abort);
+        self.by_ticket.insert(ticket, (abort, cancellation));
+    }
+
+    /// Cancels every call in flight (their answers will reach nobody):
+    /// what is queued never starts, async work is aborted, blocking work
+    /// sees it.
+    pub(crate) fn cancel_all(&mut self, reason: CancelReason) {
+        for (abort, cancellation) in self.by_ticket.values() {
+            cancellation.cancel(reason);
+            abort.abort();
+        }
     }
 
     /// The next finished call, or `None` when none is in flight. A call
@@ -103,21 +222,35 @@ impl Tasks {
     }
 }
 
+impl Drop for Tasks {
+    /// The connection or request is gone: so are the callers of what
+    /// still runs (the set aborts its tasks; blocking work is told).
+    fn drop(&mut self) {
+        for (_, cancellation) in self.by_ticket.values() {
+            cancellation.cancel(CancelReason::CallerGone);
+        }
+    }
+}
+
 /// The handler calls of one HTTP request: the first call that is not
 /// ready at once is held on its own ([`OneWork`]); any more go to a
 /// [`Tasks`] (made only then). Behaves as one [`Tasks`] would: ready
-/// answers are given at once, a cancelled call is stopped and yields a
+/// answers are handed back, a cancelled call is stopped and yields a
 /// failure answer, a panicked one its `internal_error`, and dropping it
-/// stops every call.
+/// cancels every call.
 pub(crate) struct RequestTasks {
     one: Option<OneCall>,
     more: Option<Tasks>,
+    slots: Slots,
+    /// The request's call slot, until its first blocking call takes it.
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 /// A call's work with the ticket and kind it answers.
 struct OneCall {
     ticket: Ticket,
     kind: CallKind,
+    cancellation: Cancellation,
     work: OneWork,
 }
 
@@ -134,9 +267,22 @@ enum OneWork {
     Cancelled,
 }
 
+impl OneCall {
+    fn cancel(&mut self, reason: CancelReason) {
+        self.cancellation.cancel(reason);
+        match &self.work {
+            OneWork::Blocking(handle) => handle.abort(),
+            OneWork::Inline(_) | OneWork::Cancelled => self.work = OneWork::Cancelled,
+        }
+    }
+}
+
 impl Drop for OneCall {
     fn drop(&mut self) {
-        // A JoinHandle dropped does not stop its task; a JoinSet's does.
+        // Its caller is gone (or it finished: then nothing waits on the
+        // cancellation). A JoinHandle dropped does not stop its task, and
+        // a started blocking task cannot be stopped: it is told.
+        self.cancellation.cancel(CancelReason::CallerGone);
         if let OneWork::Blocking(handle) = &self.work {
             handle.abort();
         }
@@ -144,55 +290,81 @@ impl Drop for OneCall {
 }
 
 impl RequestTasks {
-    pub(crate) fn new() -> Self {
+    /// The calls of a request admitted with `slot`, one of `slots`.
+    pub(crate) fn new(slots: Slots, slot: OwnedSemaphorePermit) -> Self {
         RequestTasks {
             one: None,
             more: None,
+            slots,
+            slot: Some(slot),
         }
     }
 
     /// As [`Tasks::run`].
-    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Option<FrameError> {
+    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Ran {
         match work {
             Work::Run { ticket, job } => match job.into_ready() {
-                Ok(completion) => {
-                    let _ = complete(server, ticket, completion);
-                }
+                Ok(completion) => return Ran::Ready(ticket, completion),
                 Err(job) if self.one.is_none() => {
                     let kind = job.kind();
-                    let work = match job.into_guarded() {
-                        Answer::Ready(completion) => {
-                            let _ = complete(server, ticket, completion);
-                            return None;
+                    let cancellation = job.cancellation().clone();
+                    let job = if job.is_blocking() {
+                        match self.slot.take().or_else(|| self.slots.try_take()) {
+                            Some(slot) => job.hold(slot),
+                            None => {
+                                let _ = server.expire(ticket, &self.slots.full_detail());
+                                return Ran::Nothing;
+                            }
                         }
+                    } else {
+                        job
+                    };
+                    let work = match job.into_guarded() {
+                        Answer::Ready(completion) => return Ran::Ready(ticket, completion),
                         Answer::Blocking(work) => {
                             OneWork::Blocking(tokio::task::spawn_blocking(work))
                         }
                         Answer::Async(future) => OneWork::Inline(future),
                     };
-                    self.one = Some(OneCall { ticket, kind, work });
+                    self.one = Some(OneCall {
+                        ticket,
+                        kind,
+                        cancellation,
+                        work,
+                    });
                 }
                 Err(job) => {
+                    let slots = self.slots.clone();
                     let work = Work::Run { ticket, job };
-                    return self.more.get_or_insert_with(Tasks::new).run(work, server);
+                    return self
+                        .more
+                        .get_or_insert_with(|| Tasks::new(slots))
+                        .run(work, server);
                 }
             },
             Work::Cancel { ticket } => match &mut self.one {
                 // Stopped, it still yields its failure answer once.
-                Some(one) if one.ticket == ticket => match &one.work {
-                    OneWork::Blocking(handle) => handle.abort(),
-                    OneWork::Inline(_) | OneWork::Cancelled => one.work = OneWork::Cancelled,
-                },
+                Some(one) if one.ticket == ticket => one.cancel(CancelReason::Peer),
                 _ => {
                     if let Some(more) = &mut self.more {
                         return more.run(Work::Cancel { ticket }, server);
                     }
                 }
             },
-            Work::Fatal(error) => return Some(error),
+            Work::Fatal(error) => return Ran::Fatal(error),
             _ => {}
         }
-        None
+        Ran::Nothing
+    }
+
+    /// As [`Tasks::cancel_all`].
+    pub(crate) fn cancel_all(&mut self, reason: CancelReason) {
+        if let Some(one) = &mut self.one {
+            one.cancel(reason);
+        }
+        if let Some(more) = &mut self.more {
+            more.cancel_all(reason);
+        }
     }
 
     /// As [`Tasks::next`].
@@ -233,7 +405,7 @@ mod tests {
         EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue,
     };
     use evidence_wire::server::{Server, ServerConfig, ServerEvent};
-    use evidence_wire_provider::{Handler, dispatch};
+    use evidence_wire_provider::{CallContext, Handler, complete, dispatch};
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::time::Duration;
 
@@ -250,6 +422,7 @@ mod tests {
             &self,
             query: EvidenceQuery,
             _context: EvidenceContext,
+            _call: CallContext,
         ) -> evidence_wire_provider::Answer<EvidenceResult> {
             let value = || EvidenceResult::with_value(EvidenceValue::json(&1).unwrap());
             match query.check_id.as_str() {
@@ -307,7 +480,12 @@ mod tests {
             loop {
                 while let Some(event) = server.poll_event() {
                     if !matches!(event, ServerEvent::Handled(_)) {
-                        let _ = tasks.run(dispatch(&Mixed, event), &mut server);
+                        if let Ran::Ready(ticket, completion) =
+                            tasks.run(dispatch(&Mixed, event), &mut server)
+                        {
+                            finished.push(format!("{ticket:?} {completion:?}"));
+                            let _ = complete(&mut server, ticket, completion);
+                        }
                     }
                 }
                 if server.in_flight() == 0 {
@@ -359,18 +537,26 @@ mod tests {
         ];
         for body in bodies {
             let body = body.replace('\n', "");
-            let plain = outcome!(Tasks::new(), body);
-            let one = outcome!(RequestTasks::new(), body);
+            let plain = outcome!(Tasks::new(slots()), body);
+            let one = outcome!(RequestTasks::new(slots(), slot()), body);
             assert_eq!(one, plain, "{body}");
             assert!(!plain.0.is_empty() || !plain.1.is_empty(), "{body}");
         }
+    }
+
+    fn slots() -> Slots {
+        Slots::new(64, WhenFull::Refuse)
+    }
+
+    fn slot() -> OwnedSemaphorePermit {
+        Arc::new(Semaphore::new(1)).try_acquire_owned().unwrap()
     }
 
     /// Dropping `RequestTasks` (a client that went away) stops the calls
     /// still running, as dropping a `Tasks` does.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn dropping_request_tasks_aborts_its_calls() {
-        let mut tasks = RequestTasks::new();
+        let mut tasks = RequestTasks::new(slots(), slot());
         let mut server = Server::new(ServerConfig::default());
         server.handle_input(format!("{}\n", call(1, "held")).as_bytes());
         while let Some(event) = server.poll_event() {

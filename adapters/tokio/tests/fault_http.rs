@@ -324,6 +324,7 @@ impl Handler for CountingHandler {
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         let counts = self.clone();
         Answer::future(async move {

@@ -63,6 +63,7 @@ impl Handler for EchoHandler {
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         Answer::future(async move {
             let params = query.params.unwrap_or(Value::Null);

@@ -6,7 +6,15 @@
 //! that names the limit.
 //!
 //! Limits: the frame limit of [`super::ServerConfig::limits`], the depth of
-//! the envelope policy (at most [`SERDE_JSON_MAX_DEPTH`]).
+//! the envelope policy (at most [`SERDE_JSON_MAX_DEPTH`]). A batch's answer
+//! is one message, so the frame limit is the budget of all its members
+//! together: an evidence answer that would take the batch's answer past it
+//! is replaced by the size error, however small it is alone (64 answers of
+//! a quarter of the limit each would otherwise make one of 16 times it),
+//! and room (2 KiB each) is kept for the members still unanswered, so that
+//! their own answers, size errors at worst, fit too. A frame limit smaller
+//! than 2 KiB per member can still be passed by a batch of errors alone:
+//! no member goes unanswered.
 
 use alloc::format;
 use alloc::vec::Vec;
@@ -26,6 +34,10 @@ pub const ANSWER_DEPTH_LIMIT_EXCEEDED: &str = "depth_limit_exceeded";
 /// The `error.code` of a value that cannot be canonicalized under the
 /// connection's hash profile (e.g. an integer beyond ±(2^53 − 1) under RFC 8785).
 pub const VALUE_NOT_CANONICALIZABLE: &str = "value_not_canonicalizable";
+
+/// The room kept in a batch's answer for each member not answered yet: a
+/// size error (in MCP's speech carried twice) fits in it.
+const BATCH_MEMBER_RESERVE: usize = 2048;
 
 /// The deepest nesting serde_json parses (its recursion limit refuses the
 /// 128th level): no answer may nest deeper, whatever the envelope policy.
@@ -111,10 +123,20 @@ impl Server {
         result: &EvidenceResult,
         batch: Option<u64>,
     ) -> Option<EvidenceError> {
-        // A batch reply is one array around the replies: one level and a
-        // few bytes more.
+        // A batch reply is one array around the replies: one level more,
+        // and every member shares the one message's size budget.
         let in_batch = usize::from(batch.is_some());
         let size_limit = self.config.limits.max_body_bytes;
+        // Room is kept for the members still unanswered: each may need a
+        // size error of its own, and no member goes unanswered.
+        let batch_bytes = batch
+            .and_then(|batch| self.batches.get(&batch))
+            .map(|batch| {
+                let others = batch.outstanding.saturating_sub(1);
+                batch
+                    .answer_bytes_with(body.len())
+                    .saturating_add(others.saturating_mul(BATCH_MEMBER_RESERVE))
+            });
         if body.len().saturating_add(in_batch.saturating_mul(2)) > size_limit {
             return Some(
                 EvidenceError::new(
@@ -125,6 +147,22 @@ impl Server {
                     ),
                 )
                 .with_details(json!({"limit_bytes": size_limit, "answer_bytes": body.len()})),
+            );
+        }
+        if let Some(batch_bytes) = batch_bytes.filter(|bytes| *bytes > size_limit) {
+            return Some(
+                EvidenceError::new(
+                    ANSWER_SIZE_LIMIT_EXCEEDED,
+                    format!(
+                        "this answer ({} bytes) would make the batch's answer {batch_bytes} bytes, more than the {size_limit}-byte frame limit a caller accepts for one message; send the call on its own, narrow the query, or raise [server.limits] max_body_bytes on both sides",
+                        body.len()
+                    ),
+                )
+                .with_details(json!({
+                    "limit_bytes": size_limit,
+                    "answer_bytes": body.len(),
+                    "batch_answer_bytes": batch_bytes,
+                })),
             );
         }
         // serde_json (which every caller here parses with) refuses a 128th

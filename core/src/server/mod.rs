@@ -321,8 +321,21 @@ struct Pending {
 #[derive(Debug, Default)]
 struct Batch {
     replies: Vec<Vec<u8>>,
+    /// The bytes of `replies` so far: with a comma between replies and the
+    /// two brackets, the size of the batch's answer.
+    bytes: usize,
     outstanding: usize,
     sealed: bool,
+}
+
+impl Batch {
+    /// The size of the batch's answer with one more reply of `len` bytes.
+    fn answer_bytes_with(&self, len: usize) -> usize {
+        self.bytes
+            .saturating_add(len)
+            .saturating_add(self.replies.len())
+            .saturating_add(2)
+    }
 }
 
 /// The provider side of one connection. See the module docs.
@@ -525,26 +538,47 @@ impl Server {
     /// drain deadline passes, so that no caller waits for an answer that
     /// will never come. Returns how many were answered.
     pub fn expire_in_flight(&mut self) -> usize {
-        let pending = core::mem::take(&mut self.pending);
-        let count = pending.len();
-        for (_, call) in pending {
-            let detail = "the server shut down before this call finished (drain deadline); send it again, to another instance or after the restart";
-            let outcome = self.reply_error(
-                &call.id,
-                call.batch,
-                CanonicalError::Overloaded,
-                detail.to_owned(),
-                Some(call.tool),
-            );
-            // A tool call's record waits for its answer: this is it. An
-            // evidence query was recorded when it was accepted.
-            if call.kind == CallKind::Tool {
-                self.push_deferred_outcome(call.id, outcome, call.speech);
-            }
+        let tickets: Vec<Ticket> = self.pending.keys().copied().collect();
+        let detail = "the server shut down before this call finished (drain deadline); send it again, to another instance or after the restart";
+        for ticket in &tickets {
+            let _ = self.expire(*ticket, detail);
         }
-        // Slots are free: what was held at the cap goes on.
+        tickets.len()
+    }
+
+    /// Answers the call of `ticket` with the retryable `OVERLOADED` error
+    /// (503 / -32072) carrying `detail`, and forgets it (a later answer is
+    /// refused as [`RespondError::UnknownTicket`]): what an embedder does
+    /// with a call it will not run after all (its own limit on running
+    /// work is reached, the drain deadline passed) so that its caller does
+    /// not wait for an answer that will never come. A ticket the peer
+    /// cancelled is refused as [`RespondError::Cancelled`] (nothing is
+    /// sent).
+    pub fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError> {
+        if self.cancelled.remove(&ticket) {
+            self.cancelled_order
+                .retain(|cancelled| *cancelled != ticket);
+            return Err(RespondError::Cancelled(ticket));
+        }
+        let call = self
+            .pending
+            .remove(&ticket)
+            .ok_or(RespondError::UnknownTicket(ticket))?;
+        let outcome = self.reply_error(
+            &call.id,
+            call.batch,
+            CanonicalError::Overloaded,
+            detail.to_owned(),
+            Some(call.tool),
+        );
+        // A tool call's record waits for its answer: this is it. An
+        // evidence query was recorded when it was accepted.
+        if call.kind == CallKind::Tool {
+            self.push_deferred_outcome(call.id, outcome, call.speech);
+        }
+        // A slot is free: what was held at the cap goes on.
         self.resume();
-        count
+        Ok(())
     }
 
     /// Feed bytes read from the peer (empty input changes nothing: the
@@ -1508,6 +1542,7 @@ impl Server {
             None => self.transmit(body),
             Some(batch_id) => {
                 if let Some(batch) = self.batches.get_mut(&batch_id) {
+                    batch.bytes = batch.bytes.saturating_add(body.len());
                     batch.replies.push(body);
                     if batch.sealed {
                         batch.outstanding = batch.outstanding.saturating_sub(1);

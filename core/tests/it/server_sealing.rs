@@ -224,6 +224,65 @@ fn an_answer_over_the_frame_limit_becomes_a_size_error() {
     assert_eq!(answer["evidence_ref"]["uri"], "dg+file://root/big.json");
 }
 
+/// Issue 38 item 4: a batch is one message, so its members share the frame
+/// limit (with room kept for the members not answered yet). Eight answers
+/// of a fifth of the limit each: four fit, the others become size errors,
+/// and the batch's answer stays under the limit (it was eight fifths of
+/// it).
+#[test]
+fn a_batch_answer_stays_within_the_frame_limit() {
+    use evidence_wire::envelope::Policy;
+    let mut config = ServerConfig::default();
+    config.limits.max_body_bytes = 20_000;
+    config.policy = Policy::jsonrpc();
+    let mut server = Server::new(config);
+    let calls: Vec<String> = (1..=8)
+        .map(|id| DG_CALL.replacen(r#""id":1"#, &format!(r#""id":{id}"#), 1))
+        .collect();
+    server.handle_input(&framed(&format!("[{}]", calls.join(","))));
+    let mut tickets = Vec::new();
+    while let Some(event) = server.poll_event() {
+        if let ServerEvent::EvidenceQuery { ticket, .. } = event {
+            tickets.push(ticket);
+        }
+    }
+    assert_eq!(tickets.len(), 8);
+    let value = format!("\"{}\"", "z".repeat(3600));
+    for ticket in tickets {
+        server
+            .respond(ticket, json_result(&value))
+            .expect("in flight");
+    }
+    let mut framed_answer = Vec::new();
+    while let Some(bytes) = server.poll_transmit() {
+        framed_answer.extend_from_slice(&bytes);
+    }
+    let text = String::from_utf8(framed_answer).expect("utf-8");
+    let body = text.split_once("\r\n\r\n").expect("a framed reply").1;
+    assert!(
+        body.len() <= 20_000,
+        "the batch's answer is {} bytes",
+        body.len()
+    );
+    let answers: Vec<Value> = serde_json::from_str(body).expect("a JSON array");
+    assert_eq!(answers.len(), 8);
+    let refused: Vec<&Value> = answers
+        .iter()
+        .map(|answer| &answer["result"]["content"][0]["json"])
+        .filter(|result| result["error"]["code"] == "size_limit_exceeded")
+        .collect();
+    assert_eq!(refused.len(), 4, "{body}");
+    for result in refused {
+        assert!(result["value"].is_null());
+        assert!(
+            result["error"]["details"]["batch_answer_bytes"]
+                .as_u64()
+                .unwrap()
+                > 20_000
+        );
+    }
+}
+
 #[test]
 fn the_mcp_answer_counts_both_copies_against_the_limit() {
     // The MCP answer carries the result twice (text and structuredContent):

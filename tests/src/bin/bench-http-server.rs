@@ -40,6 +40,7 @@ impl Handler for TimeNow {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         Answer::future(async move { time_now(&query, &context) })
     }

@@ -223,6 +223,7 @@ impl Handler for Misbehaving {
         &self,
         query: EvidenceQuery,
         _context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         let this = self.clone();
         Answer::blocking(move || this.answer(&query))

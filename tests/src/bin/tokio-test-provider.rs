@@ -44,6 +44,7 @@ impl Handler for TestProvider {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         Answer::future(answer(query, context))
     }

@@ -21,6 +21,7 @@ impl Handler for TestHandler {
         &self,
         query: EvidenceQuery,
         context: EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
     ) -> Answer<EvidenceResult> {
         Answer::future(test_answer(query, context))
     }
