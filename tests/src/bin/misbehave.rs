@@ -728,6 +728,7 @@ fn append_pid(path: &std::path::Path, pid: u32) {
 /// `--leave-behind`: `sleep 300` in a process group of its own, holding
 /// this process's stdout and stderr; its pid goes to `path`.
 #[cfg(unix)]
+#[allow(clippy::zombie_processes)] // left behind on purpose: never waited for
 fn leave_behind_a_holder(path: &std::path::Path) {
     use std::os::unix::process::CommandExt;
     let holder = std::process::Command::new("sleep")
