@@ -436,7 +436,7 @@ impl Battery {
                         "sigkill": exit.ending.killed,
                         "unreaped": exit.ending.unreaped,
                         "open_pipes": exit.open,
-                        "pipe_wait_ms": exit.waited.as_millis(),
+                        "pipe_wait_ms": exit.waited.as_secs_f64() * 1000.0,
                     })
                 })
                 .collect(),
