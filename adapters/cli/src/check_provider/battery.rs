@@ -436,7 +436,7 @@ impl Battery {
                         "sigkill": exit.ending.killed,
                         "unreaped": exit.ending.unreaped,
                         "open_pipes": exit.open,
-                        "pipe_wait_ms": exit.waited.as_secs_f64() * 1000.0,
+                        "pipe_deadline_ms": exit.pipe_deadline.as_secs_f64() * 1000.0,
                     })
                 })
                 .collect(),
@@ -466,7 +466,7 @@ impl Battery {
                 format!(
                     "{} stayed open {} after the provider's process group was ended, at the end of {}: a process outside its process group holds {} (one that called setsid, a daemon it started); check-provider cannot end it and stopped waiting at that deadline, but a caller that waits for the provider's output to end would hang",
                     first.open.join(" and "),
-                    seconds(first.waited),
+                    seconds(first.pipe_deadline),
                     sessions(&held),
                     if first.open.len() == 1 { "it" } else { "them" }
                 ),

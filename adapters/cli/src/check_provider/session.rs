@@ -149,8 +149,8 @@ pub struct Exit {
     /// Its pipes still open when the wait for them ended (`stdout`,
     /// `stderr`).
     pub open: Vec<&'static str>,
-    /// How long they were waited for.
-    pub waited: Duration,
+    /// How long they had to close (the wait ended sooner when they did).
+    pub pipe_deadline: Duration,
 }
 
 /// How every stdio session's provider ended, in order (shared by the
@@ -648,7 +648,7 @@ impl Drop for Session {
             session: self.label,
             ending,
             open,
-            waited: wait,
+            pipe_deadline: wait,
         });
     }
 }
