@@ -28,11 +28,13 @@
 //! Elsewhere than Unix there are no process groups: only the provider's
 //! own process is killed.
 //!
-//! The group id is the provider's pid. It stays reserved while any process
-//! of the group exists, so signalling it reaches only the provider's
-//! processes; once the group is empty and the provider reaped, the id is
-//! never signalled again by a session (a group found empty is not
-//! signalled at all).
+//! The group id is the provider's pid, which stays reserved while the
+//! provider is not reaped or any process of the group exists: signalling
+//! it then reaches only the provider's processes. A provider that exited
+//! during its session is reaped then (to read its status); when its
+//! session ends and its group is found empty, the group is not signalled
+//! at all. Only an interrupt ([`prepare`]) signals the group of such a
+//! provider without looking first, within that session.
 
 use std::io;
 use std::process::{Child, Command, ExitStatus};
@@ -131,24 +133,11 @@ impl Tree {
             // Processes of the group that exited are no longer there once reaped.
             self.reap_group(group);
             ending.outlived = ending.exited_before.is_some() && group::present(group);
-            if group::signal(group, group::TERM) {
-                let until = Instant::now() + TERM_GRACE;
-                loop {
-                    // Reaping the provider and its orphans lets the group empty.
-                    self.reap_group(group);
-                    if self.status.is_some() && !group::present(group) {
-                        break;
-                    }
-                    if Instant::now() >= until {
-                        ending.killed = group::signal(group, group::KILL);
-                        break;
-                    }
-                    thread::sleep(POLL);
-                }
-            } else if self.status.is_none() {
-                // Nobody in the group it may signal, yet the provider runs
-                // (a set-user-ID program): what the standard library can do.
-                let _ = self.child.kill();
+            // A provider reaped with nothing left of its group: nothing to
+            // signal (and its id may no longer be its own).
+            let emptied = ending.exited_before.is_some() && !ending.outlived;
+            if !emptied {
+                ending.killed = self.terminate(group);
             }
         }
         #[cfg(not(unix))]
@@ -167,6 +156,32 @@ impl Tree {
         live().retain(|leader| *leader != id);
         self.ending = Some(ending.clone());
         ending
+    }
+
+    /// SIGTERM to `group`, at most [`TERM_GRACE`] for it to empty, SIGKILL
+    /// to the rest; true when SIGKILL was sent.
+    #[cfg(unix)]
+    fn terminate(&mut self, group: group::Pid) -> bool {
+        if !group::signal(group, group::TERM) {
+            if self.status.is_none() {
+                // Nobody in the group it may signal, yet the provider runs
+                // (a set-user-ID program): what the standard library can do.
+                let _ = self.child.kill();
+            }
+            return false;
+        }
+        let until = Instant::now() + TERM_GRACE;
+        loop {
+            // Reaping the provider and its orphans lets the group empty.
+            self.reap_group(group);
+            if self.status.is_some() && !group::present(group) {
+                return false;
+            }
+            if Instant::now() >= until {
+                return group::signal(group, group::KILL);
+            }
+            thread::sleep(POLL);
+        }
     }
 
     /// Reaps every exited process of `group` that is check-provider's to
