@@ -715,14 +715,16 @@ fn main() {
     }
 }
 
-/// Appends `pid` (one line) to the file at `path`.
+/// Appends `pid` (one line) to the file at `path`, in one write: several
+/// providers append to the same file at once.
 fn append_pid(path: &std::path::Path, pid: u32) {
     let mut file = fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
         .expect("misbehave: cannot open the pid file");
-    writeln!(file, "{pid}").expect("misbehave: cannot write the pid file");
+    file.write_all(format!("{pid}\n").as_bytes())
+        .expect("misbehave: cannot write the pid file");
 }
 
 /// `--leave-behind`: `sleep 300` in a process group of its own, holding
