@@ -11,7 +11,13 @@
 //!   newline-delimited JSON, no MCP handshake);
 //! - the misbehaving test provider, one run per misbehaviour: exactly the
 //!   lines the misbehaviour breaks fail (or warn), each with the right
-//!   reason.
+//!   reason;
+//! - launchers and leftovers (issue 38): a launcher that does not `exec`,
+//!   a grandchild sleeping on the provider's pipes, a provider that exits
+//!   under such a grandchild, a process outside the provider's process
+//!   group holding its pipes, and Ctrl-C in the middle: each run ends in
+//!   bounded time, the report names what held on, and no process of the
+//!   provider's group survives.
 
 #![allow(
     clippy::unwrap_used,
@@ -882,4 +888,301 @@ fn the_table_names_every_line_and_a_failure_exits_1() {
         output.stderr
     );
     assert_eq!(output.stderr.lines().count(), 1, "{}", output.stderr);
+}
+
+/// A file the processes of a test append their pids to (`misbehave
+/// --pid-file`, `--leave-behind`, or `echo $!` in a launcher). Whatever of
+/// them still runs when it is dropped is killed: cleanup after a failed
+/// assertion, never what a test asserts.
+struct PidFile(PathBuf);
+
+impl PidFile {
+    fn new(dir: &TempDir, name: &str) -> PidFile {
+        PidFile(dir.0.join(name))
+    }
+
+    fn path(&self) -> String {
+        self.0.to_string_lossy().into_owned()
+    }
+
+    fn pids(&self) -> Vec<u32> {
+        std::fs::read_to_string(&self.0)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| line.trim().parse().ok())
+            .collect()
+    }
+
+    /// The pids that still run, each with its command line.
+    fn running(&self) -> Vec<String> {
+        self.pids()
+            .into_iter()
+            .filter(|pid| running(*pid))
+            .map(|pid| {
+                let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+                format!(
+                    "{pid} ({})",
+                    String::from_utf8_lossy(&cmdline).replace('\0', " ")
+                )
+            })
+            .collect()
+    }
+}
+
+impl Drop for PidFile {
+    fn drop(&mut self) {
+        for pid in self.pids() {
+            if running(pid) {
+                let _ = Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+        }
+    }
+}
+
+/// True while `pid` runs. A zombie (dead, not yet reaped: in a container
+/// whose init does not reap orphans it stays one) does not count.
+fn running(pid: u32) -> bool {
+    if Path::new("/proc/self/stat").exists() {
+        return std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        });
+    }
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+/// How long a run against a launcher may take: `check_provider` kills it
+/// at `RUN_DEADLINE` (and then finds no report); a run that ends its
+/// sessions cleanly takes a few seconds.
+const LAUNCHER_RUN_BOUND: Duration = Duration::from_secs(20);
+
+/// `check-provider --json --timeout-ms 500 --samples 2 -- sh -c SCRIPT
+/// misbehave CONTRACT PIDS`, with its time; the script finds the provider
+/// as `$0`, its contract as `$1` and the pid file as `$2`.
+fn check_launcher(script: &str, pids: &PidFile) -> (Output, Value, Duration) {
+    let contract = data("misbehave.contract.json");
+    let path = pids.path();
+    let started = Instant::now();
+    let (output, report) = check_provider(
+        &[
+            "--timeout-ms",
+            "500",
+            "--samples",
+            "2",
+            "--",
+            "sh",
+            "-c",
+            script,
+            MISBEHAVE,
+            &contract,
+            &path,
+        ],
+        &[],
+        None,
+    );
+    let took = started.elapsed();
+    assert!(
+        output.status.is_some() && took < LAUNCHER_RUN_BOUND,
+        "check-provider took {took:?} (bound {LAUNCHER_RUN_BOUND:?}):\n{}\n{}",
+        table(&report),
+        output.stderr
+    );
+    (output, report, took)
+}
+
+fn reason_of(report: &Value, check: &str) -> String {
+    lines(report)
+        .into_iter()
+        .filter(|(name, _, _)| name == check)
+        .map(|(_, _, reason)| reason)
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Issue 38: a launcher that does not `exec` (`sh -c 'provider; true'`,
+/// npm-style scripts) is the process check-provider starts; the provider
+/// is its child. Killing only the launcher left the provider holding the
+/// pipes, and the stderr probe read them to an end that never came. Each
+/// session now ends the whole process group: the battery finishes, passes
+/// as the provider does, and no provider process survives it.
+#[test]
+fn a_launcher_that_does_not_exec_is_ended_with_its_provider() {
+    let dir = TempDir::new();
+    let pids = PidFile::new(&dir, "providers.pids");
+    let (output, report, took) =
+        check_launcher(r#""$0" good --contract "$1" --pid-file "$2"; true"#, &pids);
+    let all = table(&report);
+    assert_eq!(output.code(), Some(0), "{all}\n{}", output.stderr);
+    assert_eq!(with_status(&report, "fail"), BTreeSet::new(), "{all}");
+    assert_eq!(with_status(&report, "warn"), BTreeSet::new(), "{all}");
+    assert!(
+        reason_of(&report, "transport.shutdown").contains("SIGTERM"),
+        "{all}"
+    );
+    // One provider per stdio session.
+    assert!(pids.pids().len() >= 8, "{:?}\n{all}", pids.pids());
+    assert_eq!(pids.running(), Vec::<String>::new(), "survivors ({took:?})");
+}
+
+/// Issue 38: a launcher that leaves a grandchild sleeping on the
+/// provider's stdout and stderr (`sh -c 'sleep 1000 & exec provider'`):
+/// the grandchild is in the provider's process group and ends with it, so
+/// no pipe stays open and nothing survives.
+#[test]
+fn a_grandchild_on_the_providers_pipes_is_ended_with_its_process_group() {
+    let dir = TempDir::new();
+    let pids = PidFile::new(&dir, "sleepers.pids");
+    let (output, report, took) = check_launcher(
+        r#"sleep 1000 & echo $! >> "$2"; exec "$0" good --contract "$1""#,
+        &pids,
+    );
+    let all = table(&report);
+    assert_eq!(output.code(), Some(0), "{all}\n{}", output.stderr);
+    assert_eq!(with_status(&report, "fail"), BTreeSet::new(), "{all}");
+    assert_eq!(with_status(&report, "warn"), BTreeSet::new(), "{all}");
+    assert!(pids.pids().len() >= 8, "{:?}\n{all}", pids.pids());
+    assert_eq!(pids.running(), Vec::<String>::new(), "survivors ({took:?})");
+}
+
+/// Issue 38: the provider exits (on the first query) while the
+/// grandchild its launcher left keeps its stdout open: no end of stream
+/// comes, the query waits its deadline, and the report says why (the
+/// provider exited, its stdout is still open, a process it started holds
+/// it) instead of only "no answer"; `transport.shutdown` says that
+/// processes outlived it. None survives the run.
+#[test]
+fn a_provider_that_exits_under_a_grandchild_holding_its_stdout_is_named() {
+    let dir = TempDir::new();
+    let pids = PidFile::new(&dir, "sleepers.pids");
+    let (output, report, took) = check_launcher(
+        r#"sleep 1000 & echo $! >> "$2"; exec "$0" crash-request --contract "$1""#,
+        &pids,
+    );
+    let all = table(&report);
+    assert_eq!(output.code(), Some(1), "{all}\n{}", output.stderr);
+    assert_eq!(
+        with_status(&report, "fail"),
+        FIRST.iter().map(|name| (*name).to_owned()).collect(),
+        "{all}"
+    );
+    let first = reason_of(&report, "transport.first_message");
+    assert!(first.contains("no answer within 500 ms"), "{all}");
+    assert!(
+        first.contains("exited (exit status: 3)")
+            && first.contains("its stdout is still open")
+            && first.contains("a launcher that does not exec"),
+        "{all}"
+    );
+    assert_eq!(
+        with_status(&report, "warn"),
+        ["transport.shutdown".to_owned()].into_iter().collect(),
+        "{all}"
+    );
+    assert!(
+        reason_of(&report, "transport.shutdown").contains("kept running"),
+        "{all}"
+    );
+    assert_eq!(pids.pids().len(), 2, "{:?}\n{all}", pids.pids());
+    assert_eq!(pids.running(), Vec::<String>::new(), "survivors ({took:?})");
+}
+
+/// Issue 38: a process outside the provider's process group (started in
+/// a group of its own, as `setsid` or a daemon does) holds its stdout and
+/// stderr: check-provider cannot end it, so no read of those pipes may
+/// wait for their end. The stderr probe reads what its pipe held for at
+/// most 2 s after the provider was stopped, and the report names the
+/// pipes that stayed open, the session and the deadline.
+#[test]
+fn pipes_held_by_a_process_outside_the_group_are_named_after_their_deadline() {
+    let dir = TempDir::new();
+    let holders = PidFile::new(&dir, "holders.pids");
+    let (output, report, _took) = check_launcher(
+        r#"exec "$0" good --contract "$1" --leave-behind "$2""#,
+        &holders,
+    );
+    let all = table(&report);
+    assert_eq!(output.code(), Some(0), "{all}\n{}", output.stderr);
+    assert_eq!(with_status(&report, "fail"), BTreeSet::new(), "{all}");
+    assert_eq!(
+        with_status(&report, "warn"),
+        ["transport.shutdown".to_owned()].into_iter().collect(),
+        "{all}"
+    );
+    let shutdown = reason_of(&report, "transport.shutdown");
+    assert!(
+        shutdown.contains("stayed open 2 s after")
+            && shutdown.contains("outside its process group"),
+        "{all}"
+    );
+    let stderr = reason_of(&report, "robustness.stderr");
+    assert!(
+        stderr.contains("answered 16 queries")
+            && stderr.contains("its stderr did not close within 2 s"),
+        "{all}"
+    );
+    // The holders are this test's to end (the PidFile does, on drop).
+    assert!(holders.pids().len() >= 8, "{:?}\n{all}", holders.pids());
+}
+
+/// Issue 38: SIGINT in the middle of a run (the provider hangs, so the
+/// main session waits its 60 s deadline) ends every provider process
+/// group still running and exits 130: the provider no longer shares the
+/// terminal's process group, so Ctrl-C would not reach it otherwise.
+#[test]
+fn an_interrupted_run_ends_the_providers_processes_and_exits_130() {
+    let dir = TempDir::new();
+    let pids = PidFile::new(&dir, "interrupted.pids");
+    let contract = data("misbehave.contract.json");
+    let mut child = Command::new(cli_binary())
+        .args(["check-provider", "--timeout-ms", "60000", "--", "sh", "-c"])
+        .arg(r#"sleep 1000 & echo $! >> "$2"; "$0" hang --contract "$1" --pid-file "$2"; true"#)
+        .arg(MISBEHAVE)
+        .arg(&contract)
+        .arg(pids.path())
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start check-provider");
+    // The served-contract session, then the main one, hanging: two
+    // launchers, each with a sleeper and a provider.
+    let started = Instant::now();
+    while pids.pids().len() < 4 && started.elapsed() < RUN_DEADLINE {
+        thread::sleep(Duration::from_millis(20));
+    }
+    thread::sleep(Duration::from_millis(200));
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break Some(status);
+        }
+        if started.elapsed() > RUN_DEADLINE {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    let mut stderr = String::new();
+    if let Some(mut pipe) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut pipe, &mut stderr);
+    }
+    assert_eq!(
+        status.and_then(|status| status.code()),
+        Some(130),
+        "{status:?} after {:?}: {stderr}",
+        started.elapsed()
+    );
+    assert!(stderr.contains("interrupted"), "{stderr}");
+    assert_eq!(pids.pids().len(), 4, "{:?}", pids.pids());
+    assert_eq!(pids.running(), Vec::<String>::new(), "survivors");
 }

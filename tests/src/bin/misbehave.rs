@@ -3,6 +3,7 @@
 //!
 //! ```text
 //! misbehave MODE [--state FILE] [--times N] [--delay-ms N] [--bytes N] [--contract FILE]
+//!                [--pid-file FILE] [--leave-behind FILE]
 //! ```
 //!
 //! It serves `evidence_query` with the blocking adapter (either framing,
@@ -57,6 +58,13 @@
 //! and one each time it misbehaves (`... on purpose`), so tests can check
 //! that the caller captures stderr. Test tool only: it
 //! trusts its argv and panics on a bad one.
+//!
+//! For tests of the caller's cleanup (Unix): `--pid-file FILE` appends its
+//! own pid to FILE (one line) when it starts; `--leave-behind FILE` starts
+//! `sleep 300` in a process group of its own, holding this provider's
+//! stdout and stderr, and appends that pid to FILE: a process its caller
+//! cannot end with the provider's process group, and whose pipes never
+//! close while it sleeps.
 
 #![allow(
     clippy::unwrap_used,
@@ -616,6 +624,8 @@ fn main() {
     let mut delay = Duration::from_millis(200);
     let mut bytes = None;
     let mut contract = None;
+    let mut pid_file = None;
+    let mut leave_behind = None;
     while let Some(flag) = args.next() {
         let value = args.next().expect("misbehave: a flag needs a value");
         match flag.as_str() {
@@ -623,11 +633,19 @@ fn main() {
             "--times" => times = value.parse().expect("misbehave: --times N"),
             "--bytes" => bytes = Some(value.parse().expect("misbehave: --bytes N")),
             "--contract" => contract = Some(PathBuf::from(value)),
+            "--pid-file" => pid_file = Some(PathBuf::from(value)),
+            "--leave-behind" => leave_behind = Some(PathBuf::from(value)),
             "--delay-ms" => {
                 delay = Duration::from_millis(value.parse().expect("misbehave: --delay-ms N"));
             }
             other => panic!("misbehave: unknown flag {other:?}"),
         }
+    }
+    if let Some(path) = &pid_file {
+        append_pid(path, std::process::id());
+    }
+    if let Some(path) = &leave_behind {
+        leave_behind_a_holder(path);
     }
     eprintln!("misbehave: {mode:?} ready");
     let budget = Arc::new(Budget {
@@ -696,4 +714,40 @@ fn main() {
         eprintln!("misbehave: {error}");
         std::process::exit(1);
     }
+}
+
+/// Appends `pid` (one line) to the file at `path`, in one write: several
+/// providers append to the same file at once.
+fn append_pid(path: &std::path::Path, pid: u32) {
+    let mut file = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .expect("misbehave: cannot open the pid file");
+    file.write_all(format!("{pid}\n").as_bytes())
+        .expect("misbehave: cannot write the pid file");
+}
+
+/// `--leave-behind`: `sleep 300` in a process group of its own, holding
+/// this process's stdout and stderr; its pid goes to `path`.
+#[cfg(unix)]
+#[allow(clippy::zombie_processes)] // left behind on purpose: never waited for
+fn leave_behind_a_holder(path: &std::path::Path) {
+    use std::os::unix::process::CommandExt;
+    let holder = std::process::Command::new("sleep")
+        .arg("300")
+        .stdin(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("misbehave: cannot start sleep");
+    append_pid(path, holder.id());
+    eprintln!(
+        "misbehave: left sleep (pid {}) holding stdout and stderr, outside this process group, on purpose",
+        holder.id()
+    );
+}
+
+#[cfg(not(unix))]
+fn leave_behind_a_holder(_path: &std::path::Path) {
+    panic!("misbehave: --leave-behind needs Unix process groups");
 }

@@ -20,8 +20,16 @@
 //! not run (one `fail` line says so): every later line would fail for the
 //! same reason.
 //!
+//! Each stdio session ends the provider's whole process group and gives
+//! its pipes a deadline to close ([`super::process`], [`super::session`]);
+//! `transport.shutdown` says how that went over the battery: processes
+//! that outlived the provider, pipes still held after it.
+//!
 //! Limits: every request waits at most the configured timeout; a probe
-//! for a capability at most [`PROBE_TIMEOUT_MS`]; latency samples and
+//! for a capability at most [`PROBE_TIMEOUT_MS`]; the end of each stdio
+//! session at most [`TERM_GRACE`] for its processes to exit after
+//! SIGTERM, [`REAP_DEADLINE`] to reap the provider, and
+//! [`PIPE_CLOSE_DEADLINE`] for its pipes to close; latency samples and
 //! pipelined queries are fixed counts; evidence keeps excerpts only.
 
 use std::time::{Duration, Instant};
@@ -37,8 +45,11 @@ use evidence_wire::evidence::{
 use evidence_wire::frame::Framing;
 use serde_json::{Map, Value, json};
 
+use super::process::{REAP_DEADLINE, TERM_GRACE};
 use super::report::{Report, Status, millis};
-use super::session::{Endpoint, Outcome, Session, SessionConfig, StderrMode};
+use super::session::{
+    Endpoint, Exit, ExitLog, Outcome, PIPE_CLOSE_DEADLINE, Session, SessionConfig, StderrMode,
+};
 
 /// The longest wait for a capability probe (newline-delimited JSON, the
 /// MCP handshake): a provider that lacks one usually stays silent.
@@ -98,6 +109,8 @@ pub struct Battery {
     pub timeout_ms: u64,
     /// Latency samples per check.
     pub samples: usize,
+    /// How each stdio session's provider ended (filled as the battery runs).
+    pub exits: ExitLog,
 }
 
 /// The URI under which a provider may serve its own capabilities contract
@@ -250,9 +263,26 @@ fn outcome_evidence(outcome: Option<&Outcome>) -> Value {
     }
 }
 
+/// `d` in seconds, or in milliseconds under one.
+fn seconds(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
 impl Battery {
-    fn session(&self, framing: Framing, handshake: bool, timeout_ms: u64) -> SessionConfig {
+    fn session(
+        &self,
+        label: &'static str,
+        framing: Framing,
+        handshake: bool,
+        timeout_ms: u64,
+    ) -> SessionConfig {
         SessionConfig {
+            label,
+            exits: self.exits.clone(),
             framing,
             handshake,
             timeout_ms,
@@ -267,13 +297,21 @@ impl Battery {
     /// Runs everything and fills `report`.
     pub fn run(&self, report: &mut Report) {
         let started = Instant::now();
+        self.sessions(report);
+        if !self.endpoint.is_http() {
+            self.shutdown(report);
+        }
+        report.elapsed = started.elapsed();
+    }
+
+    /// Every session of the battery, in order.
+    fn sessions(&self, report: &mut Report) {
         let context = decision_gate_context();
-        let main_config = self.session(Framing::ContentLength, false, self.timeout_ms);
+        let main_config = self.session("main", Framing::ContentLength, false, self.timeout_ms);
         let mut session = match self.open(&main_config) {
             Ok(session) => session,
             Err(error) => {
                 report.add("transport.first_message", Status::Fail, error, Value::Null);
-                report.elapsed = started.elapsed();
                 return;
             }
         };
@@ -305,7 +343,6 @@ impl Battery {
                 "the rest of the battery was not run: the provider gave no usable answer to Decision Gate's first message (see transport.first_message)",
                 Value::Null,
             );
-            report.elapsed = started.elapsed();
             return;
         }
 
@@ -376,7 +413,119 @@ impl Battery {
             self.stdout_clean(&[&main_notes, &pipelined_notes], report);
             self.stderr_unread(&reference, &context, &main_stderr, report);
         }
-        report.elapsed = started.elapsed();
+    }
+
+    /// `transport.shutdown` (stdio): how the provider's processes ended
+    /// with each session: a `warn` line for each kind of trouble (pipes
+    /// held past their deadline, processes that outlived the provider, a
+    /// provider not reaped), else one `pass` line.
+    fn shutdown(&self, report: &mut Report) {
+        let name = "transport.shutdown";
+        let exits = self.exits.all();
+        if exits.is_empty() {
+            return;
+        }
+        let evidence = Value::Array(
+            exits
+                .iter()
+                .map(|exit| {
+                    json!({
+                        "session": exit.session,
+                        "exited_before": exit.ending.exited_before,
+                        "outlived_by_its_processes": exit.ending.outlived,
+                        "sigkill": exit.ending.killed,
+                        "unreaped": exit.ending.unreaped,
+                        "open_pipes": exit.open,
+                        "pipe_deadline_ms": exit.pipe_deadline.as_secs_f64() * 1000.0,
+                    })
+                })
+                .collect(),
+        );
+        // "the main session", "the main session (and 2 more: a, b)".
+        let sessions = |exits: &[&Exit]| {
+            let mut labels = exits.iter().map(|exit| exit.session);
+            let first = labels.next().unwrap_or_default();
+            let rest: Vec<&str> = labels.collect();
+            if rest.is_empty() {
+                format!("the {first} session")
+            } else {
+                format!(
+                    "the {first} session (and {} more: {})",
+                    rest.len(),
+                    rest.join(", ")
+                )
+            }
+        };
+        let mut troubled = false;
+        let held: Vec<&Exit> = exits.iter().filter(|exit| !exit.open.is_empty()).collect();
+        if let Some(first) = held.first() {
+            troubled = true;
+            report.add(
+                name,
+                Status::Warn,
+                format!(
+                    "{} stayed open {} after the provider's process group was ended, at the end of {}: a process outside its process group holds {} (one that called setsid, a daemon it started); check-provider cannot end it and stopped waiting at that deadline, but a caller that waits for the provider's output to end would hang",
+                    first.open.join(" and "),
+                    seconds(first.pipe_deadline),
+                    sessions(&held),
+                    if first.open.len() == 1 { "it" } else { "them" }
+                ),
+                evidence.clone(),
+            );
+        }
+        let outlived: Vec<&Exit> = exits.iter().filter(|exit| exit.ending.outlived).collect();
+        if let Some(first) = outlived.first() {
+            troubled = true;
+            report.add(
+                name,
+                Status::Warn,
+                format!(
+                    "the provider exited by itself ({}) while processes it started kept running in its process group, in {}: a launcher that does not exec, or a child it does not end; check-provider ended them with the group, but a caller that stops only the process it started leaves them running",
+                    first.ending.exited_before.as_deref().unwrap_or("exited"),
+                    sessions(&outlived)
+                ),
+                evidence.clone(),
+            );
+        }
+        let unreaped: Vec<&Exit> = exits.iter().filter(|exit| exit.ending.unreaped).collect();
+        if !unreaped.is_empty() {
+            troubled = true;
+            report.add(
+                name,
+                Status::Warn,
+                format!(
+                    "the provider's process had not exited {} after SIGKILL to its process group, at the end of {}; check-provider stopped waiting for it",
+                    seconds(REAP_DEADLINE),
+                    sessions(&unreaped)
+                ),
+                evidence.clone(),
+            );
+        }
+        if troubled {
+            return;
+        }
+        let killed = exits.iter().filter(|exit| exit.ending.killed).count();
+        let exited = exits
+            .iter()
+            .filter(|exit| exit.ending.exited_before.is_some())
+            .count();
+        let mut how = format!(
+            "the provider's processes ended with each of its {} sessions (SIGTERM to its process group",
+            exits.len()
+        );
+        if exited > 0 {
+            how.push_str(&format!(
+                "; in {exited} the provider had exited by itself before"
+            ));
+        }
+        if killed > 0 {
+            how.push_str(&format!(
+                "; in {killed} some were still running {} later and got SIGKILL",
+                seconds(TERM_GRACE)
+            ));
+        }
+        how.push_str("), and its stdout and stderr closed");
+        report.add(name, Status::Pass, how, evidence);
     }
 
     /// `transport.first_message`; true when the answer is usable.
@@ -428,6 +577,13 @@ impl Battery {
         match &answered {
             Read::Failed(error) => {
                 // A provider that died usually said why on its stderr.
+                let held = match error {
+                    QueryError::Timeout(_) | QueryError::TimeoutAfterDrop { .. } => session
+                        .exit_note()
+                        .map(|note| format!("; {note}"))
+                        .unwrap_or_default(),
+                    _ => String::new(),
+                };
                 let said = match error {
                     QueryError::ConnectionLost(_) => {
                         let words = session.last_words(Duration::from_millis(500));
@@ -445,7 +601,7 @@ impl Battery {
                 report.add(
                     name,
                     Status::Fail,
-                    format!("{what}: {}{unknown}{said}", describe_failure(error)),
+                    format!("{what}: {}{held}{unknown}{said}", describe_failure(error)),
                     evidence,
                 );
                 return false;
@@ -695,7 +851,12 @@ impl Battery {
     /// Asks the provider for its contract, `resources/read` of
     /// [`CONTRACT_URI`], on a session of its own.
     fn served_contract(&self) -> Served {
-        let config = self.session(Framing::ContentLength, false, self.timeout_ms);
+        let config = self.session(
+            "served contract",
+            Framing::ContentLength,
+            false,
+            self.timeout_ms,
+        );
         let mut session = match self.open(&config) {
             Ok(session) => session,
             Err(error) => {
@@ -1181,6 +1342,7 @@ impl Battery {
     fn ndjson(&self, query: &EvidenceQuery, context: &EvidenceContext, report: &mut Report) {
         let name = "transport.ndjson";
         let config = self.session(
+            "newline-delimited JSON",
             Framing::NewlineDelimited,
             false,
             self.timeout_ms.min(PROBE_TIMEOUT_MS),
@@ -1219,6 +1381,7 @@ impl Battery {
     fn handshake(&self, query: &EvidenceQuery, context: &EvidenceContext, report: &mut Report) {
         let name = "transport.mcp_handshake";
         let config = self.session(
+            "MCP handshake",
             Framing::ContentLength,
             true,
             self.timeout_ms.min(PROBE_TIMEOUT_MS),
@@ -1301,7 +1464,7 @@ impl Battery {
         report: &mut Report,
     ) -> super::session::Notes {
         let name = "robustness.pipelined";
-        let config = self.session(Framing::ContentLength, false, self.timeout_ms);
+        let config = self.session("pipelined", Framing::ContentLength, false, self.timeout_ms);
         let mut session = match self.open(&config) {
             Ok(session) => session,
             Err(error) => {
@@ -1412,7 +1575,7 @@ impl Battery {
             .unwrap_or_default()
         };
         for kind in [Broken::Oversized, Broken::Garbage, Broken::Truncated] {
-            let config = self.session(Framing::ContentLength, false, self.timeout_ms);
+            let config = self.session(kind.label(), Framing::ContentLength, false, self.timeout_ms);
             let name = kind.name();
             let mut session = match self.open(&config) {
                 Ok(session) => session,
@@ -1472,6 +1635,12 @@ impl Battery {
             }
             let followed = read(session.outcome(follow));
             let on_broken = broken_id.map(|id| read(session.outcome(id)));
+            let held = match &followed {
+                Read::Failed(QueryError::Timeout(_) | QueryError::TimeoutAfterDrop { .. }) => {
+                    session.exit_note()
+                }
+                _ => None,
+            };
             let exited = session.exited();
             let evidence = json!({
                 "broken": what,
@@ -1511,9 +1680,11 @@ impl Battery {
                     format!(
                         "after {what}, the next valid query got {}{}; answer an error for the broken input (or skip it) and go on",
                         describe_failure(error),
-                        exited
-                            .map(|status| format!(" (the provider exited: {status})"))
-                            .unwrap_or_default()
+                        match (held, exited) {
+                            (Some(note), _) => format!(" ({note})"),
+                            (None, Some(status)) => format!(" (the provider exited: {status})"),
+                            (None, None) => String::new(),
+                        }
                     ),
                 ),
                 other => (
@@ -1564,7 +1735,12 @@ impl Battery {
         report: &mut Report,
     ) {
         let name = "robustness.stderr";
-        let mut config = self.session(Framing::ContentLength, false, self.timeout_ms);
+        let mut config = self.session(
+            "unread stderr",
+            Framing::ContentLength,
+            false,
+            self.timeout_ms,
+        );
         config.stderr = StderrMode::Unread;
         let mut session = match self.open(&config) {
             Ok(session) => session,
@@ -1583,9 +1759,20 @@ impl Battery {
         }
         let unanswered = STDERR_QUERIES - answered;
         let held = session.stderr();
+        // Read after the provider's process group ended: only a process
+        // outside it keeps the pipe open past the deadline.
+        let open = if held.ended {
+            String::new()
+        } else {
+            format!(
+                "; its stderr did not close within {} after the provider's process group was ended: a process outside the group still holds it (the bytes counted are those read by then)",
+                seconds(PIPE_CLOSE_DEADLINE)
+            )
+        };
         let evidence = json!({
             "unanswered": unanswered,
             "stderr_held_bytes": held.bytes,
+            "stderr_closed": held.ended,
             "stderr_sample": held.sample,
             "stderr_during_battery": {"bytes": drained.bytes, "lines": drained.lines, "sample": drained.sample},
         });
@@ -1594,7 +1781,7 @@ impl Battery {
                 name,
                 Status::Pass,
                 format!(
-                    "answered {STDERR_QUERIES} queries while nobody read its stderr (it wrote {} bytes there; {} line{} over the rest of the battery)",
+                    "answered {STDERR_QUERIES} queries while nobody read its stderr (it wrote {} bytes there; {} line{} over the rest of the battery){open}",
                     held.bytes,
                     drained.lines,
                     if drained.lines == 1 { "" } else { "s" }
@@ -1606,7 +1793,7 @@ impl Battery {
                 name,
                 Status::Fail,
                 format!(
-                    "stopped answering after {answered} of {STDERR_QUERIES} queries while nobody read its stderr, which held {} bytes: a full pipe (about 64 KiB) blocks its writer, so a caller that does not drain stderr hangs this provider; log less, or without blocking",
+                    "stopped answering after {answered} of {STDERR_QUERIES} queries while nobody read its stderr, which held {} bytes: a full pipe (about 64 KiB) blocks its writer, so a caller that does not drain stderr hangs this provider; log less, or without blocking{open}",
                     held.bytes
                 ),
                 evidence,
@@ -1616,7 +1803,7 @@ impl Battery {
                 name,
                 Status::Fail,
                 format!(
-                    "stopped answering after {answered} of {STDERR_QUERIES} queries ({unanswered} not asked or unanswered) while nobody read its stderr, which held only {} bytes, so something else stalled it",
+                    "stopped answering after {answered} of {STDERR_QUERIES} queries ({unanswered} not asked or unanswered) while nobody read its stderr, which held only {} bytes, so something else stalled it{open}",
                     held.bytes
                 ),
                 evidence,
@@ -1643,6 +1830,14 @@ enum Broken {
 }
 
 impl Broken {
+    fn label(self) -> &'static str {
+        match self {
+            Broken::Oversized => "oversized frame",
+            Broken::Garbage => "garbage line",
+            Broken::Truncated => "truncated frame",
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Broken::Oversized => "robustness.oversized_frame",

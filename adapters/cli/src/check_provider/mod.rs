@@ -6,8 +6,8 @@
 //! contract, robustness, signatures with `--key`) and prints one line per
 //! check, `pass`, `warn` or `fail` with its reason, or with `--json` the
 //! same lines with their evidence. Exit 0 without a `fail`, 1 with one, 2
-//! on a usage error. `spec/guides/checking-a-provider.md` explains every
-//! line.
+//! on a usage error, 130 when interrupted (SIGINT, SIGTERM).
+//! `spec/guides/checking-a-provider.md` explains every line.
 //!
 //! The battery is built on the core client ([`evidence_wire::client`]):
 //! every request and every answer goes through its raw entry points (see
@@ -22,11 +22,20 @@
 //! battery uses only what `tools/list` says (the `check_id` enum of the
 //! input schema), and `contract.source` says so.
 //!
-//! Limits: see [`battery`] (timeouts, fixed counts) and [`session`]
-//! (bounded queues, stderr sampling); the contract file is read up to
-//! Decision Gate's 1 MiB.
+//! A stdio provider runs in a process group of its own, ended as a whole
+//! with each session ([`process`]), so a launcher that does not `exec`
+//! and whatever it started end with it; no read of its pipes waits
+//! without a deadline (issue 38). SIGINT or SIGTERM ends the groups still
+//! running and exits 130. On Linux check-provider is a child subreaper
+//! while it runs, to reap the orphans of its providers.
+//!
+//! Limits: see [`battery`] (timeouts, fixed counts), [`session`]
+//! (bounded queues, stderr sampling, pipe deadlines) and [`process`]
+//! (the grace before SIGKILL); the contract file is read up to Decision
+//! Gate's 1 MiB.
 
 mod battery;
+mod process;
 mod report;
 mod session;
 
@@ -41,13 +50,14 @@ use evidence_wire_tokio::{HttpProvider, HttpProviderConfig};
 use crate::Failure;
 use battery::{Battery, ContractInput, Keys};
 use report::Report;
-use session::Endpoint;
+use session::{Endpoint, ExitLog};
 
 /// `check-provider`'s arguments.
 #[derive(clap::Args)]
 pub struct CheckProviderArgs {
-    /// Provider program, spawned without a shell, afresh for each probe;
-    /// its arguments go after `--` (default: this binary's bundled provider).
+    /// Provider program, spawned without a shell, afresh for each probe,
+    /// in a process group of its own that is ended with the probe; its
+    /// arguments go after `--` (default: this binary's bundled provider).
     #[arg(long, value_name = "PROGRAM", conflicts_with = "url")]
     command: Option<String>,
     /// After `--`: the provider's arguments (with --command), or its whole
@@ -139,6 +149,10 @@ pub(crate) fn main(
             (Endpoint::Command(command_line), target)
         }
     };
+    #[cfg(unix)]
+    if matches!(endpoint, Endpoint::Command(_)) {
+        process::prepare();
+    }
     let battery = Battery {
         endpoint,
         contract,
@@ -146,6 +160,7 @@ pub(crate) fn main(
         keys,
         timeout_ms: args.timeout_ms,
         samples: usize::try_from(args.samples).unwrap_or(20),
+        exits: ExitLog::default(),
     };
     let mut report = Report {
         target,

@@ -12,16 +12,27 @@
 //! (each outcome with its latency, the messages the client skipped, a
 //! fatal stream error, the provider's stderr) for the battery to grade.
 //!
-//! Limits: every wait is bounded by the client's request deadline (the
-//! child is killed when the session ends); the child's output is read in
-//! 64 KiB chunks of which at most [`OUTPUT_QUEUE`] wait to be decoded; of
-//! its stderr only counts and the first [`STDERR_SAMPLE_LINES`] lines (cut
-//! at [`STDERR_SAMPLE_BYTES`]) are kept; at most [`MAX_NOTES`] skipped
+//! A child's pipes are read on threads of their own, and nothing here
+//! waits for them without a deadline: a pipe ends only when every process
+//! holding it has closed it, and a process the provider started may hold
+//! it after the provider is gone (issue 38).
+//!
+//! Limits: every wait for an answer is bounded by the client's request
+//! deadline; when the session ends, the provider's whole process group is
+//! ended ([`super::process`]), then its stdout and stderr get at most
+//! [`PIPE_CLOSE_DEADLINE`] to close (less once a session's pipes were
+//! found held: [`HELD_PIPE_CHECK`]) and how it all ended goes to the
+//! session's [`ExitLog`]; an unread stderr is read after the group ended,
+//! at most [`UNREAD_STDERR_CAP`] bytes until it closes or
+//! [`PIPE_CLOSE_DEADLINE`] passes. The child's output is read in 64 KiB
+//! chunks of which at most [`OUTPUT_QUEUE`] wait to be decoded; of its
+//! stderr only counts and the first [`STDERR_SAMPLE_LINES`] lines (cut at
+//! [`STDERR_SAMPLE_BYTES`]) are kept; at most [`MAX_NOTES`] skipped
 //! messages are described (the rest counted).
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::process::{Child, ChildStderr, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -35,6 +46,8 @@ use evidence_wire_tokio::{HttpProvider, ProviderError};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::process::{Ending, Tree};
+
 /// Output chunks read from the child but not yet decoded, at most.
 pub const OUTPUT_QUEUE: usize = 64;
 /// Bytes read from the child's stdout at once.
@@ -46,7 +59,18 @@ pub const STDERR_SAMPLE_BYTES: usize = 200;
 /// Skipped messages described per session (the rest only counted).
 pub const MAX_NOTES: usize = 16;
 /// The most of an unread stderr pipe read after the session, to measure it.
-const UNREAD_STDERR_CAP: u64 = 1024 * 1024;
+pub const UNREAD_STDERR_CAP: u64 = 1024 * 1024;
+/// Once the provider's process group has ended (or the provider exited),
+/// how long its stdout and stderr may take to close. Only a process
+/// outside the group can hold them longer.
+pub const PIPE_CLOSE_DEADLINE: Duration = Duration::from_secs(2);
+/// How long a session's pipes may take to close once an earlier session's
+/// were found held past [`PIPE_CLOSE_DEADLINE`] (the battery does not pay
+/// that deadline again for every session).
+pub const HELD_PIPE_CHECK: Duration = Duration::from_millis(100);
+/// How long a question about a provider that exited waits for its stdout
+/// to reach its end (it may have exited a moment ago).
+const EXIT_NOTE_WAIT: Duration = Duration::from_millis(250);
 
 /// Where the provider is.
 #[derive(Clone)]
@@ -76,6 +100,10 @@ pub enum StderrMode {
 /// How to open one session.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
+    /// What the session is for (names it in the report).
+    pub label: &'static str,
+    /// Where the session records how its provider ended.
+    pub exits: ExitLog,
     /// Framing of what the checker writes.
     pub framing: Framing,
     /// Run the MCP `initialize` handshake first.
@@ -106,8 +134,48 @@ pub struct StderrSummary {
     pub lines: u64,
     /// The first lines, cut.
     pub sample: Vec<String>,
-    /// The stream has ended (the provider closed it or exited).
+    /// The stream has ended (the provider closed it or exited), or, for
+    /// an unread pipe, as much of it as is measured was read.
     pub ended: bool,
+}
+
+/// How one stdio session's provider ended.
+#[derive(Clone, Debug)]
+pub struct Exit {
+    /// The session's label.
+    pub session: &'static str,
+    /// How its processes ended.
+    pub ending: Ending,
+    /// Its pipes still open when the wait for them ended (`stdout`,
+    /// `stderr`).
+    pub open: Vec<&'static str>,
+    /// How long they had to close (the wait ended sooner when they did).
+    pub pipe_deadline: Duration,
+}
+
+/// How every stdio session's provider ended, in order (shared by the
+/// battery's sessions).
+#[derive(Clone, Debug, Default)]
+pub struct ExitLog(Arc<Mutex<Vec<Exit>>>);
+
+impl ExitLog {
+    fn record(&self, exit: Exit) {
+        if let Ok(mut exits) = self.0.lock() {
+            exits.push(exit);
+        }
+    }
+
+    /// Every session's end so far.
+    pub fn all(&self) -> Vec<Exit> {
+        self.0.lock().map(|exits| exits.clone()).unwrap_or_default()
+    }
+
+    /// True once a session's pipes stayed open past their deadline.
+    fn pipes_held(&self) -> bool {
+        self.0
+            .lock()
+            .is_ok_and(|exits| exits.iter().any(|exit| !exit.open.is_empty()))
+    }
 }
 
 /// Messages of the provider the client did not take as answers.
@@ -132,6 +200,8 @@ pub struct Notes {
 
 /// One connection to the provider under test.
 pub struct Session {
+    label: &'static str,
+    exits: ExitLog,
     client: Client,
     epoch: Instant,
     io: Io,
@@ -147,14 +217,53 @@ enum Io {
 }
 
 struct ChildIo {
-    child: Child,
+    tree: Tree,
     stdin: Sender<Vec<u8>>,
     output: Receiver<Input>,
     /// Taken back from the reader so that it may queue the next chunk.
     credit: Receiver<()>,
     stderr: Arc<Mutex<StderrSummary>>,
-    unread_stderr: Option<ChildStderr>,
+    unread_stderr: Option<std::process::ChildStderr>,
     closed: bool,
+}
+
+impl ChildIo {
+    /// Waits at most `wait` for stdout and stderr to reach their end
+    /// (what stdout still brings is dropped: the session is over); returns
+    /// those still open.
+    fn await_pipes(&mut self, wait: Duration) -> Vec<&'static str> {
+        let until = Instant::now() + wait;
+        while !self.closed {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            match self.output.recv_timeout(until - now) {
+                Ok(Input::End) | Err(RecvTimeoutError::Disconnected) => self.closed = true,
+                Ok(_) => {
+                    let _ = self.credit.try_recv();
+                }
+                Err(RecvTimeoutError::Timeout) => break,
+            }
+        }
+        let stderr_closed = loop {
+            // An unread pipe (a probe that never measured it) is not waited for.
+            let ended = self.unread_stderr.is_some()
+                || self.stderr.lock().map_or(true, |summary| summary.ended);
+            if ended || Instant::now() >= until {
+                break ended;
+            }
+            thread::sleep(Duration::from_millis(10));
+        };
+        let mut open = Vec::new();
+        if !self.closed {
+            open.push("stdout");
+        }
+        if !stderr_closed {
+            open.push("stderr");
+        }
+        open
+    }
 }
 
 struct HttpIo {
@@ -198,6 +307,8 @@ impl Session {
             }
         };
         Ok(Session {
+            label: config.label,
+            exits: config.exits.clone(),
             client: Client::new(settings),
             epoch: Instant::now(),
             io,
@@ -444,21 +555,29 @@ impl Session {
     }
 
     /// What the provider wrote to stderr so far (a drained session), or,
-    /// for an unread one, after stopping the child: what its pipe held.
+    /// for an unread one, after ending the provider's process group: what
+    /// its pipe held, read until it closes, [`UNREAD_STDERR_CAP`] bytes
+    /// are read, or [`PIPE_CLOSE_DEADLINE`] passes (`ended` is false then:
+    /// a process outside the group still holds the pipe).
     pub fn stderr(&mut self) -> StderrSummary {
         let Io::Child(child) = &mut self.io else {
             return StderrSummary::default();
         };
-        if let Some(mut unread) = child.unread_stderr.take() {
-            let _ = child.child.kill();
-            let _ = child.child.wait();
-            let mut bytes = Vec::new();
-            let _ = (&mut unread)
-                .take(UNREAD_STDERR_CAP)
-                .read_to_end(&mut bytes);
-            let mut summary = StderrSummary::default();
-            tally(&mut summary, &bytes);
-            return summary;
+        if let Some(unread) = child.unread_stderr.take() {
+            child.tree.end();
+            let summary = Arc::new(Mutex::new(StderrSummary::default()));
+            let reader = Arc::clone(&summary);
+            let spawned = thread::Builder::new()
+                .name("check-provider-stderr".into())
+                .spawn(move || drain_stderr(unread.take(UNREAD_STDERR_CAP), &reader));
+            child.stderr = Arc::clone(&summary);
+            let until = Instant::now() + PIPE_CLOSE_DEADLINE;
+            while spawned.is_ok() && Instant::now() < until {
+                if summary.lock().map_or(true, |summary| summary.ended) {
+                    break;
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
         }
         child
             .stderr
@@ -480,24 +599,57 @@ impl Session {
         }
     }
 
-    /// True when the child has exited (stdio sessions).
+    /// The child's exit status once it has exited (stdio sessions).
     pub fn exited(&mut self) -> Option<String> {
         let Io::Child(child) = &mut self.io else {
             return None;
         };
-        match child.child.try_wait() {
-            Ok(Some(status)) => Some(status.to_string()),
-            _ => None,
+        child.tree.exited().map(|status| status.to_string())
+    }
+
+    /// When the provider has exited but its stdout has not reached its
+    /// end (after at most [`EXIT_NOTE_WAIT`] more): why no answer can come,
+    /// nor the end of the stream. `None` otherwise.
+    pub fn exit_note(&mut self) -> Option<String> {
+        let status = self.exited()?;
+        let until = Instant::now() + EXIT_NOTE_WAIT;
+        loop {
+            if matches!(&self.io, Io::Child(child) if child.closed) {
+                return None;
+            }
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            self.step(left);
+            self.collect();
         }
+        Some(format!(
+            "the provider exited ({status}) but its stdout is still open: a process it started holds it (a launcher that does not exec?)"
+        ))
     }
 }
 
 impl Drop for Session {
+    /// Ends the provider's process group, gives its pipes their deadline to
+    /// close, and records how it went.
     fn drop(&mut self) {
-        if let Io::Child(child) = &mut self.io {
-            let _ = child.child.kill();
-            let _ = child.child.wait();
-        }
+        let Io::Child(child) = &mut self.io else {
+            return;
+        };
+        let ending = child.tree.end();
+        let wait = if self.exits.pipes_held() {
+            HELD_PIPE_CHECK
+        } else {
+            PIPE_CLOSE_DEADLINE
+        };
+        let open = child.await_pipes(wait);
+        self.exits.record(Exit {
+            session: self.label,
+            ending,
+            open,
+            pipe_deadline: wait,
+        });
     }
 }
 
@@ -505,13 +657,15 @@ fn spawn(command: &[String], stderr_mode: StderrMode) -> Result<ChildIo, String>
     let (program, args) = command
         .split_first()
         .ok_or_else(|| "the provider command is empty".to_owned())?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| format!("cannot start provider {command:?}: {error}"))?;
+    let mut tree = Tree::spawn(
+        Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped()),
+    )
+    .map_err(|error| format!("cannot start provider {command:?}: {error}"))?;
+    let child = tree.child();
     let stdout = child.stdout.take();
     let stdin = child.stdin.take();
     let stderr = child.stderr.take();
@@ -555,7 +709,7 @@ fn spawn(command: &[String], stderr_mode: StderrMode) -> Result<ChildIo, String>
         }
     }
     Ok(ChildIo {
-        child,
+        tree,
         stdin: stdin_tx,
         output,
         credit,
@@ -590,7 +744,7 @@ fn read_loop(
     }
 }
 
-fn drain_stderr(mut stderr: ChildStderr, summary: &Mutex<StderrSummary>) {
+fn drain_stderr(mut stderr: impl Read, summary: &Mutex<StderrSummary>) {
     let mut buffer = vec![0u8; READ_CHUNK];
     loop {
         match stderr.read(&mut buffer) {
