@@ -579,9 +579,13 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
 
 /// Installs SIGTERM and SIGINT handlers (elsewhere than Unix, Ctrl-C) and
 /// returns what completes on the first of them. Must run inside a tokio
-/// runtime. Once installed, the signals no longer end the process: the
-/// caller drains and exits. If a handler cannot be installed, a note goes
-/// to stderr and the signals keep their default action.
+/// runtime, which must keep running while the caller drains. Once
+/// installed, the first signal no longer ends the process: the caller
+/// drains and exits. A second one during the drain ends the process at
+/// once (exit 128 + the signal's number: 143 for SIGTERM, 130 for SIGINT),
+/// for an operator who will not wait for the drain. If a handler cannot be
+/// installed, a note goes to stderr and the signals keep their default
+/// action.
 fn termination_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
     #[cfg(unix)]
     {
@@ -595,6 +599,16 @@ fn termination_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()
                     _ = term.recv() => {}
                     _ = int.recv() => {}
                 }
+                tokio::spawn(async move {
+                    let code = tokio::select! {
+                        _ = term.recv() => 143,
+                        _ = int.recv() => 130,
+                    };
+                    eprintln!(
+                        "evidence-wire: a second signal: exiting now, without waiting for the drain"
+                    );
+                    std::process::exit(code);
+                });
             }),
             (term, int) => {
                 for error in [term.err(), int.err()].into_iter().flatten() {
@@ -636,6 +650,8 @@ fn watch_signals_in_background(shutdown: evidence_wire_blocking::Shutdown) {
                 signal.await;
                 eprintln!("evidence-wire: shutting down: answering the queries in flight");
                 shutdown.request();
+                // Keep watching: a second signal ends the process at once.
+                std::future::pending::<()>().await;
             });
         });
     match spawned {

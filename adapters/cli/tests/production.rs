@@ -475,3 +475,161 @@ fn without_a_token_proxied_requests_are_refused_and_behind_proxy_does_not_start(
         "{stderr}"
     );
 }
+
+/// Issue 38 item 9: every answered query is counted, whatever path answered
+/// it: the inline checks (`time_now`, `env_get`, including a denied read)
+/// are in `queries_total` and `check_duration_seconds` like the others, and
+/// every check's series is there at zero before the first request.
+#[test]
+fn metrics_count_inline_checks_and_show_every_series_from_the_start() {
+    let dir = TempDir::new();
+    let (port, _) = slow_server(Duration::ZERO);
+    let on = config(
+        &dir,
+        port,
+        &format!(
+            "[server.auth]\nmode = \"bearer_token\"\nbearer_tokens = [\"{TOKEN}\"]\n[server.metrics]\nenabled = true\n"
+        ),
+    );
+    let (_child, address) = spawn_serve(&on, &["--http", "127.0.0.1:0"], Stdio::null());
+    let bearer = format!("Bearer {TOKEN}");
+    let metrics = || {
+        let (status, _, body) = request(
+            &address,
+            "GET",
+            "/metrics",
+            &[("Authorization", &bearer)],
+            b"",
+        );
+        assert_eq!(status, 200);
+        String::from_utf8(body).expect("text")
+    };
+    let before = metrics();
+    for check in ["time_now", "env_get", "json_path", "http_status"] {
+        let zero = format!(
+            r#"evidence_wire_queries_total{{transport="http",check="{check}",outcome="ok"}} 0"#
+        );
+        assert!(before.contains(&zero), "{zero}\nin\n{before}");
+    }
+    assert!(
+        before.contains(r#"evidence_wire_in_flight{transport="http"} 0"#),
+        "{before}"
+    );
+    let context: Value = serde_json::from_str(CONTEXT).expect("context");
+    let inline = |id: u64, check: &str, params: Value| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "evidence_query", "arguments": {
+                "query": {"provider_id": "evidence-wire", "check_id": check, "params": params},
+                "context": context,
+            }},
+        })
+    };
+    for (id, check, params) in [
+        (1, "time_now", json!({})),
+        (2, "env_get", json!({"key": "HOME"})),
+    ] {
+        let (status, _, body) = post_call(&address, &inline(id, check, params), Some(TOKEN));
+        assert_eq!(status, 200, "{body}");
+    }
+    let after = metrics();
+    for expected in [
+        r#"evidence_wire_queries_total{transport="http",check="time_now",outcome="ok"} 1"#,
+        r#"evidence_wire_check_duration_seconds_count{check="time_now"} 1"#,
+        r#"evidence_wire_check_duration_seconds_count{check="env_get"} 1"#,
+        r#"evidence_wire_in_flight{transport="http"} 0"#,
+    ] {
+        assert!(after.contains(expected), "{expected}\nin\n{after}");
+    }
+    // The denied read (env_get is deny-by-default) is counted by its code.
+    let denied = after
+        .lines()
+        .find(|line| {
+            line.starts_with(
+                r#"evidence_wire_queries_total{transport="http",check="env_get",outcome=""#,
+            ) && !line.contains(r#"outcome="ok""#)
+        })
+        .unwrap_or_else(|| panic!("no env_get refusal counted in\n{after}"));
+    assert!(denied.ends_with(" 1"), "{denied}");
+}
+
+/// Issue 38 item 5: `serve` on stdio ends on SIGTERM even when its peer
+/// stopped reading (a thread blocked writing answers into a full pipe): the
+/// drain deadline bounds the whole shutdown, writes included.
+#[test]
+fn serve_on_stdio_ends_on_sigterm_when_its_peer_stopped_reading() {
+    let dir = TempDir::new();
+    let (port, _) = slow_server(Duration::ZERO);
+    let config = config(&dir, port, "");
+    // An answer of ~200 KB: three fill any pipe.
+    dir.write(
+        "big.json",
+        format!("[{}]", vec!["\"0123456789abcdef\""; 11_000].join(",")),
+    );
+    let root = dir.0.to_string_lossy().into_owned();
+    let (mut child, _) = spawn_serve(
+        &config,
+        &["--root", &root, "--drain-timeout-ms", "300"],
+        Stdio::piped(),
+    );
+    let mut stdin = child.0.stdin.take().expect("stdin");
+    // stdout is never read.
+    let _stdout = child.0.stdout.take().expect("stdout");
+    let context: Value = serde_json::from_str(CONTEXT).expect("context");
+    for id in 1..=8 {
+        let request = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "evidence_query", "arguments": {
+                "query": {"provider_id": "evidence-wire", "check_id": "json_path",
+                    "params": {"file": "big.json"}},
+                "context": context,
+            }},
+        });
+        writeln!(stdin, "{request}").expect("write a call");
+    }
+    stdin.flush().expect("flush");
+    std::thread::sleep(Duration::from_millis(800));
+    let signalled = Instant::now();
+    child.signal("TERM");
+    // 300 ms of drain, then 5 s for the writes, then it gives up on them.
+    let status = child.wait_for_exit(Duration::from_secs(10));
+    eprintln!(
+        "stdio, peer not reading: exit {status} {} ms after SIGTERM",
+        signalled.elapsed().as_millis()
+    );
+    assert!(signalled.elapsed() < Duration::from_secs(8));
+    drop(stdin);
+}
+
+/// Issue 38 item 5: a second SIGTERM during a drain ends the process at
+/// once (exit 143), on stdio and on HTTP, however long the drain would
+/// still take.
+#[test]
+fn a_second_signal_during_a_drain_ends_the_process_at_once() {
+    for http in [false, true] {
+        let dir = TempDir::new();
+        let (port, received) = slow_server(Duration::from_secs(8));
+        let config = config(&dir, port, "");
+        let mut args = vec!["--drain-timeout-ms", "30000"];
+        if http {
+            args.extend(["--http", "127.0.0.1:0"]);
+        }
+        let (mut child, address) = spawn_serve(&config, &args, Stdio::piped());
+        let mut stdin = child.0.stdin.take().expect("stdin");
+        if http {
+            std::thread::spawn(move || post_call(&address, &call(1, port), None));
+        } else {
+            writeln!(stdin, "{}", call(1, port)).expect("write a call");
+            stdin.flush().expect("flush");
+        }
+        wait_for(&received, 1);
+        child.signal("TERM");
+        std::thread::sleep(Duration::from_millis(300));
+        let second = Instant::now();
+        child.signal("TERM");
+        let status = child.wait_for_exit(Duration::from_secs(3));
+        assert_eq!(status.code(), Some(143), "http {http}: {status}");
+        assert!(second.elapsed() < Duration::from_secs(2), "http {http}");
+        drop(stdin);
+    }
+}

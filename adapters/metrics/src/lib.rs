@@ -379,6 +379,53 @@ impl Metrics {
         text
     }
 
+    /// Makes the series of a server of `transport` answering `checks`, at
+    /// zero: its `in_flight` gauge, its refusal counter, the usual call's
+    /// request counter, and each check's `queries_total{outcome="ok"}` and
+    /// `check_duration_seconds`. So they are on `/metrics` before the first
+    /// request, and a rate or an alert over them has a series from the
+    /// start. (Past [`MAX_LABEL_VALUES`] checks, the rest share `other`.)
+    pub fn announce<'a>(&self, transport: Transport, checks: impl IntoIterator<Item = &'a str>) {
+        let inner = &self.inner;
+        let label = transport.label();
+        let _ = self.in_flight(transport);
+        let _ = inner
+            .overload
+            .get_or_create(&TransportLabels { transport: label });
+        inner.usual_calls.get(transport).get_or_init(|| {
+            inner
+                .requests
+                .get_or_create(&RequestLabels {
+                    transport: label,
+                    method: "tools/call",
+                    tool: EVIDENCE_QUERY_TOOL.to_owned(),
+                    outcome: "ok",
+                })
+                .clone()
+        });
+        for check in checks {
+            let series = inner.checks.get(check);
+            series.ok.get(transport).get_or_init(|| {
+                inner
+                    .queries
+                    .get_or_create(&QueryLabels {
+                        transport: label,
+                        check: series.check.clone(),
+                        outcome: "ok".to_owned(),
+                    })
+                    .clone()
+            });
+            series.latency.get_or_init(|| {
+                inner
+                    .latency
+                    .get_or_create(&CheckLabels {
+                        check: series.check.clone(),
+                    })
+                    .clone()
+            });
+        }
+    }
+
     fn in_flight(&self, transport: Transport) -> &Gauge {
         let inner = &self.inner;
         inner.in_flight_gauges.get(transport).get_or_init(|| {
@@ -771,6 +818,25 @@ mod tests {
         // 64 kept checks and `other`, `ok` on each transport, plus check-0's
         // `boom` on each.
         assert_eq!(queries, 65 * 2 + 2, "{text}");
+    }
+
+    /// Issue 38 item 9: a server's series are there, at zero, before its
+    /// first request.
+    #[test]
+    fn announced_series_show_at_zero_before_the_first_request() {
+        let metrics = Metrics::new();
+        metrics.announce(Transport::Http, ["time_now", "file_size"]);
+        let text = metrics.encode();
+        for expected in [
+            r#"evidence_wire_in_flight{transport="http"} 0"#,
+            r#"evidence_wire_overload_refusals_total{transport="http"} 0"#,
+            r#"evidence_wire_requests_total{transport="http",method="tools/call",tool="evidence_query",outcome="ok"} 0"#,
+            r#"evidence_wire_queries_total{transport="http",check="time_now",outcome="ok"} 0"#,
+            r#"evidence_wire_queries_total{transport="http",check="file_size",outcome="ok"} 0"#,
+            r#"evidence_wire_check_duration_seconds_count{check="time_now"} 0"#,
+        ] {
+            assert!(text.contains(expected), "{expected}\nin\n{text}");
+        }
     }
 
     #[test]

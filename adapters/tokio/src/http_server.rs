@@ -461,6 +461,19 @@ where
 {
     let service = service.into_service()?;
     let local = listener.local_addr()?;
+    // Every series at zero before the first request.
+    let checks = service.config().contract.as_ref().map(|contract| {
+        contract
+            .contract()
+            .checks
+            .iter()
+            .map(|check| check.check_id.clone())
+            .collect::<Vec<_>>()
+    });
+    http_config.metrics.announce(
+        Transport::Http,
+        checks.iter().flatten().map(String::as_str),
+    );
     let authenticated = http_config.policy.bearer_token.is_some();
     http::check_bind(local.ip(), authenticated)?;
     http::check_behind_proxy(http_config.policy.behind_proxy, authenticated)?;
