@@ -399,8 +399,13 @@ const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// [`REPORT_WAIT`] when stderr blocks (a pipe nobody reads, possibly filled
 /// by a provider's relayed stderr): the exit code and stdout still tell the
 /// outcome, and the command never hangs on its own error message.
+///
+/// The message is escaped ([`printable`]): it often quotes what a provider
+/// wrote (an error message, an HTTP body), which must not reach the
+/// terminal as control sequences; a newline in it becomes `\n`, so the
+/// error stays one line.
 fn report(message: &str) {
-    let line = format!("evidence-wire: {message}\n");
+    let line = format!("evidence-wire: {}\n", printable(message));
     let (done, finished) = std::sync::mpsc::channel();
     let fallback = line.clone();
     let writer = std::thread::Builder::new()
@@ -451,7 +456,7 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
     }
     if !problems.is_empty() {
         for problem in &problems {
-            println!("{}: {problem}", file.display());
+            println!("{}: {}", file.display(), printable(problem));
         }
         return Err(Failure::evidence(format!(
             "{}: loads, but Decision Gate would refuse {} thing{} in the contracts it names (listed above)",
@@ -1044,7 +1049,38 @@ fn print_json(result: &EvidenceResult) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(&value)
         .map_err(|error| Failure::evidence(format!("cannot print the result: {error}")))?;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))
+    writeln!(stdout, "{}", printable_json(&text))
+        .map_err(|error| Failure::evidence(error.to_string()))
+}
+
+/// Text a peer wrote, as it may be printed: terminal controls escaped
+/// (`evidence_wire_log::relay::printable`, the one helper every printed
+/// peer string goes through, the relayed provider stderr included).
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    evidence_wire_log::relay::printable(text)
+}
+
+/// JSON text (as serde_json writes it) with the terminal controls serde_json
+/// leaves raw inside strings (DEL, the C1 controls, the bidirectional
+/// overrides; it escapes the C0 ones) written as `\uXXXX`: the same JSON
+/// value, printable on a terminal. Such characters occur only inside
+/// strings, so the escape is always valid there; the pretty printer's own
+/// newlines are kept.
+pub(crate) fn printable_json(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    let unsafe_char = |c: char| c != '\n' && evidence_wire_log::relay::is_terminal_control(c);
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(16));
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn read_input(path: Option<&PathBuf>) -> Result<Vec<u8>, Failure> {
@@ -1309,7 +1345,7 @@ fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
             match ProviderContract::from_json_str(&text) {
                 Ok(contract) => contract_check(&name, &contract),
                 Err(error) => {
-                    println!("{name}: contract: parse: {error}");
+                    println!("{name}: contract: parse: {}", printable(&error.to_string()));
                     Err(Failure::evidence(format!(
                         "{name}: not a capabilities contract (see above)"
                     )))
@@ -1360,7 +1396,7 @@ fn contract_check(name: &str, contract: &ProviderContract) -> Result<u8, Failure
         return Ok(0);
     }
     for problem in &problems {
-        println!("{name}: {problem}");
+        println!("{name}: {}", printable(problem));
     }
     Err(Failure::evidence(format!(
         "{name}: {} problem{} Decision Gate would refuse (listed above)",
