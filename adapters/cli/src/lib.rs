@@ -1231,10 +1231,11 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
     )))
 }
 
-/// The 32 bytes of a public key file (raw, 64 hex digits or base64).
+/// The 32 bytes of a public key file (raw, 64 hex digits or base64; a
+/// regular file only: `evidence_wire_config::open_regular_file`).
 fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    evidence_wire_config::open_regular_file(path)
         .and_then(|file| file.take(4097).read_to_end(&mut bytes))
         .map_err(|error| Failure::usage(format!("--key-file {}: {error}", path.display())))?;
     evidence_wire_config::decode_key_bytes(&bytes).ok_or_else(|| {
@@ -1355,10 +1356,11 @@ fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
     }
 }
 
-/// Reads a contract file, capped at [`evidence_wire::contract::MAX_CONTRACT_BYTES`].
+/// Reads a contract file, capped at [`evidence_wire::contract::MAX_CONTRACT_BYTES`]
+/// (a regular file only: `evidence_wire_config::open_regular_file`).
 fn read_contract_file(path: &Path) -> Result<String, Failure> {
     let limit = evidence_wire::contract::MAX_CONTRACT_BYTES;
-    let file = std::fs::File::open(path)
+    let file = evidence_wire_config::open_regular_file(path)
         .map_err(|error| Failure::usage(format!("cannot open {}: {error}", path.display())))?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
