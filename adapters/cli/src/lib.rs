@@ -1248,12 +1248,40 @@ fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
 
 /// `keygen --out PREFIX`: a fresh ed25519 key, the seed in PREFIX (0600)
 /// and the public key in PREFIX.pub (32 raw bytes).
+///
+/// Both files or neither: an existing PREFIX or PREFIX.pub (a dangling
+/// symlink included) is refused before anything is written, both are
+/// created with `create_new` (which refuses an existing path and never
+/// follows a symlink, closing the window after the check), and when the
+/// second cannot be created or either cannot be written, what was created
+/// is removed.
 fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
-    use std::io::Write as _;
     let secret_path = args.out.clone();
     let mut public_path = args.out.clone().into_os_string();
     public_path.push(".pub");
     let public_path = PathBuf::from(public_path);
+    for path in [&secret_path, &public_path] {
+        match std::fs::symlink_metadata(path) {
+            Ok(metadata) => {
+                return Err(Failure::usage(format!(
+                    "{} already exists{}; keygen never overwrites a key and writes both PREFIX and PREFIX.pub or neither: choose another --out or remove it",
+                    path.display(),
+                    if metadata.file_type().is_symlink() {
+                        " (as a symbolic link)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(Failure::usage(format!(
+                    "cannot check {}: {error}",
+                    path.display()
+                )));
+            }
+        }
+    }
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed)
         .map_err(|error| Failure::usage(format!("no randomness from the system: {error}")))?;
@@ -1269,42 +1297,20 @@ fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
             ))
         })?;
     }
-    let create = |path: &Path, mode: u32| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(mode);
+    let mut secret = create_key_file(&secret_path, 0o600)?;
+    let mut public = match create_key_file(&public_path, 0o644) {
+        Ok(public) => public,
+        Err(failure) => {
+            drop(secret);
+            return Err(remove_created(failure, &[&secret_path]));
         }
-        #[cfg(not(unix))]
-        let _ = mode;
-        options.open(path).map_err(|error| {
-            Failure::usage(format!(
-                "cannot create {}: {error}{}",
-                path.display(),
-                if error.kind() == std::io::ErrorKind::AlreadyExists {
-                    "; keygen never overwrites a key: choose another --out or remove it"
-                } else {
-                    ""
-                }
-            ))
-        })
     };
-    let mut secret = create(&secret_path, 0o600)?;
-    secret
-        .write_all(&seed)
-        .and_then(|()| secret.sync_all())
-        .map_err(|error| {
-            Failure::usage(format!("cannot write {}: {error}", secret_path.display()))
-        })?;
-    let mut public = create(&public_path, 0o644)?;
-    public
-        .write_all(&signer.public_key())
-        .and_then(|()| public.sync_all())
-        .map_err(|error| {
-            Failure::usage(format!("cannot write {}: {error}", public_path.display()))
-        })?;
+    let written = write_key_file(&mut secret, &secret_path, &seed)
+        .and_then(|()| write_key_file(&mut public, &public_path, &signer.public_key()));
+    if let Err(failure) = written {
+        drop((secret, public));
+        return Err(remove_created(failure, &[&secret_path, &public_path]));
+    }
     println!(
         "{}",
         serde_json::json!({
@@ -1314,6 +1320,61 @@ fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
         })
     );
     Ok(0)
+}
+
+/// Creates a new key file with `mode` (on Unix): never an existing path,
+/// never through a symlink (`create_new`).
+fn create_key_file(path: &Path, mode: u32) -> Result<std::fs::File, Failure> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    options.open(path).map_err(|error| {
+        Failure::usage(format!(
+            "cannot create {}: {error}{}",
+            path.display(),
+            if error.kind() == std::io::ErrorKind::AlreadyExists {
+                "; keygen never overwrites a key: choose another --out or remove it"
+            } else {
+                ""
+            }
+        ))
+    })
+}
+
+fn write_key_file(file: &mut std::fs::File, path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|error| Failure::usage(format!("cannot write {}: {error}", path.display())))
+}
+
+/// `failure`, after removing the files keygen created (so a failed keygen
+/// leaves neither); a file that cannot be removed is named in the message.
+fn remove_created(failure: Failure, created: &[&Path]) -> Failure {
+    let left: Vec<String> = created
+        .iter()
+        .filter_map(|path| {
+            std::fs::remove_file(path)
+                .err()
+                .map(|error| format!("{} ({error}; remove it by hand)", path.display()))
+        })
+        .collect();
+    if left.is_empty() {
+        return failure;
+    }
+    Failure {
+        code: failure.code,
+        message: format!(
+            "{}; and could not remove {}",
+            failure.message,
+            left.join(", ")
+        ),
+    }
 }
 
 fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
