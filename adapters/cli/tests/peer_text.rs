@@ -1,9 +1,9 @@
 //! Issue 38 item 10: what a peer wrote reaches the terminal escaped. A
 //! provider's stderr (relayed with its `[program]` prefix while `query`
-//! runs it), its JSON-RPC error message, an HTTP provider's error body and
-//! a contract's text used to be printed raw, so a provider could erase the
-//! prefix (`ESC[2K`, CR) and print a line of its own, such as a fake
-//! "evidence_hash verified". Now every terminal control (C0 but the tab,
+//! runs it), its JSON-RPC error message, an HTTP provider's error body, a
+//! contract's text and, in `serve`'s diagnostics, a client's method used
+//! to be printed raw, so a peer could erase the prefix (`ESC[2K`, CR) and
+//! print a line of its own, such as a fake "evidence_hash verified". Now every terminal control (C0 but the tab,
 //! DEL, C1, the bidirectional overrides) is printed as an escape (`\r`,
 //! `\u{1b}`), and the JSON on stdout stays the same value.
 
@@ -259,4 +259,39 @@ fn check_provider_escapes_what_the_provider_wrote_in_its_report() {
             assert!(stdout.contains(quoted), "{stdout}");
         }
     }
+}
+
+#[test]
+fn serve_escapes_a_clients_method_in_its_diagnostics() {
+    // `serve`'s stderr diagnostics quote the client's method; `tracing`
+    // escapes ESC itself but passes CR and C1 through.
+    let dir = TempDir::new();
+    let mut child = Command::new(BIN)
+        .args(["serve", "--log-dir"])
+        .arg(&dir.0)
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .env("EVIDENCE_WIRE_LOG", "info")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn serve");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(
+            b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\\u001b[2K\\rfake: evidence_hash verified\\u009b\",\"params\":{}}\n",
+        )
+        .expect("write the request");
+    let output = child.wait_with_output().expect("serve output");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_no_controls("serve's diagnostics", &stderr);
+    assert!(
+        stderr.contains(
+            "rejected \\u{1b}[2K\\rfake: evidence_hash verified\\u{9b}: METHOD_NOT_FOUND"
+        ),
+        "{stderr}"
+    );
 }
