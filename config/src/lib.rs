@@ -33,7 +33,10 @@
 //! Limits: every file is capped before it is read: the config file at
 //! [`MAX_CONFIG_BYTES`], contracts at [`MAX_CONTRACT_BYTES`], key and seed
 //! files at [`MAX_KEY_FILE_BYTES`], CA certificate files at
-//! [`MAX_CA_CERT_BYTES`]. The full reference is `spec/configuration.md`.
+//! [`MAX_CA_CERT_BYTES`]. Every file is opened through [`open_regular_file`]:
+//! a FIFO, socket, device or directory is refused before it is opened (a
+//! FIFO would block the open until a writer came). The full reference is
+//! `spec/configuration.md`.
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -1035,8 +1038,83 @@ fn resolve(base_dir: &Path, path: &Path) -> PathBuf {
 const CONFIG_PATH_HINT: &str =
     "check the path (relative paths are resolved against the config file's directory)";
 
+/// What [`open_regular_file`] refuses: a path that is not a regular file.
+#[derive(Debug)]
+struct NotRegularFile(&'static str);
+
+impl fmt::Display for NotRegularFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "it is {}, not a regular file; give the path of a regular file (a FIFO, socket, device or directory is never read: opening a FIFO would wait for a writer)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for NotRegularFile {}
+
+/// What kind of non-regular file `file_type` is, in words.
+fn file_kind(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+    }
+    "not a regular file"
+}
+
+/// Opens `path` for reading if it is a regular file (symlinks followed),
+/// and refuses anything else with an [`std::io::ErrorKind::InvalidInput`]
+/// error saying what it is: opening a FIFO blocks until a writer comes, so
+/// a FIFO named as a configuration, contract, key or certificate file
+/// would hang whoever loads it; a device or a directory is no such file
+/// either. Every file this crate reads, and every file the CLI reads for
+/// its options (`--signing-key`, `--key-file`, `--contract`, `--ca-cert`),
+/// is opened here.
+///
+/// The path's type is checked before it is opened (that is the check that
+/// keeps a FIFO from blocking), and the opened file's again (a path
+/// swapped for a directory or a device in between is refused). A path
+/// swapped for a FIFO between the two still blocks the open: closing that
+/// window needs `O_NONBLOCK`, which the crate does not set (no `libc`, no
+/// `unsafe`); only someone who can write the file's directory can swap it.
+pub fn open_regular_file(path: &Path) -> std::io::Result<std::fs::File> {
+    let not_regular = |file_type: std::fs::FileType| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            NotRegularFile(file_kind(file_type)),
+        )
+    };
+    let metadata = std::fs::metadata(path)?;
+    if !metadata.is_file() {
+        return Err(not_regular(metadata.file_type()));
+    }
+    let file = std::fs::File::open(path)?;
+    let opened = file.metadata()?;
+    if !opened.is_file() {
+        return Err(not_regular(opened.file_type()));
+    }
+    Ok(file)
+}
+
 /// Reads at most `limit` bytes of `path`, refusing larger files before
-/// reading them; a file that cannot be opened is reported with
+/// reading them and anything but a regular file before opening it
+/// ([`open_regular_file`]); a file that cannot be opened is reported with
 /// [`CONFIG_PATH_HINT`].
 fn read_capped(field: &str, path: &Path, limit: u64) -> Result<Vec<u8>, ConfigError> {
     read_capped_hinted(field, path, limit, CONFIG_PATH_HINT)
@@ -1054,7 +1132,16 @@ fn read_capped_hinted(
         path: path.to_path_buf(),
         detail,
     };
-    let file = std::fs::File::open(path).map_err(|error| io_error(format!("{error}; {hint}")))?;
+    let file = open_regular_file(path).map_err(|error| {
+        let refused = error
+            .get_ref()
+            .is_some_and(|inner| inner.is::<NotRegularFile>());
+        io_error(if refused {
+            error.to_string()
+        } else {
+            format!("{error}; {hint}")
+        })
+    })?;
     let mut bytes = Vec::new();
     file.take(limit.saturating_add(1))
         .read_to_end(&mut bytes)

@@ -53,7 +53,9 @@ pub struct ProcessConfig {
     pub supervisor: SupervisorConfig,
     /// Where stderr lines of the child go (default: this process's stderr,
     /// prefixed with the program name). Called from the relay's own
-    /// thread; it may block without blocking anything else.
+    /// thread; it may block without blocking anything else. Lines arrive
+    /// with their terminal controls escaped
+    /// ([`evidence_wire_log::relay::printable`]).
     pub log: LogSink,
     /// How much of the child's stderr is relayed to `log`.
     pub stderr_limits: RelayLimits,

@@ -66,6 +66,14 @@ enum Command {
     )]
     Query(QueryArgs),
     /// Hash a JSON value (canonical JSON, SHA-256) or raw bytes.
+    ///
+    /// Memory: the input is read whole, at most 67108864 bytes (64 MiB;
+    /// larger input is refused, exit 2), and JSON is parsed into memory
+    /// before it is canonicalized, which costs about 20 to 35 bytes of
+    /// memory per input byte for JSON made of many small values (peak RSS
+    /// measured with /usr/bin/time -v: 280 to 330 MB for 10 MB arrays of
+    /// small numbers, 1.7 GB for 64 MiB of [0,0,...]). With --bytes, about
+    /// 2.5 bytes per input byte.
     #[command(
         after_help = "Examples:\n  echo '{\"b\":1,\"a\":2}' | evidence-wire hash\n  evidence-wire hash --canonical value.json\n  evidence-wire hash --bytes image.png"
     )]
@@ -399,8 +407,13 @@ const REPORT_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 /// [`REPORT_WAIT`] when stderr blocks (a pipe nobody reads, possibly filled
 /// by a provider's relayed stderr): the exit code and stdout still tell the
 /// outcome, and the command never hangs on its own error message.
+///
+/// The message is escaped ([`printable`]): it often quotes what a provider
+/// wrote (an error message, an HTTP body), which must not reach the
+/// terminal as control sequences; a newline in it becomes `\n`, so the
+/// error stays one line.
 fn report(message: &str) {
-    let line = format!("evidence-wire: {message}\n");
+    let line = format!("evidence-wire: {}\n", printable(message));
     let (done, finished) = std::sync::mpsc::channel();
     let fallback = line.clone();
     let writer = std::thread::Builder::new()
@@ -451,7 +464,7 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
     }
     if !problems.is_empty() {
         for problem in &problems {
-            println!("{}: {problem}", file.display());
+            println!("{}: {}", file.display(), printable(problem));
         }
         return Err(Failure::evidence(format!(
             "{}: loads, but Decision Gate would refuse {} thing{} in the contracts it names (listed above)",
@@ -1065,10 +1078,42 @@ fn print_json(result: &EvidenceResult) -> Result<(), Failure> {
     let text = serde_json::to_string_pretty(&value)
         .map_err(|error| Failure::evidence(format!("cannot print the result: {error}")))?;
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "{text}").map_err(|error| Failure::evidence(error.to_string()))
+    writeln!(stdout, "{}", printable_json(&text))
+        .map_err(|error| Failure::evidence(error.to_string()))
+}
+
+/// Text a peer wrote, as it may be printed: terminal controls escaped
+/// (`evidence_wire_log::relay::printable`, the one helper every printed
+/// peer string goes through, the relayed provider stderr included).
+pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
+    evidence_wire_log::relay::printable(text)
+}
+
+/// JSON text (as serde_json writes it) with the terminal controls serde_json
+/// leaves raw inside strings (DEL, the C1 controls, the bidirectional
+/// overrides; it escapes the C0 ones) written as `\uXXXX`: the same JSON
+/// value, printable on a terminal. Such characters occur only inside
+/// strings, so the escape is always valid there; the pretty printer's own
+/// newlines are kept.
+pub(crate) fn printable_json(text: &str) -> std::borrow::Cow<'_, str> {
+    use std::fmt::Write as _;
+    let unsafe_char = |c: char| c != '\n' && evidence_wire_log::relay::is_terminal_control(c);
+    if !text.chars().any(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(16));
+    for c in text.chars() {
+        if unsafe_char(c) {
+            let _ = write!(out, "\\u{:04x}", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn read_input(path: Option<&PathBuf>) -> Result<Vec<u8>, Failure> {
+    // `hash --help` states this limit and what it costs in memory.
     const LIMIT: u64 = 64 * 1024 * 1024;
     let mut bytes = Vec::new();
     match path {
@@ -1216,10 +1261,11 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
     )))
 }
 
-/// The 32 bytes of a public key file (raw, 64 hex digits or base64).
+/// The 32 bytes of a public key file (raw, 64 hex digits or base64; a
+/// regular file only: `evidence_wire_config::open_regular_file`).
 fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
+    evidence_wire_config::open_regular_file(path)
         .and_then(|file| file.take(4097).read_to_end(&mut bytes))
         .map_err(|error| Failure::usage(format!("--key-file {}: {error}", path.display())))?;
     evidence_wire_config::decode_key_bytes(&bytes).ok_or_else(|| {
@@ -1232,12 +1278,40 @@ fn read_public_key_file(path: &Path) -> Result<[u8; 32], Failure> {
 
 /// `keygen --out PREFIX`: a fresh ed25519 key, the seed in PREFIX (0600)
 /// and the public key in PREFIX.pub (32 raw bytes).
+///
+/// Both files or neither: an existing PREFIX or PREFIX.pub (a dangling
+/// symlink included) is refused before anything is written, both are
+/// created with `create_new` (which refuses an existing path and never
+/// follows a symlink, closing the window after the check), and when the
+/// second cannot be created or either cannot be written, what was created
+/// is removed.
 fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
-    use std::io::Write as _;
     let secret_path = args.out.clone();
     let mut public_path = args.out.clone().into_os_string();
     public_path.push(".pub");
     let public_path = PathBuf::from(public_path);
+    for path in [&secret_path, &public_path] {
+        match std::fs::symlink_metadata(path) {
+            Ok(metadata) => {
+                return Err(Failure::usage(format!(
+                    "{} already exists{}; keygen never overwrites a key and writes both PREFIX and PREFIX.pub or neither: choose another --out or remove it",
+                    path.display(),
+                    if metadata.file_type().is_symlink() {
+                        " (as a symbolic link)"
+                    } else {
+                        ""
+                    }
+                )));
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(Failure::usage(format!(
+                    "cannot check {}: {error}",
+                    path.display()
+                )));
+            }
+        }
+    }
     let mut seed = [0u8; 32];
     getrandom::fill(&mut seed)
         .map_err(|error| Failure::usage(format!("no randomness from the system: {error}")))?;
@@ -1253,42 +1327,20 @@ fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
             ))
         })?;
     }
-    let create = |path: &Path, mode: u32| {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::OpenOptionsExt;
-            options.mode(mode);
+    let mut secret = create_key_file(&secret_path, 0o600)?;
+    let mut public = match create_key_file(&public_path, 0o644) {
+        Ok(public) => public,
+        Err(failure) => {
+            drop(secret);
+            return Err(remove_created(failure, &[&secret_path]));
         }
-        #[cfg(not(unix))]
-        let _ = mode;
-        options.open(path).map_err(|error| {
-            Failure::usage(format!(
-                "cannot create {}: {error}{}",
-                path.display(),
-                if error.kind() == std::io::ErrorKind::AlreadyExists {
-                    "; keygen never overwrites a key: choose another --out or remove it"
-                } else {
-                    ""
-                }
-            ))
-        })
     };
-    let mut secret = create(&secret_path, 0o600)?;
-    secret
-        .write_all(&seed)
-        .and_then(|()| secret.sync_all())
-        .map_err(|error| {
-            Failure::usage(format!("cannot write {}: {error}", secret_path.display()))
-        })?;
-    let mut public = create(&public_path, 0o644)?;
-    public
-        .write_all(&signer.public_key())
-        .and_then(|()| public.sync_all())
-        .map_err(|error| {
-            Failure::usage(format!("cannot write {}: {error}", public_path.display()))
-        })?;
+    let written = write_key_file(&mut secret, &secret_path, &seed)
+        .and_then(|()| write_key_file(&mut public, &public_path, &signer.public_key()));
+    if let Err(failure) = written {
+        drop((secret, public));
+        return Err(remove_created(failure, &[&secret_path, &public_path]));
+    }
     println!(
         "{}",
         serde_json::json!({
@@ -1298,6 +1350,61 @@ fn keygen(args: &KeygenArgs) -> Result<u8, Failure> {
         })
     );
     Ok(0)
+}
+
+/// Creates a new key file with `mode` (on Unix): never an existing path,
+/// never through a symlink (`create_new`).
+fn create_key_file(path: &Path, mode: u32) -> Result<std::fs::File, Failure> {
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(mode);
+    }
+    #[cfg(not(unix))]
+    let _ = mode;
+    options.open(path).map_err(|error| {
+        Failure::usage(format!(
+            "cannot create {}: {error}{}",
+            path.display(),
+            if error.kind() == std::io::ErrorKind::AlreadyExists {
+                "; keygen never overwrites a key: choose another --out or remove it"
+            } else {
+                ""
+            }
+        ))
+    })
+}
+
+fn write_key_file(file: &mut std::fs::File, path: &Path, bytes: &[u8]) -> Result<(), Failure> {
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .map_err(|error| Failure::usage(format!("cannot write {}: {error}", path.display())))
+}
+
+/// `failure`, after removing the files keygen created (so a failed keygen
+/// leaves neither); a file that cannot be removed is named in the message.
+fn remove_created(failure: Failure, created: &[&Path]) -> Failure {
+    let left: Vec<String> = created
+        .iter()
+        .filter_map(|path| {
+            std::fs::remove_file(path)
+                .err()
+                .map(|error| format!("{} ({error}; remove it by hand)", path.display()))
+        })
+        .collect();
+    if left.is_empty() {
+        return failure;
+    }
+    Failure {
+        code: failure.code,
+        message: format!(
+            "{}; and could not remove {}",
+            failure.message,
+            left.join(", ")
+        ),
+    }
 }
 
 fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
@@ -1330,7 +1437,7 @@ fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
             match ProviderContract::from_json_str(&text) {
                 Ok(contract) => contract_check(&name, &contract),
                 Err(error) => {
-                    println!("{name}: contract: parse: {error}");
+                    println!("{name}: contract: parse: {}", printable(&error.to_string()));
                     Err(Failure::evidence(format!(
                         "{name}: not a capabilities contract (see above)"
                     )))
@@ -1340,10 +1447,11 @@ fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
     }
 }
 
-/// Reads a contract file, capped at [`evidence_wire::contract::MAX_CONTRACT_BYTES`].
+/// Reads a contract file, capped at [`evidence_wire::contract::MAX_CONTRACT_BYTES`]
+/// (a regular file only: `evidence_wire_config::open_regular_file`).
 fn read_contract_file(path: &Path) -> Result<String, Failure> {
     let limit = evidence_wire::contract::MAX_CONTRACT_BYTES;
-    let file = std::fs::File::open(path)
+    let file = evidence_wire_config::open_regular_file(path)
         .map_err(|error| Failure::usage(format!("cannot open {}: {error}", path.display())))?;
     let mut bytes = Vec::new();
     file.take(limit + 1)
@@ -1381,7 +1489,7 @@ fn contract_check(name: &str, contract: &ProviderContract) -> Result<u8, Failure
         return Ok(0);
     }
     for problem in &problems {
-        println!("{name}: {problem}");
+        println!("{name}: {}", printable(problem));
     }
     Err(Failure::evidence(format!(
         "{name}: {} problem{} Decision Gate would refuse (listed above)",

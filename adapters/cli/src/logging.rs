@@ -87,7 +87,9 @@ pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
 }
 
 /// One stderr line per record: rejections at `info`, the rest at `debug`.
-/// (The macros read the record only when their level is on.)
+/// (The macros read the record only when their level is on.) The method
+/// and the detail are the client's text: escaped ([`crate::printable`]),
+/// since `tracing`'s formatter escapes ESC but passes CR and C1 through.
 fn diagnose(record: &RecordView<'_>) {
     match record.error() {
         Some(error) => tracing::info!(
@@ -95,16 +97,16 @@ fn diagnose(record: &RecordView<'_>) {
             transport = record.transport().as_str(),
             status = record.status(),
             "rejected {}: {} ({})",
-            record.method().as_deref().unwrap_or("-"),
+            crate::printable(record.method().as_deref().unwrap_or("-")),
             error.name(),
-            record.detail().as_deref().unwrap_or(error.message()),
+            crate::printable(record.detail().as_deref().unwrap_or(error.message())),
         ),
         None => tracing::debug!(
             correlation_id = %record.correlation_id(),
             transport = record.transport().as_str(),
             status = record.status(),
             "accepted {}",
-            record.method().as_deref().unwrap_or("-"),
+            crate::printable(record.method().as_deref().unwrap_or("-")),
         ),
     }
 }

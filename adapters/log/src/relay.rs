@@ -31,6 +31,12 @@
 //! - The adapters' own notes ([`StderrRelay::note`]: restarts, ignored
 //!   messages, which the core already bounds) skip the rate limit but go
 //!   through the same queue, so they never block either.
+//! - Every line (the child's, a note, the held last one) reaches the sink
+//!   with its terminal controls escaped ([`printable`]): a child cannot
+//!   move the cursor, erase the sink's prefix or recolour the screen of
+//!   whoever reads this process's stderr (issue 38). A line's cost is its
+//!   escaped excerpt's length, so the escapes count against the rate limit
+//!   too.
 //!
 //! So what reaches the sink is bounded by `burst_bytes` plus
 //! `bytes_per_second` per second, plus one notice and one summary per
@@ -38,6 +44,8 @@
 //! summary and one line per [`FLUSH_INTERVAL`]; what waits in memory by
 //! `queue` lines of at most `max_line_bytes` (notes: 4 KiB).
 
+use std::borrow::Cow;
+use std::fmt::Write as _;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread;
@@ -45,6 +53,40 @@ use std::time::{Duration, Instant};
 
 /// Where relayed lines go (the process adapters' `LogSink`).
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
+
+/// Whether `c` acts on a terminal instead of showing as itself: the C0
+/// controls except the tab (ESC starts ANSI sequences, CR returns to the
+/// start of the line, BS moves back), DEL, the C1 controls U+0080 to
+/// U+009F (U+009B is a one-character CSI on some terminals), and the
+/// Unicode bidirectional overrides and isolates U+202A to U+202E and
+/// U+2066 to U+2069 (they reorder what follows them on screen).
+pub fn is_terminal_control(c: char) -> bool {
+    (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` as it may be shown on a terminal: every [`is_terminal_control`]
+/// character written as an escape, `\n` and `\r` as those two characters,
+/// every other one as `\u{HEX}` (ESC is `\u{1b}`). Text without one is
+/// returned as it is. What a peer wrote (a provider's stderr, an error
+/// message, an HTTP body) goes through this before it is printed, so it
+/// shows as text and cannot forge or erase what surrounds it.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_terminal_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(16));
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if is_terminal_control(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
+}
 
 /// The bytes a relayed line costs beyond its own length.
 pub const LINE_COST: u64 = 64;
@@ -302,8 +344,11 @@ impl StderrRelay {
         let raw = raw.strip_suffix(b"\r").unwrap_or(raw);
         let limits = &self.shared.limits;
         let bytes = u64::try_from(raw.len()).unwrap_or(u64::MAX);
-        let cost = bytes
-            .min(u64::try_from(limits.max_line_bytes).unwrap_or(u64::MAX))
+        // What the sink would get (escaped, cut): its length is the cost,
+        // so escapes cannot multiply what passes the rate limit.
+        let text = cut_line(raw, bytes, limits.max_line_bytes);
+        let cost = u64::try_from(text.len())
+            .unwrap_or(u64::MAX)
             .saturating_add(LINE_COST);
         let now = self.now_ms();
         let mut state = self.shared.state();
@@ -330,7 +375,6 @@ impl StderrRelay {
                 state.unreported_bytes = 0;
             }
         }
-        let text = cut_line(raw, bytes, limits.max_line_bytes);
         if !self.shared.enqueue(&mut state, text) {
             state.hold(raw, limits.max_line_bytes);
         }
@@ -362,15 +406,22 @@ impl StderrRelay {
 
 /// `raw` (the first bytes of a line of `original` bytes; `u64::MAX` when
 /// `raw` is all of it) as text of at most `max` bytes: decoded lossily,
-/// and when cut, ended with `… (N bytes)` naming the original length.
+/// terminal controls escaped ([`printable`]), and when cut, ended with
+/// `… (N bytes)` naming the original length.
 fn cut_line(raw: &[u8], original: u64, max: usize) -> String {
     let original = if original == u64::MAX {
         u64::try_from(raw.len()).unwrap_or(u64::MAX)
     } else {
         original
     };
-    let text = String::from_utf8_lossy(raw);
-    let whole = u64::try_from(raw.len()).is_ok_and(|len| len == original);
+    // Decoding and escaping never shorten text, so the first `max` bytes
+    // of the result come from at most the first `max` bytes of `raw` (the
+    // extra 4 keep a character cut at the end whole or past the cut).
+    let head = raw.get(..max.saturating_add(4)).unwrap_or(raw);
+    let decoded = String::from_utf8_lossy(head);
+    let text = printable(&decoded);
+    let whole =
+        head.len() == raw.len() && u64::try_from(raw.len()).is_ok_and(|len| len == original);
     if whole && text.len() <= max {
         return text.into_owned();
     }
@@ -541,6 +592,43 @@ mod tests {
             cut.len() <= 1024 && cut.ends_with("… (1024 bytes)"),
             "{cut}"
         );
+    }
+
+    #[test]
+    fn terminal_controls_reach_the_sink_escaped() {
+        // Issue 38 item 10: a child erasing the sink's `[provider]` prefix
+        // and printing a line of its own.
+        let (sink, lines) = collecting();
+        let relay = StderrRelay::new(sink, RelayLimits::default());
+        relay.line(b"\x1b[2K\rfake: evidence_hash verified\n");
+        relay.line("C1 \u{9b}31m, DEL \x7f, bidi \u{202e}txet, tab\tkept\n".as_bytes());
+        relay.note("a note with \x1b]0;title\x07");
+        let seen = wait_for(&lines, 3);
+        assert_eq!(seen[0], "\\u{1b}[2K\\rfake: evidence_hash verified");
+        assert_eq!(
+            seen[1],
+            "C1 \\u{9b}31m, DEL \\u{7f}, bidi \\u{202e}txet, tab\tkept"
+        );
+        assert_eq!(seen[2], "a note with \\u{1b}]0;title\\u{7}");
+        for line in &seen {
+            assert!(!line.chars().any(is_terminal_control), "{line:?}");
+        }
+        // Escapes count against the rate limit: a line of 256 ESC bytes
+        // costs its escaped excerpt (cut at 1024 bytes), not 256 bytes.
+        let (sink, lines) = collecting();
+        let relay = StderrRelay::new(sink, RelayLimits::default().with_rate(2000, 1));
+        relay.line(&[0x1b; 256]);
+        relay.line(&[0x1b; 256]);
+        let counts = relay.counts();
+        assert_eq!(counts.dropped_lines, 1, "{counts:?}");
+        let seen = wait_for(&lines, 1);
+        assert!(
+            seen[0].len() <= 1024 && seen[0].ends_with("… (256 bytes)"),
+            "{}",
+            seen[0]
+        );
+        // Text without controls is returned as it is.
+        assert!(matches!(printable("plain\ttext é"), Cow::Borrowed(_)));
     }
 
     #[test]

@@ -170,7 +170,7 @@ pub(crate) fn main(
     if args.json {
         let text = serde_json::to_string_pretty(&report.json())
             .map_err(|error| Failure::evidence(format!("cannot print the report: {error}")))?;
-        println!("{text}");
+        println!("{}", crate::printable_json(&text));
     } else {
         print!("{}", report.table());
     }

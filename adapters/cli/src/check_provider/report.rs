@@ -2,7 +2,8 @@
 //! `warn` or `fail` with its reason on one line, printed as a table or
 //! (with `--json`) as one JSON document carrying each line's evidence.
 //!
-//! Limits: a reason is one line (newlines become spaces) of at most
+//! Limits: a reason is one line (newlines become spaces, terminal controls
+//! are escaped: reasons quote what the provider wrote) of at most
 //! [`MAX_REASON_CHARS`] characters; evidence is whatever the battery
 //! attached (it bounds what it keeps).
 
@@ -127,7 +128,7 @@ impl Report {
             .unwrap_or(5)
             .clamp(5, 48);
         let mut out = String::new();
-        let _ = writeln!(out, "check-provider: {}", self.target);
+        let _ = writeln!(out, "check-provider: {}", crate::printable(&self.target));
         let _ = writeln!(out, "{:<7}{:<width$}  REASON", "STATUS", "CHECK");
         for line in &self.lines {
             let _ = writeln!(
@@ -159,10 +160,12 @@ impl Report {
     }
 }
 
-/// `text` on one line (whitespace runs become one space), cut at
+/// `text` on one line (whitespace runs become one space), its terminal
+/// controls escaped (a reason often quotes the provider), cut at
 /// [`MAX_REASON_CHARS`].
 pub fn one_line(text: &str) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let joined = crate::printable(&joined).into_owned();
     if joined.chars().count() <= MAX_REASON_CHARS {
         return joined;
     }
