@@ -28,17 +28,27 @@
 //!    refuses two different `Content-Length`s and merges equal ones, which
 //!    RFC 9110 §8.6 allows).
 //! 3. Proxies (`proxied`): a request carrying `Forwarded`,
-//!    `X-Forwarded-For`, `X-Forwarded-Host` or `X-Real-IP` came through a
-//!    proxy, from anywhere the proxy serves; behind a proxy on the same host
-//!    every request arrives from loopback, so without a bearer token such a
-//!    request is refused `403 FORBIDDEN` (nothing may trust loopback then).
+//!    `X-Forwarded-For`, `X-Forwarded-Host` or `X-Real-IP`, or sent as
+//!    HTTP/1.0 ([`RequestHead::http_1_0`]: what nginx's `proxy_pass` speaks
+//!    to its upstream in its stock configuration, which adds no forwarding
+//!    header and rewrites `Host` to the upstream's own address), came
+//!    through a proxy, from anywhere the proxy serves; behind a proxy on
+//!    the same host every request arrives from loopback, so without a
+//!    bearer token such a request is refused `403 FORBIDDEN` (nothing may
+//!    trust loopback then). This is a guard, not the boundary: a forwarder
+//!    on this host that speaks HTTP/1.1, adds no forwarding header and
+//!    rewrites `Host` to this server's address is indistinguishable from a
+//!    local client; the boundary is a bearer token whenever anything else
+//!    on the host can reach the port (`spec/guides/deployment.md`).
 //!    With [`HttpPolicy::behind_proxy`] (which needs a bearer token: see
 //!    [`check_behind_proxy`]) the proxy is trusted to say what the client
 //!    sent: the `Host` checked below is the forwarded one
-//!    (`forwarded_host`), checked against [`HttpPolicy::allowed_hosts`]
-//!    only (the bind address says nothing about the names the proxy
-//!    serves), and a loopback `Origin` is not implicitly allowed (it names
-//!    the client's machine, not this one).
+//!    (`forwarded_host`: `X-Forwarded-Host`, else `Forwarded`'s `host=`,
+//!    else `Host`; both forwarded ones present must agree, and each is read
+//!    once), checked against [`HttpPolicy::allowed_hosts`] only (the bind
+//!    address says nothing about the names the proxy serves), and a
+//!    loopback `Origin` is not implicitly allowed (it names the client's
+//!    machine, not this one).
 //! 4. `Host` (DNS-rebinding defence, as the MCP transport spec recommends):
 //!    on a server bound to a loopback address ([`RequestHead::server_address`]),
 //!    `Host` must name that server, i.e. `localhost`, `127.0.0.0/8` or `[::1]`
@@ -352,6 +362,10 @@ pub struct RequestHead<'a> {
     pub x_forwarded_host: HeaderField<'a>,
     /// `X-Real-IP`, set by a proxy.
     pub x_real_ip: HeaderField<'a>,
+    /// The request came as HTTP/1.0: clients of this protocol speak
+    /// HTTP/1.1 or later, and stock reverse proxies (nginx's `proxy_pass`)
+    /// speak 1.0 to their upstream, so it counts as forwarded.
+    pub http_1_0: bool,
     /// The address the server listens on (the listener's local address),
     /// which decides the `Host` names that are its own; `None` when
     /// unknown (then `Host` is checked only against
@@ -465,10 +479,14 @@ pub fn metrics_reply(text: Vec<u8>) -> HttpReply {
 }
 
 /// `403 FORBIDDEN` for a request that came through a proxy (it carries
-/// `header`) to a server without a bearer token.
+/// `header`, or came as `HTTP/1.0`) to a server without a bearer token.
 pub(crate) fn proxied_unauthenticated_reply(header: &str) -> HttpReply {
+    let sign = match header {
+        "HTTP/1.0" => "it came as HTTP/1.0, which stock reverse proxies such as nginx's proxy_pass speak to their upstream".to_owned(),
+        header => format!("it carries {header}"),
+    };
     let detail = format!(
-        "this request came through a proxy (it carries {header}) and this server has no bearer token; behind a proxy every request looks local, so configure [server.auth] with a bearer token (and [server] behind_proxy = true)"
+        "this request came through a proxy ({sign}) and this server has no bearer token; behind a proxy every request looks local, so configure [server.auth] with a bearer token (and [server] behind_proxy = true); a local client speaks HTTP/1.1 without forwarding headers"
     );
     HttpReply::error(
         status_for(CanonicalError::Forbidden),
@@ -802,9 +820,8 @@ pub fn check_behind_proxy(behind_proxy: bool, authenticated: bool) -> Result<(),
     }
 }
 
-/// The first proxy header a request carries (`Forwarded`,
-/// `X-Forwarded-For`, `X-Forwarded-Host`, `X-Real-IP`), if any: then it
-/// came through a proxy.
+/// What marks a request as forwarded (a proxy header it carries, or
+/// `HTTP/1.0`), if anything: then it came through a proxy.
 pub(crate) fn proxied(head: &RequestHead<'_>) -> Option<&'static str> {
     [
         ("Forwarded", head.forwarded),
@@ -815,23 +832,51 @@ pub(crate) fn proxied(head: &RequestHead<'_>) -> Option<&'static str> {
     .into_iter()
     .find(|(_, field)| *field != HeaderField::Absent)
     .map(|(name, _)| name)
+    .or(head.http_1_0.then_some("HTTP/1.0"))
 }
 
-/// The host a trusted proxy says the client asked for: the `host=` of the
-/// last element of `Forwarded` (the one the nearest proxy added), else the
-/// last entry of `X-Forwarded-Host`, else `Host`. `Err` names a proxy
-/// header sent more than once (ambiguous: refused).
+/// Why the host a proxy forwarded cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum ForwardedHostError {
+    /// A proxy header sent more than once.
+    Repeated(&'static str, usize),
+    /// `Forwarded`'s element names `host=` more than once.
+    DuplicateHost,
+    /// `X-Forwarded-Host` and `Forwarded`'s `host=` name different hosts.
+    Disagree(String, String),
+}
+
+/// `400 INVALID_ENVELOPE` for forwarded hosts that cannot be read.
+pub(crate) fn forwarded_host_reply(error: &ForwardedHostError) -> HttpReply {
+    let detail = match error {
+        ForwardedHostError::Repeated(name, count) => return repeated_header_reply(name, *count),
+        ForwardedHostError::DuplicateHost => "the Forwarded header's last element names host= more than once; a proxy sends it once (check the proxy's configuration)".to_owned(),
+        ForwardedHostError::Disagree(x_forwarded, forwarded) => format!(
+            "X-Forwarded-Host names {x_forwarded:?} but Forwarded names host={forwarded:?}; a proxy that sends both sends the same host (check the proxy's configuration)"
+        ),
+    };
+    HttpReply::error(400, CanonicalError::InvalidEnvelope, &detail)
+}
+
+/// The host a trusted proxy says the client asked for: the last entry of
+/// `X-Forwarded-Host` (the one the nearest proxy added), else the `host=`
+/// of the last element of `Forwarded`, else `Host`. A proxy header sent
+/// more than once, a `host=` named twice in the element, and the two
+/// forwarded hosts disagreeing are refused (each would let a proxy and
+/// this server read different hosts).
 pub(crate) fn forwarded_host<'a>(
     head: &RequestHead<'a>,
-) -> Result<Option<&'a [u8]>, (&'static str, usize)> {
-    match head.forwarded {
-        HeaderField::Repeated(count) => return Err(("Forwarded", count)),
+) -> Result<Option<&'a [u8]>, ForwardedHostError> {
+    let forwarded = match head.forwarded {
+        HeaderField::Repeated(count) => {
+            return Err(ForwardedHostError::Repeated("Forwarded", count));
+        }
         HeaderField::One(value) => {
             let last = value
                 .rsplit(|byte| *byte == b',')
                 .next()
                 .unwrap_or_default();
-            let host = last.split(|byte| *byte == b';').find_map(|pair| {
+            let mut hosts = last.split(|byte| *byte == b';').filter_map(|pair| {
                 let pair = trim_ascii(pair);
                 let at = pair.iter().position(|byte| *byte == b'=')?;
                 let (name, value) = (pair.get(..at)?, pair.get(at.saturating_add(1)..)?);
@@ -843,16 +888,30 @@ pub(crate) fn forwarded_host<'a>(
                         .unwrap_or(value)
                 })
             });
-            if host.is_some() {
-                return Ok(host);
+            let host = hosts.next();
+            if hosts.next().is_some() {
+                return Err(ForwardedHostError::DuplicateHost);
             }
+            host
         }
-        HeaderField::Absent => {}
-    }
-    match head.x_forwarded_host {
-        HeaderField::Repeated(count) => Err(("X-Forwarded-Host", count)),
-        HeaderField::One(value) => Ok(value.rsplit(|byte| *byte == b',').next().map(trim_ascii)),
-        HeaderField::Absent => Ok(head.host.value()),
+        HeaderField::Absent => None,
+    };
+    let x_forwarded = match head.x_forwarded_host {
+        HeaderField::Repeated(count) => {
+            return Err(ForwardedHostError::Repeated("X-Forwarded-Host", count));
+        }
+        HeaderField::One(value) => value.rsplit(|byte| *byte == b',').next().map(trim_ascii),
+        HeaderField::Absent => None,
+    };
+    match (x_forwarded, forwarded) {
+        (Some(x_forwarded), Some(forwarded)) if !x_forwarded.eq_ignore_ascii_case(forwarded) => {
+            Err(ForwardedHostError::Disagree(
+                String::from_utf8_lossy(x_forwarded).into_owned(),
+                String::from_utf8_lossy(forwarded).into_owned(),
+            ))
+        }
+        (Some(host), _) | (None, Some(host)) => Ok(Some(host)),
+        (None, None) => Ok(head.host.value()),
     }
 }
 
@@ -1067,7 +1126,7 @@ pub fn admit_during(
     if policy.behind_proxy {
         let host = match forwarded_host(head) {
             Ok(host) => host,
-            Err((name, count)) => return Admission::Reply(repeated_header_reply(name, count)),
+            Err(error) => return Admission::Reply(forwarded_host_reply(&error)),
         };
         // The bind address says nothing of the names the proxy serves.
         if !host_allowed(policy, None, host) {
@@ -2367,6 +2426,109 @@ mod tests {
             ),
             Admission::Reply(HttpReply { status: 421, .. })
         ));
+    }
+
+    /// Issue 38 item 7: `X-Forwarded-Host` comes before `Forwarded`'s
+    /// `host=` (as the configuration and deployment documents say); when
+    /// both are sent they must agree, and `host=` is named once.
+    #[test]
+    fn forwarded_hosts_follow_the_documents_and_must_agree() {
+        let policy = HttpPolicy {
+            bearer_token: Some("tok".to_owned()),
+            behind_proxy: true,
+            allowed_hosts: vec!["gate.example.com".to_owned()],
+            ..HttpPolicy::default()
+        };
+        let head_with =
+            |x_forwarded: Option<&'static [u8]>, forwarded: Option<&'static [u8]>| RequestHead {
+                host: HeaderField::One(b"replicas"),
+                x_forwarded_host: x_forwarded.map_or(HeaderField::Absent, HeaderField::One),
+                forwarded: forwarded.map_or(HeaderField::Absent, HeaderField::One),
+                authorization: HeaderField::One(b"Bearer tok"),
+                server_address: loopback(8080),
+                ..head("POST", "/rpc")
+            };
+        let status = |head: &RequestHead<'_>| match admit(&policy, head) {
+            Admission::Call(_) => 200,
+            Admission::Reply(reply) => reply.status,
+            Admission::Metrics => 0,
+        };
+        // X-Forwarded-Host is read first.
+        let first = head_with(Some(b"gate.example.com"), None);
+        assert_eq!(forwarded_host(&first), Ok(Some(&b"gate.example.com"[..])));
+        assert_eq!(status(&first), 200);
+        // Both, agreeing (case aside): served.
+        let agreeing = head_with(
+            Some(b"Gate.Example.com"),
+            Some(b"for=192.0.2.7;host=gate.example.com"),
+        );
+        assert_eq!(status(&agreeing), 200);
+        // Both, disagreeing: refused, whichever is the allowed one.
+        for (x_forwarded, forwarded) in [
+            (
+                &b"gate.example.com"[..],
+                &b"for=192.0.2.7;host=evil.example"[..],
+            ),
+            (
+                &b"evil.example"[..],
+                &b"for=192.0.2.7;host=gate.example.com"[..],
+            ),
+        ] {
+            let head = RequestHead {
+                x_forwarded_host: HeaderField::One(x_forwarded),
+                forwarded: HeaderField::One(forwarded),
+                ..head_with(None, None)
+            };
+            assert!(matches!(
+                forwarded_host(&head),
+                Err(ForwardedHostError::Disagree(..))
+            ));
+            assert_eq!(status(&head), 400);
+        }
+        // host= twice in the element: refused.
+        let twice = head_with(
+            None,
+            Some(b"for=192.0.2.7;host=gate.example.com;host=evil.example"),
+        );
+        assert_eq!(
+            forwarded_host(&twice),
+            Err(ForwardedHostError::DuplicateHost)
+        );
+        assert_eq!(status(&twice), 400);
+    }
+
+    /// Issue 38 item 6: nginx's stock `proxy_pass` adds no forwarding
+    /// header and rewrites `Host` to the upstream's address, but speaks
+    /// HTTP/1.0: without a bearer token such a request is refused.
+    #[test]
+    fn an_http_1_0_request_counts_as_forwarded() {
+        let open = HttpPolicy::default();
+        let stock_nginx = RequestHead {
+            host: HeaderField::One(b"127.0.0.1:8080"),
+            server_address: loopback(8080),
+            http_1_0: true,
+            ..head("POST", "/rpc")
+        };
+        let Admission::Reply(reply) = admit(&open, &stock_nginx) else {
+            panic!("an HTTP/1.0 request to a token-less server must be refused");
+        };
+        assert_eq!(reply.status, 403);
+        assert!(String::from_utf8_lossy(&reply.body).contains("HTTP/1.0"));
+        let local = RequestHead {
+            http_1_0: false,
+            ..stock_nginx
+        };
+        assert!(matches!(admit(&open, &local), Admission::Call(_)));
+        // With a token, HTTP/1.0 is served like any request.
+        let guarded = HttpPolicy {
+            bearer_token: Some("tok".to_owned()),
+            ..HttpPolicy::default()
+        };
+        let with_token = RequestHead {
+            authorization: HeaderField::One(b"Bearer tok"),
+            ..stock_nginx
+        };
+        assert!(matches!(admit(&guarded, &with_token), Admission::Call(_)));
     }
 
     #[test]

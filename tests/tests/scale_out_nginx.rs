@@ -10,6 +10,11 @@
 //! zero duplicates (each answer carries its call's id, and its value, the
 //! `time_now` of the call's own trigger time, is unique to the call).
 //!
+//! Also (issue 38 item 6): a token-less server behind nginx in its stock
+//! configuration (`proxy_pass` and nothing else: no forwarding header,
+//! `Host` rewritten to the upstream's address) refuses what nginx
+//! forwards, which nginx sends as HTTP/1.0, while a local client is served.
+//!
 //! nginx runs as a child of the test (single process, config and logs in a
 //! temp dir, no system service) and is stopped at the end. `scripts/test`
 //! installs it (Debian `nginx-light`); where no nginx binary exists the test
@@ -64,8 +69,8 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn temp_dir() -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("evidence-wire-scale-out-{}", std::process::id()));
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("evidence-wire-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("temp dir");
     dir
@@ -260,7 +265,7 @@ fn ten_thousand_calls_through_nginx_survive_a_replica_restart() {
         );
         return;
     };
-    let dir = temp_dir();
+    let dir = temp_dir("scale-out");
     let config = dir.join("replica.toml");
     std::fs::write(
         &config,
@@ -400,5 +405,96 @@ fn ten_thousand_calls_through_nginx_survive_a_replica_restart() {
     let _ = proxy.0.wait();
     drop(restarted);
     drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One request on a fresh connection: (status, body).
+fn post(port: u16, host: &str, body: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        stream,
+        "POST /rpc HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send");
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).expect("read");
+    let status = answer
+        .split_whitespace()
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .expect("status");
+    let body = answer
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// Issue 38 item 6: nginx's stock `proxy_pass` adds no forwarding header
+/// and rewrites `Host` to the upstream's own address, so what it forwards
+/// looks like a local client's request, except that it speaks HTTP/1.0:
+/// a server without a bearer token refuses it (`403`, saying why), and
+/// still serves the same call sent to it directly.
+#[test]
+fn a_token_less_server_refuses_what_stock_nginx_forwards() {
+    let Some(nginx) = nginx() else {
+        eprintln!(
+            "SKIPPED: no nginx binary (scripts/test installs the Debian package nginx-light; run `apt-get install -y nginx-light`)"
+        );
+        return;
+    };
+    let dir = temp_dir("stock-nginx");
+    let upstream = free_port();
+    let listen = free_port();
+    let server = Command::new(BIN)
+        .args(["serve", "--no-log", "--http"])
+        .arg(format!("127.0.0.1:{upstream}"))
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn serve");
+    let _server = KillOnDrop(server);
+    wait_until(Duration::from_secs(20), "the server is ready", || {
+        get_status(upstream, "/readyz", "localhost") == Some(200)
+    });
+    let d = dir.display();
+    let stock = format!(
+        "daemon off;\nmaster_process off;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log warn;\nevents {{ worker_connections 64; }}\nhttp {{\n    access_log off;\n    client_body_temp_path {d}/client_body;\n    proxy_temp_path {d}/proxy;\n    fastcgi_temp_path {d}/fastcgi;\n    uwsgi_temp_path {d}/uwsgi;\n    scgi_temp_path {d}/scgi;\n    server {{\n        listen 127.0.0.1:{listen};\n        location / {{\n            proxy_pass http://127.0.0.1:{upstream};\n        }}\n    }}\n}}\n"
+    );
+    let nginx_conf = dir.join("nginx.conf");
+    std::fs::write(&nginx_conf, stock).expect("nginx config");
+    let proxy = Command::new(&nginx)
+        .arg("-p")
+        .arg(&dir)
+        .arg("-c")
+        .arg(&nginx_conf)
+        .arg("-e")
+        .arg(dir.join("error.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn nginx");
+    let _proxy = KillOnDrop(proxy);
+    wait_until(Duration::from_secs(10), "nginx listens", || {
+        TcpStream::connect(("127.0.0.1", listen)).is_ok()
+    });
+    let body = call_body(1);
+    // Through nginx, from anywhere nginx is reachable: refused.
+    let (status, answer) = post(listen, "evidence.example", &body);
+    assert_eq!(status, 403, "{answer}");
+    assert!(
+        answer.contains("HTTP/1.0") && answer.contains("bearer token"),
+        "{answer}"
+    );
+    // The same call from a local client: served.
+    let (status, answer) = post(upstream, &format!("127.0.0.1:{upstream}"), &body);
+    assert_eq!(status, 200, "{answer}");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -633,3 +633,60 @@ fn a_second_signal_during_a_drain_ends_the_process_at_once() {
         drop(stdin);
     }
 }
+
+/// Issue 38 item 2: a call the peer cancels while it waits for a worker
+/// never starts. One worker busy with a slow `http_status` call; nine more
+/// queued behind it, then cancelled: the upstream sees only the first
+/// (before, the workers went on to make all nine requests nobody waited
+/// for), and a fresh call is answered as soon as the worker is free.
+#[test]
+fn cancelled_stdio_calls_still_queued_never_start() {
+    let dir = TempDir::new();
+    let (port, received) = slow_server(Duration::from_millis(1500));
+    let config = config(&dir, port, "");
+    let (mut child, _) = spawn_serve(&config, &["--workers", "1"], Stdio::piped());
+    let mut stdin = child.0.stdin.take().expect("stdin");
+    let stdout = child.0.stdout.take().expect("stdout");
+    let (lines, answered) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    for id in 1..=10 {
+        writeln!(stdin, "{}", call(id, port)).expect("write a call");
+    }
+    stdin.flush().expect("flush");
+    wait_for(&received, 1);
+    for id in 2..=10 {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}})
+        )
+        .expect("write a cancellation");
+    }
+    writeln!(stdin, "{}", call(11, port)).expect("write a call");
+    stdin.flush().expect("flush");
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let line = answered
+            .recv_timeout(Duration::from_secs(10))
+            .expect("calls 1 and 11 are answered");
+        let answer: Value = serde_json::from_str(&line).expect("JSON answer");
+        ids.push(answer["id"].as_u64().expect("id"));
+    }
+    ids.sort_unstable();
+    assert_eq!(ids, [1, 11], "cancelled calls get no answer");
+    assert_eq!(
+        received.load(Ordering::SeqCst),
+        2,
+        "the upstream saw requests for cancelled calls"
+    );
+    drop(stdin);
+    let status = child.wait_for_exit(Duration::from_secs(10));
+    assert_eq!(status.code(), Some(0));
+}

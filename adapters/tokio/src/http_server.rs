@@ -470,10 +470,9 @@ where
             .map(|check| check.check_id.clone())
             .collect::<Vec<_>>()
     });
-    http_config.metrics.announce(
-        Transport::Http,
-        checks.iter().flatten().map(String::as_str),
-    );
+    http_config
+        .metrics
+        .announce(Transport::Http, checks.iter().flatten().map(String::as_str));
     let authenticated = http_config.policy.bearer_token.is_some();
     http::check_bind(local.ip(), authenticated)?;
     http::check_behind_proxy(http_config.policy.behind_proxy, authenticated)?;
@@ -789,6 +788,7 @@ async fn answer(
                 method: request.method().as_str(),
                 path: request.uri().path(),
                 server_address: Some(shared.local),
+                http_1_0: request.version() == hyper::Version::HTTP_10,
                 ..RequestHead::default()
             },
             request.headers(),

@@ -203,3 +203,82 @@ async fn a_slow_reader_does_not_block_reading() {
     seen.sort_unstable();
     assert_eq!(seen, (1..=200).collect::<Vec<_>>());
 }
+
+/// Blocking work that ignores its cancellation (as a check that never
+/// looks would): counts how many calls started.
+struct Stubborn(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl evidence_wire_tokio::Handler for Stubborn {
+    fn evidence_query(
+        &self,
+        _query: evidence_wire::evidence::EvidenceQuery,
+        _context: evidence_wire::evidence::EvidenceContext,
+        _call: evidence_wire_provider::CallContext,
+    ) -> evidence_wire_tokio::Answer<evidence_wire::evidence::EvidenceResult> {
+        let started = std::sync::Arc::clone(&self.0);
+        evidence_wire_tokio::Answer::blocking(move || {
+            started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            std::thread::sleep(Duration::from_millis(400));
+            common::json_result(&json!("done"))
+        })
+    }
+}
+
+/// Issue 38 item 2 on tokio: cancelling calls frees the core's slots, but
+/// blocking work that ignores its cancellation keeps its slot until it
+/// ends, so the calls taken in meanwhile wait for one, and those cancelled
+/// while they wait never start. With 2 slots: calls 1 and 2 run, are
+/// cancelled, 3 and 4 wait and are cancelled, 5 runs once a slot is free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelled_blocking_calls_waiting_for_a_slot_never_start() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut config = ServerConfig::default();
+    config.max_in_flight = 2;
+    let (client, server_side) = tokio::io::duplex(64 * 1024);
+    let (server_read, server_write) = tokio::io::split(server_side);
+    let (mut client_read, mut client_write) = tokio::io::split(client);
+    let serving = tokio::spawn(serve(
+        Service::new(config, Stubborn(Arc::clone(&started))),
+        server_read,
+        server_write,
+    ));
+    let cancel = |id: i64| {
+        common::ndjson(
+            &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
+        )
+    };
+    let block = |id: i64| ndjson(&call(id, "block", json!({})));
+    let mut send = async |bytes: Vec<u8>| client_write.write_all(&bytes).await.expect("write");
+    send([block(1), block(2)].concat()).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    send([cancel(1), cancel(2), block(3), block(4)].concat()).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    send([cancel(3), cancel(4), block(5)].concat()).await;
+    client_write.shutdown().await.expect("close input");
+    let mut output = Vec::new();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        client_read.read_to_end(&mut output),
+    )
+    .await
+    .expect("answered in time")
+    .expect("read");
+    serving.await.expect("join").expect("served");
+    let answers = frames(&output);
+    let ids: Vec<i64> = answers
+        .iter()
+        .filter_map(|answer| answer["id"].as_i64())
+        .collect();
+    assert_eq!(
+        ids,
+        [5],
+        "only the call not cancelled is answered: {answers:?}"
+    );
+    assert_eq!(
+        started.load(Ordering::SeqCst),
+        3,
+        "calls 3 and 4 were cancelled while they waited for a slot: they must not start"
+    );
+}
