@@ -489,6 +489,31 @@ fn every_rfc3339_date_time_in_range_is_read_exactly() {
     }
 }
 
+/// JSON Schema calls `1000.0` (and `1e3`) an integer, so the params schema
+/// (`"type": ["integer", "string"]`) lets it through: the check reads it as
+/// that integer, and refuses a fraction as the schema does.
+#[test]
+fn a_number_without_a_fraction_is_an_integer_timestamp() {
+    let provider = Root::new().provider(|_| {});
+    for (text, millis) in [
+        ("1000.0", 1000),
+        ("1e3", 1000),
+        ("1.0E3", 1000),
+        ("-1000.000", -1000),
+        ("-0.0", 0),
+        ("1893456000000.0", 1_893_456_000_000),
+    ] {
+        let number: Value = serde_json::from_str(text).expect("JSON");
+        assert!(number.is_f64(), "{text} reads as a float");
+        assert_threshold(&provider, &number, millis);
+    }
+    for text in ["1000.5", "-0.25", "1e-3", "1e19", "-1e19", "1e300"] {
+        let number: Value = serde_json::from_str(text).expect("JSON");
+        let message = refusal(&provider, &number);
+        assert!(message.contains(&number.to_string()), "{text}: {message}");
+    }
+}
+
 /// Days since 1970-01-01 as a proleptic Gregorian (year, month, day)
 /// (Howard Hinnant's `civil_from_days`): the test's own calendar, not the
 /// provider's.
