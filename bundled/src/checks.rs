@@ -190,8 +190,9 @@ pub(crate) struct TimestampParams {
 
 /// A point in time as a query gives it: unix milliseconds, or an RFC 3339
 /// date-time checked by [`time`] (the grammar is stricter than a type can
-/// say). Any other JSON (a fraction, an integer beyond 64 bits, an object)
-/// does not read as one.
+/// say). A number without a fractional part is an integer however it is
+/// written (`1000.0`, `1e3`), as JSON Schema says. Any other JSON (a
+/// fraction, an integer beyond 64 bits, an object) does not read as one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Timestamp {
     /// Unix milliseconds.
@@ -219,6 +220,25 @@ impl<'de> Deserialize<'de> for Timestamp {
                 i64::try_from(millis)
                     .map(Timestamp::UnixMillis)
                     .map_err(|_| E::invalid_value(de::Unexpected::Unsigned(millis), &self))
+            }
+
+            // JSON Schema calls a number without a fractional part an
+            // integer however it is written (`1000.0`, `1e3`), and so the
+            // params schema lets it through: read it as that integer.
+            // Both read the same `f64` (serde_json's), so they agree on
+            // which numbers are integers.
+            fn visit_f64<E: de::Error>(self, number: f64) -> Result<Timestamp, E> {
+                // -2^63 and 2^63 (exact in an f64).
+                const LOW: f64 = -9_223_372_036_854_775_808.0;
+                const HIGH: f64 = 9_223_372_036_854_775_808.0;
+                if number.fract() != 0.0 || !number.is_finite() {
+                    return Err(E::invalid_type(de::Unexpected::Float(number), &self));
+                }
+                if !(LOW..HIGH).contains(&number) {
+                    return Err(E::invalid_value(de::Unexpected::Float(number), &self));
+                }
+                // A whole number within the i64 range: the cast is exact.
+                Ok(Timestamp::UnixMillis(number as i64))
             }
 
             fn visit_str<E: de::Error>(self, text: &str) -> Result<Timestamp, E> {

@@ -143,6 +143,45 @@ fn params_outside_the_derived_schemas_are_refused_by_the_server() {
     );
 }
 
+/// Issue 38 item 13: `1000.0` passes the params schema (`integer`, as
+/// JSON Schema counts it), so the check reads it as 1000; `1000.5` is
+/// refused as `invalid_params`, by the server's schema and by the check
+/// called directly alike.
+#[test]
+fn the_schema_and_the_check_agree_on_integer_timestamps() {
+    let root = Root::new();
+    let provider = root.provider();
+    for number in ["1000.0", "1e3", "-5.0"] {
+        let number: Value = serde_json::from_str(number).expect("JSON");
+        let answer = ask(&provider, "time_after", json!({"timestamp": number}));
+        assert_eq!(answer["value"]["value"], true, "{number}: {answer}");
+        let answer = ask(&provider, "time_before", json!({"timestamp": number}));
+        assert_eq!(answer["value"]["value"], false, "{number}: {answer}");
+    }
+    // At the trigger time itself: neither after nor before.
+    let answer = ask(
+        &provider,
+        "time_after",
+        json!({"timestamp": 1_710_000_000_000.0_f64}),
+    );
+    assert_eq!(answer["value"]["value"], false, "{answer}");
+    for check in ["time_after", "time_before"] {
+        let served = ask(&provider, check, json!({"timestamp": 1000.5}));
+        assert_eq!(served["error"]["code"], "invalid_params", "{served}");
+        let served_message = served["error"]["message"].as_str().expect("message");
+        let direct = provider.answer(
+            &EvidenceQuery::new("evidence-wire", check).with_params(json!({"timestamp": 1000.5})),
+            &EvidenceContext::adhoc(TriggerTime::UnixMillis(1_710_000_000_000)),
+        );
+        let direct = direct.error.expect("refused");
+        assert_eq!(direct.code, "invalid_params");
+        for message in [served_message, direct.message.as_str()] {
+            assert!(message.contains("1000.5"), "{message}");
+            assert!(message.contains("integer"), "{message}");
+        }
+    }
+}
+
 #[test]
 fn each_check_runs_where_the_table_says() {
     let root = Root::new();

@@ -28,7 +28,15 @@
 //! blocks holds up only the thread that makes it) and the server goes on;
 //! records that cannot be written are dropped. Records go to a file opened
 //! for appending, whole lines per `write` call, so concurrent writers never
-//! interleave lines.
+//! interleave lines. A write that fails part-way (a full disk: a short
+//! write, then `ENOSPC`) would leave a torn line for the next record to be
+//! appended to: the file is cut back (`set_len`) to the end of the last
+//! whole record that landed, so every line of a run file is one whole
+//! record, the records after the failure start lines of their own, and the
+//! sizes counted for the cap drop by what was cut. Where the file cannot
+//! be cut (an append-only handle on some systems), the torn line is cut or
+//! else ended with a newline before the next write (it is then the one
+//! line that is not a record).
 //!
 //! Writing: the log's own thread (`evidence-wire-log`) writes the records
 //! of stdio observers ([`ValidationLog::stdio_batched`]) and HTTP calls,
@@ -237,16 +245,227 @@ impl std::error::Error for LogError {
 
 /// Record lines handed to the writer thread, with the file they belong to.
 struct Chunk {
-    file: Arc<File>,
+    file: Arc<RunFile>,
     path: PathBuf,
     bytes: Vec<u8>,
     records: u64,
 }
 
+/// A run file this log created (empty, so it knows every byte of it), and
+/// how far its whole record lines reach.
+///
+/// Writes to it are serialized by the log (the writer thread while it
+/// writes a chunk, else a caller under the lock while the writer is not
+/// writing), so the counts below are only ever changed by one thread at a
+/// time; they are atomics only so that the file can be shared.
+struct RunFile {
+    file: File,
+    /// Bytes from the start of the file to the end of the last whole
+    /// record line written.
+    whole: AtomicU64,
+    /// Bytes of a torn line after `whole` (a failed or short write) that
+    /// could not be cut off yet; 0 when there is none.
+    torn: AtomicU64,
+    /// Failures a test makes happen.
+    #[cfg(test)]
+    faults: Mutex<Faults>,
+}
+
+/// What [`RunFile::append`] did with a write's record lines.
+#[derive(Debug)]
+struct Appended {
+    /// Why not every line landed whole; `None` when all did.
+    error: Option<io::Error>,
+    /// When not all did: the whole lines that did (before the tear).
+    kept_records: u64,
+    /// Bytes counted for the file that it does not hold: the write's past
+    /// its last whole line that landed, and those of an earlier tear cut
+    /// off before it (see [`RunFile::append`]).
+    uncounted: u64,
+}
+
+impl RunFile {
+    fn new(file: File) -> Self {
+        RunFile {
+            file,
+            whole: AtomicU64::new(0),
+            torn: AtomicU64::new(0),
+            #[cfg(test)]
+            faults: Mutex::new(Faults::default()),
+        }
+    }
+
+    /// Append `bytes`, whole record lines (counted by the log as the
+    /// file's when they were accepted).
+    ///
+    /// A write that fails part-way (a full disk: a short write, then
+    /// `ENOSPC`) leaves the file ending in the middle of a line. The file
+    /// is cut back (`set_len`) to the end of the last whole line that
+    /// landed, so the next record starts a line of its own and every line
+    /// of the file is a whole record. If it cannot be cut, the torn line
+    /// is counted as the file's, with a newline after it, and mended
+    /// before the next write: cut then, or, if it still cannot be, ended
+    /// with that newline (it is then the one line that is not a record).
+    fn append(&self, bytes: &[u8]) -> Appended {
+        let length = byte_count(bytes.len());
+        let mended = match self.mend() {
+            Ok(mended) => mended,
+            Err(error) => {
+                return Appended {
+                    error: Some(error),
+                    kept_records: 0,
+                    uncounted: length,
+                };
+            }
+        };
+        let (landed, written) = self.write_counted(bytes);
+        let error = match written {
+            Ok(()) => {
+                self.whole.fetch_add(length, Ordering::Relaxed);
+                return Appended {
+                    error: None,
+                    kept_records: 0,
+                    uncounted: mended,
+                };
+            }
+            Err(error) => error,
+        };
+        let landed_bytes = bytes.get(..landed).unwrap_or(bytes);
+        let kept = landed_bytes
+            .iter()
+            .rposition(|byte| *byte == b'\n')
+            .map_or(0, |last| last.saturating_add(1));
+        let kept_lines = landed_bytes.get(..kept).unwrap_or_default();
+        let kept_records = byte_count(kept_lines.iter().filter(|byte| **byte == b'\n').count());
+        let whole = self
+            .whole
+            .load(Ordering::Relaxed)
+            .saturating_add(byte_count(kept));
+        self.whole.store(whole, Ordering::Relaxed);
+        let torn = byte_count(landed.saturating_sub(kept));
+        let mut on_disk = byte_count(kept);
+        if torn > 0 && self.cut(whole).is_err() {
+            self.torn.store(torn, Ordering::Relaxed);
+            // The torn line and the newline that will end it, if it is
+            // never cut.
+            on_disk = byte_count(landed).saturating_add(1);
+        }
+        Appended {
+            error: Some(error),
+            kept_records,
+            uncounted: mended.saturating_add(length.saturating_sub(on_disk)),
+        }
+    }
+
+    /// Before a write: remove a torn line an earlier failure left (cut the
+    /// file back to its whole lines; then the torn line's bytes and the
+    /// newline counted for it are returned, as no longer in the file), or,
+    /// when that still fails, end it with that newline. Fails when neither
+    /// can be done (the write must not land after the torn line).
+    fn mend(&self) -> io::Result<u64> {
+        let torn = self.torn.load(Ordering::Relaxed);
+        if torn == 0 {
+            return Ok(0);
+        }
+        let whole = self.whole.load(Ordering::Relaxed);
+        let uncounted = if self.cut(whole).is_ok() {
+            torn.saturating_add(1)
+        } else {
+            let (_, written) = self.write_counted(b"\n");
+            written?;
+            // The torn line is now a line of its own.
+            self.whole.store(
+                whole.saturating_add(torn).saturating_add(1),
+                Ordering::Relaxed,
+            );
+            0
+        };
+        self.torn.store(0, Ordering::Relaxed);
+        Ok(uncounted)
+    }
+
+    /// Cut the file to `length` bytes.
+    fn cut(&self, length: u64) -> io::Result<()> {
+        #[cfg(test)]
+        if lock_faults(&self.faults).take_cut_failure() {
+            return Err(io::Error::other("a cut made to fail by a test"));
+        }
+        self.file.set_len(length)
+    }
+
+    /// `write_all`, also saying how many bytes landed when it fails.
+    fn write_counted(&self, bytes: &[u8]) -> (usize, io::Result<()>) {
+        #[cfg(test)]
+        if let Some(limit) = lock_faults(&self.faults).take_write_failure() {
+            // The disk fills after `limit` bytes.
+            let (landed, written) = write_counted(&self.file, bytes.get(..limit).unwrap_or(bytes));
+            let full = io::Error::new(io::ErrorKind::StorageFull, "a full disk made by a test");
+            return (landed, written.and(Err(full)));
+        }
+        write_counted(&self.file, bytes)
+    }
+}
+
+/// `write_all` of `bytes` to `file`, with the number of bytes that landed.
+fn write_counted(mut file: &File, bytes: &[u8]) -> (usize, io::Result<()>) {
+    let mut landed = 0;
+    while let Some(rest) = bytes.get(landed..).filter(|rest| !rest.is_empty()) {
+        match file.write(rest) {
+            Ok(0) => return (landed, Err(io::ErrorKind::WriteZero.into())),
+            Ok(count) => landed = landed.saturating_add(count),
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
+            Err(error) => return (landed, Err(error)),
+        }
+    }
+    (landed, Ok(()))
+}
+
+/// A length as the `u64` the log counts in.
+fn byte_count(length: usize) -> u64 {
+    u64::try_from(length).unwrap_or(u64::MAX)
+}
+
+/// Failures a test arms on a [`RunFile`].
+#[cfg(test)]
+#[derive(Debug, Default)]
+struct Faults {
+    /// Writes (`write_counted` calls) that succeed before one fails.
+    writes_before: usize,
+    /// Bytes the failing write lets through before the disk is full;
+    /// `None`: no write fails.
+    write_limit: Option<usize>,
+    /// Cuts (`set_len`) that fail, from now on.
+    failing_cuts: usize,
+}
+
+#[cfg(test)]
+impl Faults {
+    fn take_write_failure(&mut self) -> Option<usize> {
+        let limit = self.write_limit?;
+        if self.writes_before > 0 {
+            self.writes_before -= 1;
+            return None;
+        }
+        self.write_limit = None;
+        Some(limit)
+    }
+
+    fn take_cut_failure(&mut self) -> bool {
+        let fail = self.failing_cuts > 0;
+        self.failing_cuts = self.failing_cuts.saturating_sub(1);
+        fail
+    }
+}
+
+#[cfg(test)]
+fn lock_faults(faults: &Mutex<Faults>) -> MutexGuard<'_, Faults> {
+    faults.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 struct Inner {
     recorder: Recorder,
     settings: LogSettings,
-    file: Option<Arc<File>>,
+    file: Option<Arc<RunFile>>,
     path: Option<PathBuf>,
     /// Bytes in the current file.
     current_bytes: u64,
@@ -395,7 +614,7 @@ impl Inner {
             self.older_bytes = self.older_bytes.saturating_add(bytes);
             self.older.push_back((earlier, bytes));
         }
-        self.file = Some(Arc::new(file));
+        self.file = Some(Arc::new(RunFile::new(file)));
         self.path = Some(path);
         self.current_bytes = 0;
         if let Err(error) = self.make_room(0) {
@@ -458,7 +677,7 @@ impl Inner {
                     self.older_bytes = self.older_bytes.saturating_add(self.current_bytes);
                     self.older.push_back((previous, self.current_bytes));
                 }
-                self.file = Some(Arc::new(run.file));
+                self.file = Some(Arc::new(RunFile::new(run.file)));
                 self.current_bytes = 0;
                 if let Some(error) = run.latest_error {
                     self.report(&error.to_string());
@@ -568,43 +787,59 @@ impl Inner {
     fn write_everything(&mut self) {
         self.queue_pending();
         while let Some(chunk) = self.queue.pop_front() {
-            let written = (&*chunk.file).write_all(&chunk.bytes);
+            let written = chunk.file.append(&chunk.bytes);
             self.wrote(chunk, written);
         }
     }
 
     /// Account for a chunk written (by the writer thread or the caller)
     /// and keep its buffer for reuse.
-    fn wrote(&mut self, chunk: Chunk, written: io::Result<()>) {
+    fn wrote(&mut self, chunk: Chunk, appended: Appended) {
         let Chunk {
             file: _,
             path,
             mut bytes,
             records,
         } = chunk;
-        self.count_write(path, records, written);
+        self.count_write(path, records, appended);
         bytes.clear();
         if self.spare.len() <= QUEUED_BUFFERS && bytes.capacity() <= BATCH_BYTES.saturating_mul(2) {
             self.spare.push(bytes);
         }
     }
 
-    /// Count `records` written to the file at `path`, or report why they
-    /// were not.
-    fn count_write(&mut self, path: PathBuf, records: u64, written: io::Result<()>) {
-        match written {
-            Ok(()) => self.written = self.written.saturating_add(records),
-            Err(error) => {
-                // Part of the lines may have landed. `current_bytes` keeps
-                // counting all of them: later chunks of this file may still
-                // be queued, so what the file holds now would undercount,
-                // and counting too much only rotates or deletes sooner.
+    /// Count `records` written to the file at `path`, or those a failure
+    /// kept, and report why the rest were not.
+    fn count_write(&mut self, path: PathBuf, records: u64, appended: Appended) {
+        // A failed write was cut back to its last whole line (see
+        // `RunFile::append`): the bytes the file does not hold are no
+        // longer counted, in the current file's size or in that of the
+        // older file the chunk belongs to (rotated meanwhile).
+        if appended.uncounted > 0 {
+            self.uncount(&path, appended.uncounted);
+        }
+        match appended.error {
+            None => self.written = self.written.saturating_add(records),
+            Some(error) => {
+                self.written = self.written.saturating_add(appended.kept_records);
                 self.report(&format!(
-                    "cannot write to {}: {error}; later records may be lost (the server goes on)",
+                    "cannot write to {}: {error}; the records of that write past its last whole line were cut off, and later records may be lost (the server goes on)",
                     path.display()
                 ));
             }
         }
+    }
+
+    /// `bytes` counted for the run file at `path` are not in it.
+    fn uncount(&mut self, path: &Path, bytes: u64) {
+        if self.path.as_deref() == Some(path) {
+            self.current_bytes = self.current_bytes.saturating_sub(bytes);
+        } else if let Some((_, size)) = self.older.iter_mut().find(|(older, _)| older == path) {
+            let bytes = bytes.min(*size);
+            *size = size.saturating_sub(bytes);
+            self.older_bytes = self.older_bytes.saturating_sub(bytes);
+        }
+        // Else the file was deleted already: it counts no more.
     }
 }
 
@@ -755,7 +990,7 @@ impl Shared {
             if let Some(chunk) = inner.queue.pop_front() {
                 inner.writing = true;
                 drop(inner);
-                let written = (&*chunk.file).write_all(&chunk.bytes);
+                let written = chunk.file.append(&chunk.bytes);
                 inner = self.lock();
                 inner.writing = false;
                 inner.wrote(chunk, written);
@@ -967,7 +1202,7 @@ impl ValidationLog {
         };
         let mut inner = handle.shared.write_now(handle.shared.lock());
         let synced = match &inner.file {
-            Some(file) => file.sync_data(),
+            Some(run) => run.file.sync_data(),
             None => Ok(()),
         };
         if let Err(error) = synced {
@@ -2173,5 +2408,257 @@ mod tests {
         assert_eq!(lines(&path).len(), 2);
         drop(stdio);
         let _ = fs::remove_dir_all(&dir);
+    }
+
+    /// `log`'s current run file.
+    fn run_file(log: &ValidationLog) -> Arc<RunFile> {
+        let inner = log.inner.as_ref().expect("enabled").shared.lock();
+        Arc::clone(inner.file.as_ref().expect("a run file"))
+    }
+
+    /// Arms `file`: after `writes_before` writes, one lets `limit` bytes
+    /// through and fails (a full disk); the next `failing_cuts` cuts fail.
+    fn arm(file: &RunFile, writes_before: usize, limit: usize, failing_cuts: usize) {
+        *lock_faults(&file.faults) = Faults {
+            writes_before,
+            write_limit: Some(limit),
+            failing_cuts,
+        };
+    }
+
+    /// The records of the run file at `path`, each line parsed (a line
+    /// that is not a record fails the test), by correlation id number.
+    fn record_numbers(path: &Path) -> Vec<u64> {
+        let text = fs::read_to_string(path).expect("log file");
+        assert!(text.is_empty() || text.ends_with('\n'), "a torn last line");
+        lines(path)
+            .iter()
+            .map(|record| {
+                let id = record["correlationId"].as_str().expect("id");
+                (1..=10_000)
+                    .find(|n| log::sequential_uuid(*n) == id)
+                    .expect("a sequential id")
+            })
+            .collect()
+    }
+
+    /// What the log counts of its directory (the cap's accounting) and
+    /// what is there: equal once everything is written.
+    fn counted_and_present(log: &ValidationLog, dir: &Path) -> (u64, u64) {
+        let inner = log.inner.as_ref().expect("enabled").shared.lock();
+        let counted = inner.older_bytes.saturating_add(inner.current_bytes);
+        drop(inner);
+        (counted, run_files_size(dir).0)
+    }
+
+    /// A reporter keeping what it is told.
+    fn keeping_reporter() -> (Reporter, Arc<Mutex<Vec<String>>>) {
+        let reports = Arc::new(Mutex::new(Vec::<String>::new()));
+        let sink = Arc::clone(&reports);
+        let reporter: Reporter = Arc::new(move |message: &str| {
+            sink.lock().expect("reports").push(message.to_owned());
+        });
+        (reporter, reports)
+    }
+
+    /// A deterministic log in `dir` whose writer thread was never
+    /// started, reporting to `reporter`.
+    fn without_writer_reporting(dir: &Path, reporter: Reporter) -> ValidationLog {
+        let settings = LogSettings::new(dir).deterministic(true);
+        let mut run = start_run(&settings).expect("writable");
+        assert!(run.latest_error.take().is_none());
+        let mut inner = Inner::new(&settings, reporter);
+        inner.adopt(run);
+        ValidationLog {
+            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+        }
+    }
+
+    /// Issue 38 item 8: a write that the disk cuts short (part of a line
+    /// landed, then ENOSPC) must not leave the next record appended to
+    /// the torn line: the file is cut back to its last whole record, the
+    /// records after the failure are all there, every line parses, and
+    /// the size the cap counts is the file's.
+    #[test]
+    fn a_write_cut_short_leaves_no_torn_line() {
+        let dir = scratch("torn");
+        let _cleanup = Scratch(dir.clone());
+        let (reporter, reports) = keeping_reporter();
+        let log = without_writer_reporting(&dir, reporter);
+        let path = log.path().expect("a run file");
+        let mut stdio = log.stdio();
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        // Two writes later, the fourth record's write stops 40 bytes in.
+        arm(&run_file(&log), 2, 40, 0);
+        for _ in 0..8 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        }
+        assert_eq!(record_numbers(&path), [1, 2, 3, 5, 6, 7, 8, 9]);
+        assert_eq!(log.written(), 8);
+        let (counted, present) = counted_and_present(&log, &dir);
+        assert_eq!(counted, present, "the cap counts what the file holds");
+        let reports = reports.lock().expect("reports");
+        assert_eq!(reports.len(), 1, "{reports:?}");
+        assert!(reports[0].contains("cannot write"), "{}", reports[0]);
+        assert!(reports[0].contains("full disk"), "{}", reports[0]);
+    }
+
+    /// A batch of records written at once by the writer thread, cut short
+    /// in its third line: the two whole lines before the tear stay (and
+    /// are counted as written), the torn one and the rest of the batch
+    /// are gone, and later batches are whole.
+    #[test]
+    fn a_batch_cut_short_keeps_its_whole_lines() {
+        let dir = scratch("torn-batch");
+        let _cleanup = Scratch(dir.clone());
+        let settings = LogSettings::new(&dir).deterministic(true);
+        let log = ValidationLog::try_open(&settings).expect("writable");
+        let path = log.path().expect("a run file");
+        let mut stdio = log.stdio_batched();
+        let line_length = deterministic_line_length();
+        arm(&run_file(&log), 0, 2 * line_length + line_length / 2, 0);
+        for _ in 0..5 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        }
+        stdio.end_batch();
+        // Written by the writer thread within the flush interval (or by
+        // the flush below, if the machine is slow: the same repair).
+        let started = Instant::now();
+        while log.written() < 2 && started.elapsed() < FLUSH_INTERVAL * 50 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stdio.flush();
+        assert_eq!(log.written(), 2);
+        for _ in 0..4 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        }
+        stdio.flush();
+        assert_eq!(record_numbers(&path), [1, 2, 6, 7, 8, 9]);
+        assert_eq!(log.written(), 6);
+        let (counted, present) = counted_and_present(&log, &dir);
+        assert_eq!(counted, present);
+    }
+
+    /// The length of a deterministic log's line for `outcome(None)` (the
+    /// same for every such record: fixed clock, ids of one length).
+    fn deterministic_line_length() -> usize {
+        let dir = scratch("line-length");
+        let _cleanup = Scratch(dir.clone());
+        let log = without_writer_reporting(&dir, Arc::new(|_: &str| {}));
+        log.stdio()
+            .observe(&ServerEvent::Handled(outcome(None)), None);
+        let text = fs::read_to_string(log.path().expect("a run file")).expect("log file");
+        assert_eq!(text.lines().count(), 1);
+        text.len()
+    }
+
+    /// When the torn line cannot be cut off at once it is cut before the
+    /// next write; when it never can be, it is ended with a newline, so
+    /// the records after it still start lines of their own (the torn line
+    /// is then the only line that is not a record).
+    #[test]
+    fn a_torn_line_that_cannot_be_cut_at_once_is_mended_before_the_next_write() {
+        let dir = scratch("torn-mend");
+        let _cleanup = Scratch(dir.clone());
+        let log = without_writer_reporting(&dir, Arc::new(|_: &str| {}));
+        let path = log.path().expect("a run file");
+        let mut stdio = log.stdio();
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        // Cut fails once: the next write cuts first.
+        arm(&run_file(&log), 0, 25, 1);
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        let (counted, present) = counted_and_present(&log, &dir);
+        assert!(
+            counted >= present,
+            "{counted} < {present}: the cap undercounts"
+        );
+        stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        assert_eq!(record_numbers(&path), [1, 3]);
+        // Cuts fail for good: the torn line is ended with a newline.
+        arm(&run_file(&log), 0, 30, usize::MAX);
+        for _ in 0..4 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+        }
+        let text = fs::read_to_string(&path).expect("log file");
+        assert_eq!(log.written(), 5, "{text}");
+        let torn: Vec<&str> = text
+            .lines()
+            .filter(|line| serde_json::from_str::<Value>(line).is_err())
+            .collect();
+        assert_eq!(torn.len(), 1, "{text}");
+        assert_eq!(torn[0].len(), 30);
+        let kept: Vec<Value> = text
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect();
+        let ids: Vec<&str> = kept
+            .iter()
+            .map(|record| record["correlationId"].as_str().expect("id"))
+            .collect();
+        let expected: Vec<String> = [1, 3, 5, 6, 7].map(log::sequential_uuid).to_vec();
+        assert_eq!(ids, expected);
+        let (counted, present) = counted_and_present(&log, &dir);
+        assert_eq!(counted, present);
+    }
+
+    /// A chunk of a file that was rotated away while the chunk waited in
+    /// the queue fails part-way: that (older) file is cut back to its
+    /// whole lines and its size in the cap's accounting is corrected, not
+    /// the current file's.
+    #[test]
+    fn a_failed_write_to_a_rotated_file_is_repaired_and_counted_there() {
+        let dir = scratch("torn-rotated");
+        let _cleanup = Scratch(dir.clone());
+        // Files of 1000 bytes: the fourth record (about 300 bytes each)
+        // starts a new file.
+        let settings = LogSettings::new(&dir).deterministic(true).max_bytes(4000);
+        let mut run = start_run(&settings).expect("writable");
+        assert!(run.latest_error.take().is_none());
+        let mut inner = Inner::new(&settings, Arc::new(|_: &str| {}));
+        inner.adopt(run);
+        let log = ValidationLog {
+            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+        };
+        let first = log.path().expect("a run file");
+        // A writer that is alive but held up: chunks wait in the queue.
+        {
+            let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
+            inner.writer_alive = true;
+            inner.writer_reporting = true;
+        }
+        let first_file = run_file(&log);
+        let mut stdio = log.stdio_batched();
+        let mut count = 0;
+        while log.path().as_ref() == Some(&first) {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+            count += 1;
+            assert!(count < 50, "no rotation");
+        }
+        // The first file's records are queued, not written: the first
+        // write to it fails after one line and 10 bytes.
+        let line = {
+            let inner = log.inner.as_ref().expect("enabled").shared.lock();
+            assert_eq!(inner.queue.len(), 1, "the first file's chunk waits");
+            let chunk = inner.queue.front().expect("a chunk");
+            chunk
+                .bytes
+                .iter()
+                .position(|byte| *byte == b'\n')
+                .expect("a line")
+                + 1
+        };
+        arm(&first_file, 0, line + 10, 0);
+        {
+            let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
+            inner.writer_alive = false;
+            inner.writer_reporting = false;
+        }
+        stdio.flush();
+        let second = log.path().expect("the second run file");
+        assert_eq!(record_numbers(&first), [1]);
+        assert_eq!(record_numbers(&second), [count]);
+        assert_eq!(log.written(), 2);
+        let (counted, present) = counted_and_present(&log, &dir);
+        assert_eq!(counted, present, "the older file's size was corrected");
     }
 }
