@@ -407,8 +407,8 @@ impl Default for MetricsSection {
 
 impl MetricsSection {
     /// Who may read `GET /metrics`, as the HTTP policy says it.
-    pub fn access(&self) -> evidence_wire::http::MetricsAccess {
-        use evidence_wire::http::MetricsAccess;
+    pub fn access(&self) -> evidence_wire_http::MetricsAccess {
+        use evidence_wire_http::MetricsAccess;
         match (self.enabled, self.require_auth) {
             (false, _) => MetricsAccess::Off,
             (true, true) => MetricsAccess::Authenticated,

@@ -29,7 +29,6 @@
 //! | [`server`] | provider-side connection state machine; a contract drives its `tools/list` and query checks |
 //! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
 //! | [`supervisor`] | restart supervision of a child-process provider: backoff, deferred queries |
-//! | [`http`] | HTTP transport decisions: routes, auth, Origin, statuses, body limit, SSE |
 //! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |
 //! | [`log`] | validation log records (data only; adapters write them) |
 
@@ -52,7 +51,6 @@ pub mod envelope;
 pub mod error;
 pub mod evidence;
 pub mod frame;
-pub mod http;
 pub mod id;
 pub mod log;
 pub mod policy;

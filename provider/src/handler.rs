@@ -16,8 +16,8 @@
 //!   completes, with an `internal_error` result (in [`dispatch`] itself,
 //!   [`Job::run_blocking`], [`Job::into_future`], [`Job::catch_blocking`],
 //!   [`Job::catch_async`]), so no call is left unanswered;
-//! - [`complete`] hands a completion to the server (a stdio [`Server`] or
-//!   an HTTP [`Exchange`]: anything that can [`Respond`]).
+//! - [`complete`] hands a completion to the server (a stdio connection's
+//!   [`Server`], or the one an HTTP request's exchange lends).
 //!
 //! Where each kind of answer runs, in every adapter: [`Answer::Ready`] is
 //! answered where the event was read, with no hand-off;
@@ -50,7 +50,6 @@ use std::sync::Arc;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::frame::FrameError;
-use evidence_wire::http::Exchange;
 use evidence_wire::server::{RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure};
 use futures_lite::FutureExt as _;
 use serde_json::Value;
@@ -475,65 +474,11 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
     }
 }
 
-/// What answers calls by ticket: a stdio [`Server`] or an HTTP
-/// [`Exchange`].
-pub trait Respond {
-    /// Answer the evidence query of `ticket`.
-    fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError>;
-
-    /// Answer the tool call of `ticket`.
-    fn respond_tool(
-        &mut self,
-        ticket: Ticket,
-        result: Result<Value, ToolFailure>,
-    ) -> Result<(), RespondError>;
-
-    /// The call of `ticket` will not run after all: answer it with the
-    /// retryable `OVERLOADED` error carrying `detail`.
-    fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError>;
-}
-
-impl Respond for Server {
-    fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
-        Server::respond(self, ticket, result)
-    }
-
-    fn respond_tool(
-        &mut self,
-        ticket: Ticket,
-        result: Result<Value, ToolFailure>,
-    ) -> Result<(), RespondError> {
-        Server::respond_tool(self, ticket, result)
-    }
-
-    fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError> {
-        Server::expire(self, ticket, detail)
-    }
-}
-
-impl Respond for Exchange {
-    fn respond(&mut self, ticket: Ticket, result: EvidenceResult) -> Result<(), RespondError> {
-        Exchange::respond(self, ticket, result)
-    }
-
-    fn respond_tool(
-        &mut self,
-        ticket: Ticket,
-        result: Result<Value, ToolFailure>,
-    ) -> Result<(), RespondError> {
-        Exchange::respond_tool(self, ticket, result)
-    }
-
-    fn expire(&mut self, ticket: Ticket, detail: &str) -> Result<(), RespondError> {
-        Exchange::expire_call(self, ticket, detail)
-    }
-}
-
-/// Hands `completion` to the server (or exchange) as the answer of
-/// `ticket`. A ticket the peer cancelled (or an unknown one) is refused:
-/// nothing is sent.
-pub fn complete<R: Respond + ?Sized>(
-    server: &mut R,
+/// Hands `completion` to the server as the answer of `ticket` (over HTTP,
+/// the exchange's server). A ticket the peer cancelled (or an unknown one)
+/// is refused: nothing is sent.
+pub fn complete(
+    server: &mut Server,
     ticket: Ticket,
     completion: Completion,
 ) -> Result<(), RespondError> {

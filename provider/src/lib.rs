@@ -61,8 +61,8 @@ pub use cancel::{CancelReason, Cancellation, OnCancel};
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
 pub use evidence_wire::contract::{Comparator, Determinism};
 pub use handler::{
-    Answer, BoxFuture, CallContext, CallKind, Completion, Handler, IntoService, Job, Respond,
-    ServeError, Service, Work, complete, dispatch,
+    Answer, BoxFuture, CallContext, CallKind, Completion, Handler, IntoService, Job, ServeError,
+    Service, Work, complete, dispatch,
 };
 pub use provider::Provider;
 

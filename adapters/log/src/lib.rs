@@ -89,13 +89,13 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use evidence_wire::frame::Framing;
-use evidence_wire::http::{CONTENT_TYPE_SSE, HttpReply};
 use evidence_wire::log::{
     self, ClockReading, LineCache, RecordFacts, RecordView, Recorder, Transport, ValidationRecord,
 };
 pub use evidence_wire::log::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 use evidence_wire::server::{Outcome, ServerEvent};
 use evidence_wire_config::LoggingConfig;
+use evidence_wire_http::{CONTENT_TYPE_SSE, HttpReply};
 
 /// The default log directory, relative to the working directory.
 pub const DEFAULT_DIR: &str = "runs/mcp_server/envelope_validation";
@@ -1810,7 +1810,7 @@ mod tests {
         };
         call.finish(&sse);
         // A probe's reply has no canonical error: nothing is written.
-        let probe = evidence_wire::http::health_reply();
+        let probe = evidence_wire_http::health_reply();
         log.http_call("/healthz").finish(&probe);
         // HTTP records are left to the writer thread: flush to read them now.
         log.flush();

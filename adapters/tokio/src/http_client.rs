@@ -37,7 +37,7 @@ use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::CONTENT_TYPE_JSON;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::http::{self, BodyLimit};
+use evidence_wire_http::{self as http, BodyLimit};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderValue};

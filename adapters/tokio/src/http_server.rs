@@ -8,7 +8,7 @@
 //! server pipeline stdio uses, with the handler's calls run as stdio runs
 //! them (ready answers at once, blocking work on the blocking pool, async
 //! work as tasks).
-//! Statuses, headers and error bodies all come from [`evidence_wire::http`].
+//! Statuses, headers and error bodies all come from [`evidence_wire_http`].
 //!
 //! Connections are kept by an [`http::ConnectionBudget`] (its docs give
 //! the whole design): at most [`HttpServerConfig::max_connections`] are
@@ -66,9 +66,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
-use evidence_wire::http::{
-    self, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId, ConnectionLimits,
-    Exchange, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused, RequestHead, Room,
+use evidence_wire_http::{
+    self as http, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId,
+    ConnectionLimits, Exchange, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused,
+    RequestHead, Room,
 };
 use evidence_wire_log::{HttpCall, ValidationLog};
 use evidence_wire_metrics::{Metrics, Transport};
@@ -867,10 +868,10 @@ async fn answer(
             counts.observe(&event);
             // One message in, no stream: no fatal framing error here.
             if let Ran::Ready(ticket, completion) =
-                tasks.run(dispatch(handler, event), &mut exchange)
+                tasks.run(dispatch(handler, event), exchange.server_mut())
             {
                 counts.answered(ticket, error_code(&completion));
-                let _ = complete(&mut exchange, ticket, completion);
+                let _ = complete(exchange.server_mut(), ticket, completion);
             }
         }
         if exchange.is_finished() {
@@ -891,7 +892,7 @@ async fn answer(
         };
         counts.answered(ticket, error_code(&completion));
         // A cancelled ticket is refused: nothing to send for it.
-        let _ = complete(&mut exchange, ticket, completion);
+        let _ = complete(exchange.server_mut(), ticket, completion);
     }
     exchange.into_reply()
 }
@@ -1213,7 +1214,7 @@ fn reply_header_name(name: &str) -> Option<HeaderName> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use evidence_wire::http::HeaderField;
+    use evidence_wire_http::HeaderField;
 
     /// Every field by a lookup of its name, as the adapter read them
     /// before the one walk of `read_headers`.

@@ -47,7 +47,7 @@
 //! runtime, sleep until the core's deadline, and own processes and sockets.
 //! Every protocol and HTTP decision lives in the core
 //! ([`evidence_wire::server`], [`evidence_wire::client`],
-//! [`evidence_wire::http`]). Nothing here writes to stdout except the
+//! [`evidence_wire_http`]). Nothing here writes to stdout except the
 //! protocol stream of [`serve_stdio`]; diagnostics go to the [`LogSink`] or
 //! to the handler's `observe`.
 

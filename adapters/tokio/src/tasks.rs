@@ -33,9 +33,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use evidence_wire::frame::FrameError;
-use evidence_wire::server::Ticket;
+use evidence_wire::server::{Server, Ticket};
 use evidence_wire_provider::{
-    Answer, BoxFuture, CallKind, CancelReason, Cancellation, Completion, Job, Respond, Work,
+    Answer, BoxFuture, CallKind, CancelReason, Cancellation, Completion, Job, Work,
 };
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, Id, JoinHandle, JoinSet};
@@ -138,7 +138,7 @@ impl Tasks {
     /// Do the work of one event: hand back a ready answer, start the
     /// other calls (or refuse one when every slot is taken and the slots
     /// say so), cancel and abort a call the peer cancelled.
-    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Ran {
+    pub(crate) fn run(&mut self, work: Work, server: &mut Server) -> Ran {
         match work {
             Work::Run { ticket, job } => match job.into_ready() {
                 Ok(completion) => return Ran::Ready(ticket, completion),
@@ -156,7 +156,7 @@ impl Tasks {
         Ran::Nothing
     }
 
-    fn start(&mut self, ticket: Ticket, job: Job, server: &mut impl Respond) {
+    fn start(&mut self, ticket: Ticket, job: Job, server: &mut Server) {
         let kind = job.kind();
         let cancellation = job.cancellation().clone();
         let abort = if job.is_blocking() {
@@ -301,7 +301,7 @@ impl RequestTasks {
     }
 
     /// As [`Tasks::run`].
-    pub(crate) fn run(&mut self, work: Work, server: &mut impl Respond) -> Ran {
+    pub(crate) fn run(&mut self, work: Work, server: &mut Server) -> Ran {
         match work {
             Work::Run { ticket, job } => match job.into_ready() {
                 Ok(completion) => return Ran::Ready(ticket, completion),

@@ -44,7 +44,6 @@ mod schema_registry;
 mod server_arguments;
 mod server_backpressure;
 mod server_contract;
-mod server_deferred_outcomes;
 mod server_fail_closed;
 mod server_model;
 mod server_revisions;

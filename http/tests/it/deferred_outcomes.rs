@@ -7,12 +7,12 @@
 //! status follows the same outcome.
 
 use evidence_wire::error::CanonicalError;
-use evidence_wire::http::{Admission, Exchange, HttpPolicy, RequestHead, admit};
 use evidence_wire::id::Id;
 use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport};
 use evidence_wire::server::{
     Outcome, Server, ServerConfig, ServerEvent, Ticket, ToolDefinition, ToolFailure,
 };
+use evidence_wire_http::{Admission, Exchange, HttpPolicy, RequestHead, admit};
 use serde_json::{Value, json};
 
 /// A tool whose result must be `{"answer": <integer>}`.
@@ -253,7 +253,10 @@ fn over_http_the_status_follows_the_answer_sent() {
             };
             match event {
                 ServerEvent::ToolCall { ticket, .. } => {
-                    exchange.respond_tool(ticket, Ok(answer.clone())).unwrap();
+                    exchange
+                        .server_mut()
+                        .respond_tool(ticket, Ok(answer.clone()))
+                        .unwrap();
                 }
                 ServerEvent::Handled(outcome) => outcomes.push(outcome),
                 _ => {}
