@@ -25,6 +25,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
 use evidence_wire::evidence::{EvidenceAnchor, EvidenceError};
+use evidence_wire::text::truncate_chars;
 use evidence_wire_config::BundledConfig;
 use evidence_wire_provider::{CheckContext, CheckError};
 use serde_json::value::RawValue;
@@ -286,7 +287,7 @@ fn select(
             budget,
             format!(
                 "evaluating {:?} on {relative:?} could cost up to {cost} node visits, more than the {budget} allowed ({EVALUATION_COST_PER_FILE_BYTE} per byte of [bundled.json] max_file_bytes); use fewer descendant segments (`..`), selectors and filter queries, or a smaller file",
-                excerpt(expression)
+                truncate_chars(expression, 256)
             ),
         )
         .with_details(json!({"limit": "max_evaluation_cost", "max": budget, "cost": cost, "jsonpath": expression})));
@@ -305,7 +306,7 @@ fn select(
             limits.max_result_nodes,
             format!(
                 "{:?} selects {} nodes in {relative:?}, more than the {} allowed by [bundled.json] max_result_nodes; select fewer nodes",
-                excerpt(expression),
+                truncate_chars(expression, 256),
                 nodes.len(),
                 limits.max_result_nodes
             ),
@@ -362,7 +363,7 @@ fn size_limit(limit: &str, max: u64, message: String) -> EvidenceError {
 fn invalid_jsonpath(expression: &str, why: String) -> EvidenceError {
     EvidenceError::new(
         "invalid_jsonpath",
-        format!("{:?} is refused: {why}", excerpt(expression)),
+        format!("{:?} is refused: {why}", truncate_chars(expression, 256)),
     )
     .with_details(json!({"jsonpath": detail(expression)}))
 }
@@ -371,17 +372,8 @@ fn invalid_jsonpath(expression: &str, why: String) -> EvidenceError {
 /// length limit (Decision Gate's built-in echoes it), cut otherwise.
 fn detail(expression: &str) -> String {
     if expression.chars().nth(MAX_JSONPATH_CHARS).is_some() {
-        excerpt(expression)
+        truncate_chars(expression, 256)
     } else {
         expression.to_owned()
-    }
-}
-
-/// At most 256 characters of an expression, for messages and details.
-fn excerpt(expression: &str) -> String {
-    const KEEP: usize = 256;
-    match expression.char_indices().nth(KEEP) {
-        None => expression.to_owned(),
-        Some((cut, _)) => format!("{}…", expression.get(..cut).unwrap_or_default()),
     }
 }

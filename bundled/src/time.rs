@@ -32,6 +32,7 @@
 //! message (the input is bounded by the frame limits before it arrives).
 
 use evidence_wire::evidence::{EvidenceError, TriggerTime};
+use evidence_wire::text::truncate_chars;
 use evidence_wire_provider::{CheckContext, CheckError, NoParams};
 
 use crate::checks::Timestamp;
@@ -80,7 +81,7 @@ fn rfc3339_millis(text: &str) -> Result<i64, EvidenceError> {
             "invalid_params",
             format!(
                 "params.timestamp {:?} {why}; write e.g. \"2024-01-01T00:00:00Z\" or \"2024-01-01T09:30:00+05:30\"",
-                excerpt(text)
+                truncate_chars(text, 64)
             ),
         )
     };
@@ -101,15 +102,6 @@ enum Refusal {
     Invalid(String),
     /// An instant before [`FIRST`] (`"before"`) or after [`LAST`] (`"after"`).
     OutOfRange(&'static str),
-}
-
-/// At most 64 characters of `text`, for an error message.
-fn excerpt(text: &str) -> String {
-    let mut out: String = text.chars().take(64).collect();
-    if out.len() < text.len() {
-        out.push('…');
-    }
-    out
 }
 
 /// The first instant RFC 3339 can write in UTC, `0000-01-01T00:00:00Z`.

@@ -19,7 +19,7 @@
 //! envelope policy, dialect, hash profile of a
 //! [`evidence_wire::server::ServerConfig`]), [`ServerSection::tool_policy`]
 //! (`[server.tools]` and `[server.auth] allowed_tools` as a
-//! [`evidence_wire::policy::ToolPolicy`]), [`HashProfileName::choice`],
+//! [`policy::ToolPolicy`]), [`HashProfileName::choice`],
 //! [`ProviderConfig::trust_policy`] and [`BundledSigningConfig::signer`].
 //! The other crates map their own section (`evidence-wire-docs` takes
 //! [`DocsConfig`], `evidence-wire-log` [`LoggingConfig`],
@@ -49,8 +49,9 @@ use std::path::{Path, PathBuf};
 use evidence_wire::contract::{MAX_CONTRACT_BYTES, ProviderContract};
 use evidence_wire::dialect::{Dialect, DialectChoice};
 use evidence_wire::envelope::Policy;
-use evidence_wire::policy::{PolicyError, ToolPolicy, VisibilityMode};
+pub mod policy;
 use evidence_wire::server::ServerConfig;
+use policy::{PolicyError, ToolPolicy, VisibilityMode};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
@@ -709,13 +710,26 @@ pub struct LoggingConfig {
     pub max_bytes: u64,
 }
 
+impl LoggingConfig {
+    /// The log sink's settings for this `[logging]` table, or `None` when it
+    /// turns logging off.
+    pub fn settings(&self) -> Option<evidence_wire_log::LogSettings> {
+        self.enabled.then(|| {
+            let mut settings = evidence_wire_log::LogSettings::new(&self.dir);
+            settings.deterministic = self.deterministic;
+            settings.max_bytes = self.max_bytes;
+            settings
+        })
+    }
+}
+
 impl Default for LoggingConfig {
     fn default() -> Self {
         LoggingConfig {
             enabled: true,
             dir: PathBuf::from("runs/mcp_server/envelope_validation"),
             deterministic: false,
-            max_bytes: evidence_wire::log::DEFAULT_LOG_MAX_BYTES,
+            max_bytes: evidence_wire_log::DEFAULT_LOG_MAX_BYTES,
         }
     }
 }
@@ -728,9 +742,9 @@ impl LoggingConfig {
         check_range(
             "logging.max_bytes",
             self.max_bytes,
-            evidence_wire::log::MIN_LOG_MAX_BYTES,
+            evidence_wire_log::MIN_LOG_MAX_BYTES,
             MAX_LOG_MAX_BYTES,
-            evidence_wire::log::DEFAULT_LOG_MAX_BYTES,
+            evidence_wire_log::DEFAULT_LOG_MAX_BYTES,
         )
     }
 }

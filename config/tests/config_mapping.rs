@@ -15,9 +15,9 @@ use std::path::Path;
 use evidence_wire::canonical::Profile;
 use evidence_wire::dialect::{Dialect, DialectChoice, HashProfile};
 use evidence_wire::envelope::Policy;
-use evidence_wire::policy::VisibilityMode;
 use evidence_wire::server::ServerConfig;
 use evidence_wire_config::Config;
+use evidence_wire_config::policy::VisibilityMode;
 
 fn load(text: &str) -> Config {
     Config::from_toml_str(text, Path::new(".")).expect("loads")
@@ -94,4 +94,22 @@ allowed_tools = ["evidence_query"]
     let policy = passthrough.server.tool_policy().expect("no lists");
     assert_eq!(policy.mode(), VisibilityMode::Passthrough);
     assert!(policy.is_visible("anything"));
+}
+
+/// `[logging]` maps to the log sink's settings: off when disabled, the
+/// sink's defaults otherwise.
+#[test]
+fn logging_maps_to_the_sinks_settings() {
+    let mut disabled = evidence_wire_config::LoggingConfig::default();
+    disabled.enabled = false;
+    assert_eq!(disabled.settings(), None);
+    let enabled = evidence_wire_config::LoggingConfig::default()
+        .settings()
+        .expect("on by default");
+    assert_eq!(
+        enabled.dir,
+        std::path::PathBuf::from(evidence_wire_log::DEFAULT_DIR)
+    );
+    assert!(!enabled.deterministic);
+    assert_eq!(enabled.max_bytes, 256 * 1024 * 1024);
 }

@@ -135,6 +135,10 @@ use crate::frame::{self, Decoder, Framing, Limits};
 /// [`QueryError::TimeoutAfterDrop`].
 pub const DROPPED_PREFIX_BYTES: usize = 1024;
 
+/// The most of a provider's refusal message (escaped, as JSON text) that a
+/// handshake error quotes.
+const MAX_ERROR_MESSAGE_BYTES: usize = 256;
+
 /// Everything that shapes a client connection.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -947,7 +951,7 @@ impl Client {
                         format!(
                             "JSON-RPC error {}: {}",
                             error.code,
-                            crate::log::excerpt(&error.message, crate::log::MAX_NAME_BYTES)
+                            crate::text::excerpt(&error.message, MAX_ERROR_MESSAGE_BYTES)
                         )
                     });
                     self.finish_handshake(answer);

@@ -28,9 +28,8 @@
 //! | [`contract`] | the Decision Gate capabilities contract of a provider: types and validation |
 //! | [`server`] | provider-side connection state machine; a contract drives its `tools/list` and query checks |
 //! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
+//! | [`text`] | bounded excerpts of text a peer wrote |
 //! | [`supervisor`] | restart supervision of a child-process provider: backoff, deferred queries |
-//! | [`policy`] | tool visibility (filter/passthrough, allowlist, denylist) and authorization |
-//! | [`log`] | validation log records (data only; adapters write them) |
 
 #![no_std]
 #![forbid(unsafe_code)]
@@ -52,11 +51,10 @@ pub mod error;
 pub mod evidence;
 pub mod frame;
 pub mod id;
-pub mod log;
-pub mod policy;
 pub mod schema;
 pub mod server;
 pub mod supervisor;
+pub mod text;
 mod unique;
 
 // The types most code needs, at the root: a provider or a caller starts

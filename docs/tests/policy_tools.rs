@@ -14,9 +14,9 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use evidence_wire::policy::{Decision, PolicyError, ToolPolicy, VisibilityMode};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent, ToolDefinition};
 use evidence_wire_config::Config;
+use evidence_wire_config::policy::{Decision, PolicyError, ToolPolicy, VisibilityMode};
 use evidence_wire_docs::{DocsSurface, SEARCH_TOOL_NAME};
 use serde_json::{Value, json};
 

@@ -17,9 +17,9 @@
 //! record's correlation id so it can be found in the JSONL file. Nothing is
 //! ever written to stdout, which carries the protocol on stdio.
 
-use evidence_wire::log::RecordView;
 use evidence_wire_blocking::log::{LogSettings, ValidationLog};
 use evidence_wire_config::Config;
+use evidence_wire_log::record::RecordView;
 use std::sync::Arc;
 use tracing::level_filters::LevelFilter;
 
@@ -57,7 +57,7 @@ pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
         tracing::info!("validation log off (--no-log)");
         return ValidationLog::disabled();
     }
-    let settings = match (&args.log_dir, LogSettings::from_config(&config.logging)) {
+    let settings = match (&args.log_dir, config.logging.settings()) {
         // --log-dir turns logging on even when the configuration turned it off.
         (Some(dir), settings) => LogSettings::new(dir)
             .deterministic(

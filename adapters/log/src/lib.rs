@@ -58,7 +58,7 @@
 //! in deterministic mode `run-000001.jsonl`, `run-000002.jsonl`, … (one
 //! past the highest number present, so names sort by age), and the records
 //! themselves carry a fixed clock and sequential ids (see
-//! [`evidence_wire::log`]), so the same traffic writes the same bytes.
+//! [`record`]), so the same traffic writes the same bytes.
 //!
 //! Size: the run files of a directory (the files named as above, which this
 //! sink writes; other files are neither counted nor touched) hold at most
@@ -67,7 +67,7 @@
 //! current file would pass a quarter of the cap, the next record starts a
 //! new file (named like a new run) and `.latest` is pointed at it; before
 //! each write the oldest run files are deleted until the record fits. No
-//! record is longer than [`evidence_wire::log::MAX_RECORD_BYTES`] (peer text
+//! record is longer than [`evidence_wire::record::MAX_RECORD_BYTES`] (peer text
 //! is excerpted by the core). The sizes are counted by this log, so the cap
 //! holds for one server writing to a directory at a time. Limits: at most
 //! [`MAX_RUNS_PER_NAME`] runs share a name prefix.
@@ -89,13 +89,14 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use evidence_wire::frame::Framing;
-use evidence_wire::log::{
-    self, ClockReading, LineCache, RecordFacts, RecordView, Recorder, Transport, ValidationRecord,
-};
-pub use evidence_wire::log::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 use evidence_wire::server::{Outcome, ServerEvent};
-use evidence_wire_config::LoggingConfig;
-use evidence_wire_http::{CONTENT_TYPE_SSE, HttpReply};
+
+pub mod record;
+
+use record::{
+    ClockReading, LineCache, RecordFacts, RecordView, Recorder, Transport, ValidationRecord,
+};
+pub use record::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 
 /// The default log directory, relative to the working directory.
 pub const DEFAULT_DIR: &str = "runs/mcp_server/envelope_validation";
@@ -181,15 +182,6 @@ impl LogSettings {
     pub fn max_bytes(mut self, max_bytes: u64) -> Self {
         self.max_bytes = max_bytes;
         self
-    }
-
-    /// The settings of a `[logging]` table, or `None` when it turns logging off.
-    pub fn from_config(config: &LoggingConfig) -> Option<Self> {
-        config.enabled.then(|| LogSettings {
-            dir: config.dir.clone(),
-            deterministic: config.deterministic,
-            max_bytes: config.max_bytes,
-        })
     }
 
     /// The size at which the current file is rotated (at least 1).
@@ -772,7 +764,7 @@ impl Inner {
         let fresh = self
             .spare
             .pop()
-            .unwrap_or_else(|| Vec::with_capacity(BATCH_BYTES + log::MAX_RECORD_BYTES));
+            .unwrap_or_else(|| Vec::with_capacity(BATCH_BYTES + record::MAX_RECORD_BYTES));
         self.queue.push_back(Chunk {
             file,
             path: self.path.clone().unwrap_or_default(),
@@ -1354,8 +1346,8 @@ impl StdioLog {
         };
         let facts = RecordFacts {
             transport: Transport::Stdio,
-            route: log::stdio_route(framing),
-            status: log::stdio_status(outcome),
+            route: record::stdio_route(framing),
+            status: record::stdio_status(outcome),
             duration_micros: micros_between(self.received, now),
         };
         self.log
@@ -1413,30 +1405,27 @@ impl HttpCall {
         }
     }
 
-    /// Write the request's records with the status of `reply`. A reply
-    /// made before any message was read (authentication, Origin, body
-    /// limit, overload) is one record of the canonical error in its body;
-    /// a reply without one (a probe) writes nothing.
-    pub fn finish(self, reply: &HttpReply) {
+    /// Write the request's records with the reply's `status`, sent as a
+    /// JSON body ([`Transport::Http`]) or as a server-sent event
+    /// ([`Transport::Sse`]). A reply made before any message was read
+    /// (authentication, Origin, body limit, overload) is one record of the
+    /// canonical error in its `body`; a reply without one (a probe) writes
+    /// nothing.
+    pub fn finish(self, status: u16, transport: Transport, body: &[u8]) {
         if !self.log.is_enabled() {
             return;
         }
-        let transport = if reply.header("content-type") == Some(CONTENT_TYPE_SSE) {
-            Transport::Sse
-        } else {
-            Transport::Http
-        };
         // One reading of the clocks for the request's records.
         let now = Instant::now();
         let unix_millis = Some(read_unix_millis());
         let facts = RecordFacts {
             transport,
             route: &self.route,
-            status: reply.status,
+            status,
             duration_micros: micros_between(self.started, now),
         };
         if self.outcomes.is_empty() {
-            if let Some(refusal) = log::refusal_outcome(&reply.body) {
+            if let Some(refusal) = record::refusal_outcome(body) {
                 self.log.record_line(&refusal, &facts, unix_millis, true);
             }
             return;
@@ -1541,7 +1530,7 @@ fn start_run(settings: &LogSettings) -> Result<Run, LogError> {
     } else {
         format!(
             "{}-{}",
-            log::format_compact_timestamp(read_unix_millis()),
+            record::format_compact_timestamp(read_unix_millis()),
             std::process::id()
         )
     };
@@ -1777,22 +1766,14 @@ mod tests {
         assert_eq!(records[1]["route"], "stdio:newline-delimited");
         assert_eq!(records[1]["status"], 404);
         assert_eq!(records[1]["error"]["code"], "TOOL_NOT_FOUND");
-        assert_eq!(records[1]["correlationId"], log::sequential_uuid(2));
+        assert_eq!(records[1]["correlationId"], record::sequential_uuid(2));
         assert_eq!(log.written(), 2);
         let _ = fs::remove_dir_all(&dir);
     }
 
-    /// A `401` refusal made before any message was read.
-    fn unauthenticated(detail: Option<&str>) -> HttpReply {
-        HttpReply {
-            status: 401,
-            headers: Vec::new(),
-            body: evidence_wire::envelope::encode_error(
-                None,
-                CanonicalError::Unauthenticated,
-                detail,
-            ),
-        }
+    /// The body of a `401` refusal made before any message was read.
+    fn unauthenticated(detail: Option<&str>) -> Vec<u8> {
+        evidence_wire::envelope::encode_error(None, CanonicalError::Unauthenticated, detail)
     }
 
     #[test]
@@ -1800,18 +1781,14 @@ mod tests {
         let dir = scratch("http");
         let log = ValidationLog::open(&LogSettings::new(&dir));
         let refused = unauthenticated(Some("no token"));
-        log.http_call("/rpc").finish(&refused);
+        log.http_call("/rpc").finish(401, Transport::Http, &refused);
         let mut call = log.http_call("/mcp");
         call.observe(&ServerEvent::Handled(outcome(None)));
-        let sse = HttpReply {
-            status: 200,
-            headers: vec![("content-type", CONTENT_TYPE_SSE.to_owned())],
-            body: b"event: message\n".to_vec(),
-        };
-        call.finish(&sse);
+        call.finish(200, Transport::Sse, b"event: message\n");
         // A probe's reply has no canonical error: nothing is written.
         let probe = evidence_wire_http::health_reply();
-        log.http_call("/healthz").finish(&probe);
+        log.http_call("/healthz")
+            .finish(probe.status, Transport::Http, &probe.body);
         // HTTP records are left to the writer thread: flush to read them now.
         log.flush();
         let records = lines(&log.path().expect("run file"));
@@ -2084,7 +2061,7 @@ mod tests {
         }
         assert_eq!(log.written(), 2000, "every record was written");
         let (worst_total, most_files) = *worst.lock().expect("worst");
-        let bound = CAP + log::MAX_RECORD_BYTES as u64;
+        let bound = CAP + record::MAX_RECORD_BYTES as u64;
         assert!(
             worst_total <= bound,
             "the directory reached {worst_total} bytes (cap {CAP} + one record)"
@@ -2109,7 +2086,7 @@ mod tests {
         assert!(!kept.is_empty());
         assert_eq!(
             kept.last().expect("last")["correlationId"],
-            log::sequential_uuid(2000)
+            record::sequential_uuid(2000)
         );
         // A new run in the same directory keeps counting past the cap's files.
         let again = ValidationLog::try_open(&settings).expect("second run");
@@ -2131,7 +2108,7 @@ mod tests {
         let path = log.path().expect("run file");
         let bytes = fs::read(&path).expect("log");
         assert!(
-            bytes.len() <= log::MAX_RECORD_BYTES,
+            bytes.len() <= record::MAX_RECORD_BYTES,
             "one record took {} bytes",
             bytes.len()
         );
@@ -2147,7 +2124,7 @@ mod tests {
         assert!(
             record["requestId"]
                 .as_str()
-                .is_some_and(|id| id.len() <= log::MAX_NAME_BYTES)
+                .is_some_and(|id| id.len() <= record::MAX_NAME_BYTES)
         );
         let _ = fs::remove_dir_all(&dir);
     }
@@ -2185,13 +2162,6 @@ mod tests {
         let mut stdio = log.stdio();
         stdio.observe(&ServerEvent::Handled(outcome(None)), None);
         assert_eq!(log.written(), 0);
-        let mut disabled = LoggingConfig::default();
-        disabled.enabled = false;
-        assert_eq!(LogSettings::from_config(&disabled), None);
-        let enabled = LogSettings::from_config(&LoggingConfig::default()).expect("on by default");
-        assert_eq!(enabled.dir, PathBuf::from(DEFAULT_DIR));
-        assert!(!enabled.deterministic);
-        assert_eq!(enabled.max_bytes, 256 * 1024 * 1024);
     }
 
     /// A batch's records share one reading of the clocks (taken at its
@@ -2268,11 +2238,11 @@ mod tests {
         stdio.flush();
         let records = lines(&path);
         assert_eq!(records.len(), 2);
-        assert_eq!(records[1]["correlationId"], log::sequential_uuid(2));
+        assert_eq!(records[1]["correlationId"], record::sequential_uuid(2));
         assert_eq!(log.written(), 2);
 
         let mut outcome = outcome(Some(CanonicalError::InvalidEnvelope));
-        let bound = CAP + log::MAX_RECORD_BYTES as u64;
+        let bound = CAP + record::MAX_RECORD_BYTES as u64;
         for n in 0..2000 {
             outcome.detail = Some("d".repeat(n % 1500));
             stdio.observe(&ServerEvent::Handled(outcome.clone()), None);
@@ -2328,7 +2298,9 @@ mod tests {
         drop(stdio);
         let refused = unauthenticated(None);
         let clone = log.clone();
-        clone.http_call("/rpc").finish(&refused);
+        clone
+            .http_call("/rpc")
+            .finish(401, Transport::Http, &refused);
         drop(log);
         drop(clone);
         let records = lines(&path);
@@ -2337,7 +2309,7 @@ mod tests {
             5,
             "the pending record was written at the drop"
         );
-        assert_eq!(records[4]["correlationId"], log::sequential_uuid(5));
+        assert_eq!(records[4]["correlationId"], record::sequential_uuid(5));
         let _ = fs::remove_dir_all(&dir);
     }
 
@@ -2385,7 +2357,7 @@ mod tests {
             .flat_map(|file| lines(file))
             .map(|record| record["correlationId"].as_str().expect("id").to_owned())
             .collect();
-        let expected: Vec<String> = (1..=9000).map(log::sequential_uuid).collect();
+        let expected: Vec<String> = (1..=9000).map(record::sequential_uuid).collect();
         assert!(ids == expected, "{} records, not in order", ids.len());
         let _ = fs::remove_dir_all(&dir);
     }
@@ -2399,7 +2371,8 @@ mod tests {
         let path = log.path().expect("a run file");
         let mut stdio = log.stdio_batched();
         stdio.observe(&ServerEvent::Handled(outcome(None)), None);
-        log.http_call("/rpc").finish(&unauthenticated(None));
+        log.http_call("/rpc")
+            .finish(401, Transport::Http, &unauthenticated(None));
         assert_eq!(
             log.written(),
             2,
@@ -2436,7 +2409,7 @@ mod tests {
             .map(|record| {
                 let id = record["correlationId"].as_str().expect("id");
                 (1..=10_000)
-                    .find(|n| log::sequential_uuid(*n) == id)
+                    .find(|n| record::sequential_uuid(*n) == id)
                     .expect("a sequential id")
             })
             .collect()
@@ -2595,7 +2568,7 @@ mod tests {
             .iter()
             .map(|record| record["correlationId"].as_str().expect("id"))
             .collect();
-        let expected: Vec<String> = [1, 3, 5, 6, 7].map(log::sequential_uuid).to_vec();
+        let expected: Vec<String> = [1, 3, 5, 6, 7].map(record::sequential_uuid).to_vec();
         assert_eq!(ids, expected);
         let (counted, present) = counted_and_present(&log, &dir);
         assert_eq!(counted, present);

@@ -71,6 +71,7 @@ use evidence_wire_http::{
     ConnectionLimits, Exchange, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused,
     RequestHead, Room,
 };
+use evidence_wire_log::record::Transport as LogTransport;
 use evidence_wire_log::{HttpCall, ValidationLog};
 use evidence_wire_metrics::{Metrics, Transport};
 use evidence_wire_provider::{
@@ -670,7 +671,12 @@ async fn serve_connection(
                 .then(|| log.http_call(request.uri().path()));
             let reply = answer(&shared, request, call.as_mut(), &unread).await;
             if let Some(call) = call {
-                call.finish(&reply);
+                let transport = if reply.header("content-type") == Some(http::CONTENT_TYPE_SSE) {
+                    LogTransport::Sse
+                } else {
+                    LogTransport::Http
+                };
+                call.finish(reply.status, transport, &reply.body);
             }
             Ok::<_, Infallible>(to_response(reply, in_request))
         }

@@ -85,7 +85,7 @@ pub struct ServerConfig {
     pub tool_filter: Option<ToolFilter>,
     /// Authorization for visible tools (`None`: all callable): a call of a
     /// visible tool it refuses is answered `FORBIDDEN`. Built by
-    /// [`crate::policy::ToolPolicy::apply`] from `[server.auth] allowed_tools`.
+    /// `ToolPolicy::apply` (crate `evidence-wire-config`) from `[server.auth] allowed_tools`.
     pub tool_authorizer: Option<ToolFilter>,
     /// The provider's capabilities contract (`None`: any check id and
     /// params are handed to the embedder). When set, `tools/list` shows the

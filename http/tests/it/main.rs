@@ -1,6 +1,5 @@
 //! The HTTP layer's integration tests, one binary: whole request bodies
-//! through an `Exchange` (MCP revisions and their headers, deferred tool
-//! outcomes and their records).
+//! through an `Exchange` (MCP revisions and their headers).
 
 #![allow(
     clippy::unwrap_used,
@@ -9,5 +8,4 @@
     clippy::indexing_slicing
 )] // test code may panic
 
-mod deferred_outcomes;
 mod revisions;

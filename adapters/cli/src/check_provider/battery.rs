@@ -43,6 +43,7 @@ use evidence_wire::evidence::{
     VerifyError,
 };
 use evidence_wire::frame::Framing;
+use evidence_wire::text::truncate_chars;
 use serde_json::{Map, Value, json};
 
 use super::process::{REAP_DEADLINE, TERM_GRACE};
@@ -162,16 +163,7 @@ fn bytes_of(query: &EvidenceQuery, context: &EvidenceContext) -> String {
     let mut client = Client::new(ClientConfig::default());
     client.query(query, context, 0);
     let bytes = client.poll_transmit().unwrap_or_default();
-    excerpt(&String::from_utf8_lossy(&bytes), 2048)
-}
-
-fn excerpt(text: &str, limit: usize) -> String {
-    if text.chars().count() <= limit {
-        return text.to_owned();
-    }
-    let mut cut: String = text.chars().take(limit).collect();
-    cut.push('…');
-    cut
+    truncate_chars(&String::from_utf8_lossy(&bytes), 2048)
 }
 
 /// Canonical JSON (Decision Gate's profile) of `value`, for comparisons.
@@ -220,7 +212,7 @@ fn describe(read: &Read) -> String {
         Read::Evidence(result) => describe_result(result),
         Read::Unreadable(detail) => format!("an unreadable result ({detail})"),
         Read::RpcError { code, message } => {
-            format!("JSON-RPC error {code} ({})", excerpt(message, 160))
+            format!("JSON-RPC error {code} ({})", truncate_chars(message, 160))
         }
         Read::Failed(error) => describe_failure(error),
     }
@@ -231,11 +223,11 @@ fn describe_result(result: &EvidenceResult) -> String {
         (_, Some(error)) => format!(
             "an EvidenceResult error {} ({})",
             error.code,
-            excerpt(&error.message, 160)
+            truncate_chars(&error.message, 160)
         ),
         (Some(value), None) => format!(
             "the value {}",
-            excerpt(&canonical_of(&value.to_value().unwrap_or(Value::Null)), 160)
+            truncate_chars(&canonical_of(&value.to_value().unwrap_or(Value::Null)), 160)
         ),
         (None, None) => "an EvidenceResult with neither value nor error".to_owned(),
     }
@@ -255,7 +247,7 @@ fn outcome_evidence(outcome: Option<&Outcome>) -> Value {
         Some(outcome) => json!({
             "latency_ms": outcome.latency.as_secs_f64() * 1000.0,
             "result": match &outcome.result {
-                Ok(raw) => Value::String(excerpt(raw.get(), 4096)),
+                Ok(raw) => Value::String(truncate_chars(raw.get(), 4096)),
                 Err(error) => Value::String(error.to_string()),
             },
             "http_status": outcome.http_status,
@@ -1002,8 +994,8 @@ impl Battery {
                             Status::Fail,
                             format!(
                                 "declared deterministic, but the same query twice gave {} and then {}; declare it time_dependent or external, or make it deterministic",
-                                excerpt(&fingerprint(a), 200),
-                                excerpt(&fingerprint(b), 200)
+                                truncate_chars(&fingerprint(a), 200),
+                                truncate_chars(&fingerprint(b), 200)
                             ),
                         ),
                         (other, Read::Evidence(_)) | (_, other) => (
@@ -1109,7 +1101,7 @@ impl Battery {
                 if record.errors.is_empty() {
                     "none answered".to_owned()
                 } else {
-                    excerpt(&record.errors.join("; "), 240)
+                    truncate_chars(&record.errors.join("; "), 240)
                 }
             )
         };
@@ -1160,7 +1152,7 @@ impl Battery {
                             Status::Fail,
                             format!(
                                 "{label}: the value {} does not match result_schema at {:?}: {detail}",
-                                excerpt(&canonical_of(&value), 160),
+                                truncate_chars(&canonical_of(&value), 160),
                                 pointer
                             ),
                             json!({"value": value, "result_schema": check.result_schema}),
@@ -1499,7 +1491,7 @@ impl Battery {
                                 "id {} (check {}) got {}",
                                 id.get(),
                                 probe.query.check_id,
-                                excerpt(&fingerprint(&result), 160)
+                                truncate_chars(&fingerprint(&result), 160)
                             ));
                         }
                     }
@@ -1976,8 +1968,8 @@ fn grade_example(answered: &Read, expected: &Value, determinism: Determinism) ->
                         mismatch,
                         format!(
                             "answered {} where the example says {} (the check is {kind})",
-                            excerpt(&canonical_of(&value), 160),
-                            excerpt(&canonical_of(expected), 160)
+                            truncate_chars(&canonical_of(&value), 160),
+                            truncate_chars(&canonical_of(expected), 160)
                         ),
                     )
                 }
@@ -1987,7 +1979,7 @@ fn grade_example(answered: &Read, expected: &Value, determinism: Determinism) ->
                 format!(
                     "answered {} where the example says {} (the check is {kind}{})",
                     describe_result(result),
-                    excerpt(&canonical_of(expected), 160),
+                    truncate_chars(&canonical_of(expected), 160),
                     if determinism == Determinism::External {
                         ": its answer depends on the world the provider runs in"
                     } else {

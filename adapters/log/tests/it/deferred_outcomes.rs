@@ -8,11 +8,11 @@
 
 use evidence_wire::error::CanonicalError;
 use evidence_wire::id::Id;
-use evidence_wire::log::{self, ClockReading, RecordFacts, Recorder, Transport};
 use evidence_wire::server::{
     Outcome, Server, ServerConfig, ServerEvent, Ticket, ToolDefinition, ToolFailure,
 };
 use evidence_wire_http::{Admission, Exchange, HttpPolicy, RequestHead, admit};
+use evidence_wire_log::record::{self as log, ClockReading, RecordFacts, Recorder, Transport};
 use serde_json::{Value, json};
 
 /// A tool whose result must be `{"answer": <integer>}`.

@@ -1,6 +1,7 @@
-//! Envelope validation log records, as data (sans-IO).
+//! Envelope validation log records, as data (sans-IO): the record model the
+//! sink writes.
 //!
-//! Every [`ServerEvent::Handled`](crate::server::ServerEvent::Handled)
+//! Every [`ServerEvent::Handled`](evidence_wire::server::ServerEvent::Handled)
 //! [`Outcome`] becomes one [`ValidationRecord`]: when it happened, the
 //! request id and a correlation id, the transport (`http`, `stdio` or
 //! `sse`) and route it came in on, the method and tool, the status it was
@@ -35,18 +36,19 @@
 //! is longer than [`MAX_RECORD_BYTES`] as a JSON line, whatever the peer
 //! sent; the sink relies on that bound for its size cap.
 
-use alloc::borrow::{Cow, ToOwned};
-use alloc::format;
-use alloc::string::String;
-use alloc::vec::Vec;
+use std::borrow::{Cow, ToOwned};
+use std::format;
+use std::string::String;
+use std::vec::Vec;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::error::CanonicalError;
-use crate::frame::Framing;
-use crate::id::Id;
-use crate::server::Outcome;
+use evidence_wire::error::CanonicalError;
+use evidence_wire::frame::Framing;
+use evidence_wire::id::Id;
+use evidence_wire::server::Outcome;
+use evidence_wire::text::{excerpt, excerpt_cow};
 
 /// Version of the record format (`metadata.schemaVersion`).
 pub const SCHEMA_VERSION: &str = "1";
@@ -216,7 +218,7 @@ pub struct ValidationRecord {
     pub correlation_id: String,
     /// The JSON-RPC id of the message, or `null` when it had none or it
     /// could not be read (`-0` is written as sent).
-    #[serde(serialize_with = "crate::envelope::serialize_id_value")]
+    #[serde(serialize_with = "evidence_wire::id::serialize_id_value")]
     pub request_id: Value,
     /// The transport.
     pub transport: Transport,
@@ -608,7 +610,7 @@ impl<'a> RecordView<'a> {
     }
 
     /// The canonical error answered, or `None` when the message was accepted.
-    pub fn error(&self) -> Option<crate::error::CanonicalError> {
+    pub fn error(&self) -> Option<CanonicalError> {
         self.outcome.error
     }
 
@@ -736,58 +738,6 @@ fn push_signed(out: &mut Vec<u8>, value: i64) {
     push_decimal(out, value.unsigned_abs());
 }
 
-/// How many bytes `c` takes inside a JSON string as serde_json writes it:
-/// `"` and `\` and the short escapes take 2, other control characters 6
-/// (`\u00XX`), everything else its UTF-8 length.
-fn escaped_len(c: char) -> usize {
-    match c {
-        '"' | '\\' | '\u{8}' | '\u{c}' | '\n' | '\r' | '\t' => 2,
-        c if u32::from(c) < 0x20 => 6,
-        c => c.len_utf8(),
-    }
-}
-
-/// `text` as a bounded excerpt: unchanged when it takes at most `max`
-/// bytes as the body of a JSON string (after escaping); otherwise its
-/// longest prefix, cut at a character boundary, that fits in `max` together
-/// with the marker `… (N bytes)`, where N is the original length in bytes.
-/// The result never takes more than `max` bytes escaped (for `max` of at
-/// least 32; a smaller `max` yields the marker alone).
-pub fn excerpt(text: &str, max: usize) -> String {
-    excerpt_cow(text, max).into_owned()
-}
-
-/// [`excerpt`], borrowing `text` when it is kept whole.
-fn excerpt_cow(text: &str, max: usize) -> Cow<'_, str> {
-    // No byte takes more than 6 escaped: short text fits without a count.
-    if text.len().saturating_mul(6) <= max {
-        return Cow::Borrowed(text);
-    }
-    let mut escaped = 0usize;
-    for c in text.chars() {
-        escaped = escaped.saturating_add(escaped_len(c));
-    }
-    if escaped <= max {
-        return Cow::Borrowed(text);
-    }
-    let marker = format!("… ({} bytes)", text.len());
-    let budget = max.saturating_sub(marker.len());
-    let mut used = 0usize;
-    let mut end = 0usize;
-    for (index, c) in text.char_indices() {
-        let cost = escaped_len(c);
-        if used.saturating_add(cost) > budget {
-            break;
-        }
-        used = used.saturating_add(cost);
-        end = index.saturating_add(c.len_utf8());
-    }
-    let mut cut = String::with_capacity(end.saturating_add(marker.len()));
-    cut.push_str(text.get(..end).unwrap_or_default());
-    cut.push_str(&marker);
-    Cow::Owned(cut)
-}
-
 /// The UUID with `n` in its last 48 bits, version 4 and RFC 9562 variant
 /// bits set: `00000000-0000-4000-8000-000000000001` for 1.
 pub fn sequential_uuid(n: u64) -> String {
@@ -827,7 +777,7 @@ fn push_uuid(out: &mut Vec<u8>, bits: u128) {
     let mut text = [b'-'; 36];
     for (byte, at) in bits.to_be_bytes().into_iter().zip(AT) {
         if let Some([high, low]) = text.get_mut(at..at.saturating_add(2)) {
-            [*high, *low] = crate::canonical::hex_pair(byte);
+            [*high, *low] = hex_pair(byte);
         }
     }
     out.extend_from_slice(&text);
@@ -1237,7 +1187,7 @@ mod tests {
             for position in 0..len {
                 for byte in 0..=255u8 {
                     for fill in [b'a', 0xff, 0x20, 0x80] {
-                        let mut bytes = alloc::vec![fill; len];
+                        let mut bytes = std::vec![fill; len];
                         bytes[position] = byte;
                         assert_eq!(needs_no_escape(&bytes), reference(&bytes), "{bytes:?}");
                     }
@@ -1245,20 +1195,6 @@ mod tests {
             }
         }
         assert!(needs_no_escape(b""));
-    }
-
-    /// The no-count shortcut of `excerpt` keeps exactly what counting keeps.
-    #[test]
-    fn short_text_is_kept_whole_like_counting_keeps_it() {
-        for text in ["", "tools/call", "\u{1}\u{1}\u{1}", "\"\"\"", "ééé", "a\nb"] {
-            for max in [0, 6, 17, 18, 32, 256] {
-                let counted: usize = text.chars().map(escaped_len).sum();
-                if text.len() * 6 <= max {
-                    assert!(counted <= max, "{text:?} {max}");
-                }
-                assert_eq!(excerpt(text, max) == text, counted <= max, "{text:?} {max}");
-            }
-        }
     }
 
     fn rejected(error: CanonicalError, detail: &str) -> Outcome {
@@ -1493,37 +1429,6 @@ mod tests {
     }
 
     #[test]
-    fn excerpts_count_escapes_and_name_the_original_length() {
-        assert_eq!(excerpt("short", 16), "short");
-        // Exactly at the limit once escaped: kept whole.
-        assert_eq!(excerpt("\"abc\"", 10), "\"abc\"");
-        // 100 control characters take 600 bytes escaped, not 100.
-        let controls = "\u{1}".repeat(100);
-        let cut = excerpt(&controls, 256);
-        assert!(cut.ends_with("… (100 bytes)"), "{cut:?}");
-        let escaped = serde_json::to_string(&cut).expect("JSON");
-        assert!(escaped.len() <= 256 + 2, "{}", escaped.len());
-        // A huge peer detail becomes a 1 KiB excerpt.
-        let huge = "x".repeat(10 << 20);
-        let cut = excerpt(&huge, MAX_DETAIL_BYTES);
-        assert!(cut.len() <= MAX_DETAIL_BYTES);
-        assert!(cut.ends_with("… (10485760 bytes)"), "{}", &cut[1000..]);
-        assert!(cut.starts_with("xxxx"));
-        // Never more than max bytes, whatever the mix.
-        for text in [
-            "é\"\n\u{0}😀".repeat(500),
-            "\\".repeat(3000),
-            "a".repeat(257),
-        ] {
-            for max in [32, 64, 255, 256, 1024] {
-                let cut = excerpt(&text, max);
-                let body = serde_json::to_string(&cut).expect("JSON");
-                assert!(body.len() - 2 <= max, "{max}: {} bytes", body.len() - 2);
-            }
-        }
-    }
-
-    #[test]
     fn no_record_is_longer_than_the_bound() {
         let mut recorder = Recorder::new(false);
         // The costliest text: control characters take 6 bytes escaped.
@@ -1563,7 +1468,7 @@ mod tests {
 
     #[test]
     fn refusals_read_back_the_canonical_error() {
-        let body = crate::envelope::encode_error(
+        let body = evidence_wire::envelope::encode_error(
             None,
             CanonicalError::Unauthenticated,
             Some("missing bearer token"),
@@ -1580,4 +1485,13 @@ mod tests {
         );
         assert_eq!(Transport::Sse.as_str(), "sse");
     }
+}
+
+/// The two lowercase hex digits of `byte`.
+fn hex_pair(byte: u8) -> [u8; 2] {
+    let digit = |nibble: u8| match nibble {
+        0..=9 => b'0' + nibble,
+        _ => b'a' + (nibble - 10),
+    };
+    [digit(byte >> 4), digit(byte & 0xf)]
 }

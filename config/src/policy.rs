@@ -26,13 +26,13 @@
 //! exactly (case-sensitive); blank or space-padded names are refused.
 //! The policy holds only names; its cost per call is one set lookup per list.
 
-use alloc::collections::BTreeSet;
-use alloc::string::String;
-use alloc::sync::Arc;
-use alloc::vec::Vec;
+use std::collections::BTreeSet;
+use std::string::String;
+use std::sync::Arc;
+use std::vec::Vec;
 
-use crate::error::CanonicalError;
-use crate::server::{ServerConfig, ToolFilter};
+use evidence_wire::error::CanonicalError;
+use evidence_wire::server::{ServerConfig, ToolFilter};
 
 /// `[server.tools] mode`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
