@@ -868,6 +868,15 @@ fn civil(unix_millis: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
     (year, month, day, hour, minute, second, millis)
 }
 
+/// The two lowercase hex digits of `byte`.
+fn hex_pair(byte: u8) -> [u8; 2] {
+    let digit = |nibble: u8| match nibble {
+        0..=9 => b'0' + nibble,
+        _ => b'a' + (nibble - 10),
+    };
+    [digit(byte >> 4), digit(byte & 0xf)]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1485,13 +1494,4 @@ mod tests {
         );
         assert_eq!(Transport::Sse.as_str(), "sse");
     }
-}
-
-/// The two lowercase hex digits of `byte`.
-fn hex_pair(byte: u8) -> [u8; 2] {
-    let digit = |nibble: u8| match nibble {
-        0..=9 => b'0' + nibble,
-        _ => b'a' + (nibble - 10),
-    };
-    [digit(byte >> 4), digit(byte & 0xf)]
 }
