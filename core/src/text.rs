@@ -3,13 +3,16 @@
 //! Two ways to shorten, one place for each: [`excerpt`] bounds the bytes a
 //! text takes escaped inside a JSON string and names the original length
 //! (for records with a size bound), [`truncate_chars`] keeps the first
-//! characters and marks the cut (for messages a person reads).
+//! characters and marks the cut (for messages a person reads); and one way
+//! to show it on a terminal, [`printable`], which escapes what would act on
+//! the terminal instead of showing (a peer's stderr, an error message).
 //!
 //! Limits: none of their own; the caller says how much to keep.
 
 use alloc::borrow::Cow;
 use alloc::format;
 use alloc::string::String;
+use core::fmt::Write as _;
 
 /// How many bytes `c` takes inside a JSON string as serde_json writes it:
 /// `"` and `\` and the short escapes take 2, other control characters 6
@@ -71,6 +74,40 @@ pub fn truncate_chars(text: &str, max: usize) -> String {
         None => String::from(text),
         Some((cut, _)) => format!("{}…", text.get(..cut).unwrap_or_default()),
     }
+}
+
+/// Whether `c` acts on a terminal instead of showing as itself: the C0
+/// controls except the tab (ESC starts ANSI sequences, CR returns to the
+/// start of the line, BS moves back), DEL, the C1 controls U+0080 to
+/// U+009F (U+009B is a one-character CSI on some terminals), and the
+/// Unicode bidirectional overrides and isolates U+202A to U+202E and
+/// U+2066 to U+2069 (they reorder what follows them on screen).
+pub fn is_terminal_control(c: char) -> bool {
+    (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` as it may be shown on a terminal: every [`is_terminal_control`]
+/// character written as an escape, `\n` and `\r` as those two characters,
+/// every other one as `\u{HEX}` (ESC is `\u{1b}`). Text without one is
+/// returned as it is. What a peer wrote (a provider's stderr, an error
+/// message, an HTTP body) goes through this before it is printed, so it
+/// shows as text and cannot forge or erase what surrounds it.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(is_terminal_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len().saturating_add(16));
+    for c in text.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            c if is_terminal_control(c) => {
+                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -28,11 +28,13 @@ use evidence_wire::evidence::{EvidenceError, EvidenceResult, VerifiedEvidence};
 use evidence_wire::supervisor::{
     Action, Failure, PROVIDER_UNAVAILABLE, Supervisor, SupervisorConfig,
 };
-use evidence_wire_log::relay::{RelayLimits, StderrRelay};
+pub mod relay;
+
+use relay::{RelayLimits, StderrRelay};
 use serde_json::json;
 
 /// Where the child's stderr lines and the supervisor's notes go.
-pub use evidence_wire_log::relay::LogSink;
+pub use relay::LogSink;
 
 /// Called each time the supervisor restarts the child (every start after
 /// the first): a counter for metrics (`evidence_wire_metrics::Metrics::restart_hook`).
@@ -55,7 +57,7 @@ pub struct ProcessConfig {
     /// prefixed with the program name). Called from the relay's own
     /// thread; it may block without blocking anything else. Lines arrive
     /// with their terminal controls escaped
-    /// ([`evidence_wire_log::relay::printable`]).
+    /// ([`evidence_wire::text::printable`]).
     pub log: LogSink,
     /// How much of the child's stderr is relayed to `log`.
     pub stderr_limits: RelayLimits,

@@ -44,7 +44,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire_log::relay::StderrRelay;
+use evidence_wire_provider::caller::relay::StderrRelay;
 use evidence_wire_provider::caller::{
     MAX_STDERR_LINE, ProcessConfig, ProcessCore, ProviderError, SpawnError, Step,
 };

@@ -1083,10 +1083,10 @@ fn print_json(result: &EvidenceResult) -> Result<(), Failure> {
 }
 
 /// Text a peer wrote, as it may be printed: terminal controls escaped
-/// (`evidence_wire_log::relay::printable`, the one helper every printed
+/// (`evidence_wire::text::printable`, the one helper every printed
 /// peer string goes through, the relayed provider stderr included).
 pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    evidence_wire_log::relay::printable(text)
+    evidence_wire::text::printable(text)
 }
 
 /// JSON text (as serde_json writes it) with the terminal controls serde_json
@@ -1097,7 +1097,7 @@ pub(crate) fn printable(text: &str) -> std::borrow::Cow<'_, str> {
 /// newlines are kept.
 pub(crate) fn printable_json(text: &str) -> std::borrow::Cow<'_, str> {
     use std::fmt::Write as _;
-    let unsafe_char = |c: char| c != '\n' && evidence_wire_log::relay::is_terminal_control(c);
+    let unsafe_char = |c: char| c != '\n' && evidence_wire::text::is_terminal_control(c);
     if !text.chars().any(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
     }

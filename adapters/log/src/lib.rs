@@ -1,12 +1,10 @@
 //! # evidence-wire-log
 //!
 //! The JSON Lines sink of envelope validation logs, shared by every runtime
-//! adapter (blocking, tokio, smol) and the CLI; and [`relay`], the bounded,
-//! never-blocking relay of a provider child's stderr that the adapters'
-//! process clients share.
+//! adapter (blocking, tokio, smol) and the CLI. It depends on the core only.
 //!
-//! The core turns each validation outcome into a
-//! [`ValidationRecord`]; this crate
+//! Its [`record`] module turns each validation outcome of the core's server
+//! into a [`ValidationRecord`] (the record model, as data); the sink
 //! reads the clock, writes the records, one JSON line each, to
 //! `<dir>/<run>.jsonl` (by default `runs/mcp_server/envelope_validation`
 //! under the working directory) and keeps `<dir>/.latest` a symlink to the
@@ -18,8 +16,8 @@
 //! - stdio: [`StdioLog::bytes_received`] before feeding input to the
 //!   server and [`StdioLog::observe`] for every server event;
 //! - HTTP: [`ValidationLog::http_call`] when a request head arrives,
-//!   [`HttpCall::outcome`] for every `Handled` event of its exchange and
-//!   [`HttpCall::finish`] with the reply.
+//!   [`HttpCall::observe`] for every event of its exchange and
+//!   [`HttpCall::finish`] with the reply's status.
 //!
 //! Logging never stops a server: [`ValidationLog::open`] cannot fail, and a
 //! directory that cannot be created, a file that cannot be written or a
@@ -74,8 +72,6 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
-
-pub mod relay;
 
 use std::collections::VecDeque;
 use std::fmt;

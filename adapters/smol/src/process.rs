@@ -52,7 +52,7 @@ use async_io::Timer;
 use async_process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use evidence_wire::supervisor::QueryTicket;
-use evidence_wire_log::relay::StderrRelay;
+use evidence_wire_provider::caller::relay::StderrRelay;
 use evidence_wire_provider::caller::{
     MAX_STDERR_LINE, ProcessConfig, ProcessCore, ProviderError, SpawnError, Step as Do,
 };

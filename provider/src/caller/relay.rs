@@ -44,49 +44,17 @@
 //! summary and one line per [`FLUSH_INTERVAL`]; what waits in memory by
 //! `queue` lines of at most `max_line_bytes` (notes: 4 KiB).
 
-use std::borrow::Cow;
-use std::fmt::Write as _;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread;
 use std::time::{Duration, Instant};
 
+#[cfg(test)]
+use evidence_wire::text::is_terminal_control;
+use evidence_wire::text::printable;
+
 /// Where relayed lines go (the process adapters' `LogSink`).
 pub type LogSink = Arc<dyn Fn(&str) + Send + Sync>;
-
-/// Whether `c` acts on a terminal instead of showing as itself: the C0
-/// controls except the tab (ESC starts ANSI sequences, CR returns to the
-/// start of the line, BS moves back), DEL, the C1 controls U+0080 to
-/// U+009F (U+009B is a one-character CSI on some terminals), and the
-/// Unicode bidirectional overrides and isolates U+202A to U+202E and
-/// U+2066 to U+2069 (they reorder what follows them on screen).
-pub fn is_terminal_control(c: char) -> bool {
-    (c.is_control() && c != '\t') || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// `text` as it may be shown on a terminal: every [`is_terminal_control`]
-/// character written as an escape, `\n` and `\r` as those two characters,
-/// every other one as `\u{HEX}` (ESC is `\u{1b}`). Text without one is
-/// returned as it is. What a peer wrote (a provider's stderr, an error
-/// message, an HTTP body) goes through this before it is printed, so it
-/// shows as text and cannot forge or erase what surrounds it.
-pub fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(is_terminal_control) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len().saturating_add(16));
-    for c in text.chars() {
-        match c {
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            c if is_terminal_control(c) => {
-                let _ = write!(out, "\\u{{{:x}}}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    Cow::Owned(out)
-}
 
 /// The bytes a relayed line costs beyond its own length.
 pub const LINE_COST: u64 = 64;
@@ -474,6 +442,7 @@ fn deliver(lines: &Receiver<String>, sink: &LogSink, shared: &Weak<Shared>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::borrow::Cow;
     use std::sync::mpsc::Sender;
     use std::time::Duration;
 
