@@ -582,7 +582,7 @@ impl CheckContract {
                 });
             }
         } else {
-            #[cfg(feature = "std")]
+            #[cfg(feature = "json-schema")]
             if let Some((pointer, detail)) =
                 first_schema_error(&self.params_schema, &example.params)
             {
@@ -594,7 +594,7 @@ impl CheckContract {
                 });
             }
         }
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         if let Some((pointer, detail)) = first_schema_error(&self.result_schema, &example.result) {
             return Err(ContractError::InvalidExample {
                 location: format!("checks[{index}].examples[{position}].result"),
@@ -609,13 +609,13 @@ impl CheckContract {
     /// Checks the `query.params` of a query against this check, before the
     /// provider is called. `Value::Null` stands for absent params.
     ///
-    /// Without `std` only presence and object shape are checked; with `std`
+    /// Without `json-schema` only presence and object shape are checked; with it
     /// the params are validated against `params_schema` and the error names
     /// the JSON pointer of the first failure. This compiles the schema on
     /// every call; keep a [`ParamsValidator`] to validate many queries.
     pub fn validate_params(&self, params: &Value) -> Result<(), ParamsError> {
         self.validate_params_presence(params)?;
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         if !params.is_null() {
             return self.params_validator()?.validate(params);
         }
@@ -636,7 +636,7 @@ impl CheckContract {
     }
 
     /// Compiles `params_schema` once for validating many queries.
-    #[cfg(feature = "std")]
+    #[cfg(feature = "json-schema")]
     pub fn params_validator(&self) -> Result<ParamsValidator, ParamsError> {
         let validator = jsonschema::draft202012::new(&self.params_schema).map_err(|error| {
             ParamsError::InvalidSchema {
@@ -653,14 +653,14 @@ impl CheckContract {
 }
 
 /// A check's compiled `params_schema` (see [`CheckContract::params_validator`]).
-#[cfg(feature = "std")]
+#[cfg(feature = "json-schema")]
 pub struct ParamsValidator {
     check_id: String,
     params_required: bool,
     validator: jsonschema::Validator,
 }
 
-#[cfg(feature = "std")]
+#[cfg(feature = "json-schema")]
 impl fmt::Debug for ParamsValidator {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ParamsValidator")
@@ -670,7 +670,7 @@ impl fmt::Debug for ParamsValidator {
     }
 }
 
-#[cfg(feature = "std")]
+#[cfg(feature = "json-schema")]
 impl ParamsValidator {
     /// Validates `params` (`Value::Null` = absent) as
     /// [`CheckContract::validate_params`] does.
@@ -713,7 +713,7 @@ fn check_schema(location: &str, schema: &Value) -> Result<(), ContractError> {
             ),
         });
     }
-    #[cfg(feature = "std")]
+    #[cfg(feature = "json-schema")]
     jsonschema::draft202012::new(schema).map_err(|error| ContractError::InvalidSchema {
         location: location.to_owned(),
         detail: format!("{error}"),
@@ -724,7 +724,7 @@ fn check_schema(location: &str, schema: &Value) -> Result<(), ContractError> {
 /// The JSON pointer and message of the first failure of `instance` against
 /// `schema`, or `None` when it matches (or the schema does not compile,
 /// which [`check_schema`] reports).
-#[cfg(feature = "std")]
+#[cfg(feature = "json-schema")]
 fn first_schema_error(schema: &Value, instance: &Value) -> Option<(String, String)> {
     let validator = jsonschema::draft202012::new(schema).ok()?;
     let error = validator.iter_errors(instance).next()?;

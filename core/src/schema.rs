@@ -26,7 +26,7 @@
 use alloc::collections::BTreeMap;
 use alloc::format;
 use alloc::string::String;
-#[cfg(feature = "std")]
+#[cfg(feature = "json-schema")]
 use alloc::string::ToString;
 use alloc::sync::Arc;
 use core::fmt;
@@ -194,7 +194,7 @@ pub struct CompiledSchema {
     fingerprint: Fingerprint,
     schema: Value,
     builtin: Option<BuiltinSchema>,
-    #[cfg(feature = "std")]
+    #[cfg(feature = "json-schema")]
     validator: jsonschema::Validator,
 }
 
@@ -221,7 +221,7 @@ impl CompiledSchema {
         if !matches!(schema, Value::Object(_) | Value::Bool(_)) {
             return Err(String::from("a JSON Schema is an object or a boolean"));
         }
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         let validator = jsonschema::draft202012::options()
             .should_validate_formats(true)
             .build(schema)
@@ -231,7 +231,7 @@ impl CompiledSchema {
             fingerprint,
             schema: schema.clone(),
             builtin: BuiltinSchema::recognize(fingerprint),
-            #[cfg(feature = "std")]
+            #[cfg(feature = "json-schema")]
             validator,
         })
     }
@@ -256,7 +256,7 @@ impl CompiledSchema {
     /// Without `std`, a top-level `"type": "object"` is checked, and built-in
     /// schemas ([`BuiltinSchema`]) are checked through their typed forms.
     pub fn validate(&self, instance: &Value) -> Result<(), SchemaViolation> {
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         {
             match self.validator.iter_errors(instance).next() {
                 None => Ok(()),
@@ -266,7 +266,7 @@ impl CompiledSchema {
                 }),
             }
         }
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(feature = "json-schema"))]
         {
             let wants_object = self.schema.get("type").and_then(Value::as_str) == Some("object");
             if wants_object && !instance.is_object() {

@@ -52,7 +52,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub use evidence_wire as core;
+pub use evidence_wire as wire;
 
 mod process;
 mod server;

@@ -48,7 +48,7 @@
 //!
 //! ```no_run
 //! use evidence_wire_smol::{ProcessConfig, ProcessProvider};
-//! use evidence_wire_smol::core::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
+//! use evidence_wire_smol::wire::evidence::{EvidenceContext, EvidenceQuery, TriggerTime};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let provider = ProcessProvider::spawn(ProcessConfig::new(vec![
@@ -66,7 +66,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub use evidence_wire as core;
+pub use evidence_wire as wire;
 
 mod process;
 mod server;

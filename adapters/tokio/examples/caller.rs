@@ -5,8 +5,8 @@
 //! cargo run -p evidence-wire-tokio --example caller -- evidence-wire time_now -- evidence-wire serve
 //! cargo run -p evidence-wire-tokio --example caller -- git head_commit '{"path":"."}' -- target/debug/examples/git_provider
 //! ```
-use evidence_wire_tokio::core::client::ClientConfig;
 use evidence_wire_tokio::prelude::*;
+use evidence_wire_tokio::wire::client::ClientConfig;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const USAGE: &str = "usage: caller PROVIDER_ID CHECK_ID [PARAMS_JSON] -- PROGRAM [ARGS...]";

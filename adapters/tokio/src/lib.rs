@@ -53,22 +53,36 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use evidence_wire as core;
+pub use evidence_wire as wire;
 
+#[cfg(feature = "http-client")]
 mod http_client;
+#[cfg(feature = "http-server")]
 mod http_server;
 mod process;
 mod stdio;
 mod tasks;
 
+#[cfg(feature = "http-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
+pub use evidence_wire_http as http;
 pub use evidence_wire_log as log;
+#[cfg(feature = "http-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
 pub use evidence_wire_metrics as metrics;
+#[cfg(feature = "http-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
 pub use evidence_wire_metrics::Metrics;
 pub use evidence_wire_provider as provider;
 pub use evidence_wire_provider::caller::{LogSink, ProcessConfig, ProviderError};
 pub use evidence_wire_provider::{Answer, Handler, IntoService, Provider, ServeError, Service};
+#[cfg(feature = "http-client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
 pub use http_client::{HttpProvider, HttpProviderConfig};
+#[cfg(feature = "http-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
 pub use http_server::{HttpServeError, HttpServerConfig, LISTEN_BACKLOG, bind_http, serve_http};
 pub use process::ProcessProvider;
 pub use stdio::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};
@@ -78,10 +92,11 @@ pub use stdio::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};
 /// [`CheckContext`](evidence_wire_provider::CheckContext), ...) and this
 /// adapter's entry points.
 pub mod prelude {
-    pub use crate::{
-        HttpProvider, HttpProviderConfig, HttpServerConfig, ProcessConfig, ProcessProvider,
-        ProviderError, bind_http, serve_http, serve_stdio,
-    };
+    #[cfg(feature = "http-client")]
+    pub use crate::{HttpProvider, HttpProviderConfig};
+    #[cfg(feature = "http-server")]
+    pub use crate::{HttpServerConfig, bind_http, serve_http};
+    pub use crate::{ProcessConfig, ProcessProvider, ProviderError, serve_stdio};
     pub use evidence_wire::evidence::{EvidenceQuery, VerifiedEvidence};
     pub use evidence_wire_provider::prelude::*;
 }

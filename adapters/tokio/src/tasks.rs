@@ -34,11 +34,11 @@ use std::sync::Arc;
 
 use evidence_wire::frame::FrameError;
 use evidence_wire::server::{Server, Ticket};
-use evidence_wire_provider::{
-    Answer, BoxFuture, CallKind, CancelReason, Cancellation, Completion, Job, Work,
-};
+use evidence_wire_provider::{Answer, CallKind, CancelReason, Cancellation, Completion, Job, Work};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-use tokio::task::{AbortHandle, Id, JoinHandle, JoinSet};
+use tokio::task::{AbortHandle, Id, JoinSet};
+#[cfg(feature = "http-server")]
+use {evidence_wire_provider::BoxFuture, tokio::task::JoinHandle};
 
 /// What running one event's [`Work`] came to.
 #[derive(Debug)]
@@ -192,6 +192,7 @@ impl Tasks {
         self.by_ticket.insert(ticket, (abort, cancellation));
     }
 
+    #[cfg(feature = "http-server")]
     /// Cancels every call in flight (their answers will reach nobody):
     /// what is queued never starts, async work is aborted, blocking work
     /// sees it.
@@ -232,6 +233,7 @@ impl Drop for Tasks {
     }
 }
 
+#[cfg(feature = "http-server")]
 /// The handler calls of one HTTP request: the first call that is not
 /// ready at once is held on its own ([`OneWork`]); any more go to a
 /// [`Tasks`] (made only then). Behaves as one [`Tasks`] would: ready
@@ -246,6 +248,7 @@ pub(crate) struct RequestTasks {
     slot: Option<OwnedSemaphorePermit>,
 }
 
+#[cfg(feature = "http-server")]
 /// A call's work with the ticket and kind it answers.
 struct OneCall {
     ticket: Ticket,
@@ -254,6 +257,7 @@ struct OneCall {
     work: OneWork,
 }
 
+#[cfg(feature = "http-server")]
 /// Where the held call's work runs.
 enum OneWork {
     /// Async work, polled in the request's own task by
@@ -267,6 +271,7 @@ enum OneWork {
     Cancelled,
 }
 
+#[cfg(feature = "http-server")]
 impl OneCall {
     fn cancel(&mut self, reason: CancelReason) {
         self.cancellation.cancel(reason);
@@ -277,6 +282,7 @@ impl OneCall {
     }
 }
 
+#[cfg(feature = "http-server")]
 impl Drop for OneCall {
     fn drop(&mut self) {
         // Its caller is gone (or it finished: then nothing waits on the
@@ -289,6 +295,7 @@ impl Drop for OneCall {
     }
 }
 
+#[cfg(feature = "http-server")]
 impl RequestTasks {
     /// The calls of a request admitted with `slot`, one of `slots`.
     pub(crate) fn new(slots: Slots, slot: OwnedSemaphorePermit) -> Self {

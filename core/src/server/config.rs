@@ -125,7 +125,7 @@ pub(crate) struct Registry {
     /// The resources, in the order added.
     pub(crate) resources: Vec<Resource>,
     /// Input and output schemas of every tool, `evidence_query` included.
-    #[cfg(feature = "std")]
+    #[cfg(feature = "json-schema")]
     pub(crate) schemas: crate::schema::SchemaRegistry,
 }
 
@@ -137,7 +137,7 @@ impl Default for Registry {
             evidence_schema_builtin: true,
             tools: Vec::new(),
             resources: Vec::new(),
-            #[cfg(feature = "std")]
+            #[cfg(feature = "json-schema")]
             schemas: super::tools::evidence_query_schemas(),
         }
     }
@@ -228,14 +228,14 @@ impl ServerConfig {
         if definition.name == EVIDENCE_QUERY_TOOL {
             self.registry.evidence_schema_builtin = false;
         }
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         self.registry.schemas.register(crate::schema::ToolIo {
             name: definition.name.clone(),
             description: definition.description.clone(),
             input_schema: definition.input_schema.clone(),
             output_schema: definition.output_schema.clone(),
         });
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(feature = "json-schema"))]
         let _ = definition;
     }
 }

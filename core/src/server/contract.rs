@@ -38,7 +38,7 @@ pub(crate) struct ContractInner {
     /// per query finds the check and its validator.
     by_id: BTreeMap<String, usize>,
     /// The compiled `params_schema` of each check, in `contract.checks` order.
-    #[cfg(feature = "std")]
+    #[cfg(feature = "json-schema")]
     validators: Vec<crate::contract::ParamsValidator>,
 }
 
@@ -63,7 +63,7 @@ impl ServerContract {
     /// derives the `evidence_query` tool definition from it.
     pub fn new(contract: ProviderContract) -> Result<Self, ContractError> {
         contract.validate(&contract.provider_id)?;
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         let validators = {
             let mut validators = Vec::with_capacity(contract.checks.len());
             for (index, check) in contract.checks.iter().enumerate() {
@@ -91,7 +91,7 @@ impl ServerContract {
                 contract,
                 tool,
                 by_id,
-                #[cfg(feature = "std")]
+                #[cfg(feature = "json-schema")]
                 validators,
             }),
         })
@@ -152,12 +152,12 @@ impl ServerContract {
             ));
         }
         let params = query.params.as_ref().unwrap_or(&Value::Null);
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         let checked = match self.inner.validators.get(index) {
             Some(validator) => validator.validate(params),
             None => check.validate_params(params),
         };
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(feature = "json-schema"))]
         let checked = {
             let _ = index;
             check.validate_params(params)

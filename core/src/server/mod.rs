@@ -1188,7 +1188,7 @@ impl Server {
                         );
                     }
                 };
-                #[cfg(feature = "std")]
+                #[cfg(feature = "json-schema")]
                 if let Err(violation) = self
                     .config
                     .registry
@@ -1256,13 +1256,13 @@ impl Server {
             }
             Err(UniqueError::Syntax(error)) => return Err(typed(error)),
         };
-        #[cfg(feature = "std")]
+        #[cfg(feature = "json-schema")]
         self.config
             .registry
             .schemas
             .validate_input(name, &value)
             .map_err(EvidenceInputError::Schema)?;
-        #[cfg(not(feature = "std"))]
+        #[cfg(not(feature = "json-schema"))]
         let _ = name;
         <EvidenceQueryArguments as serde::Deserialize>::deserialize(&value).map_err(typed)
     }
@@ -1339,7 +1339,7 @@ impl Server {
     }
 
     /// Answers a tool I/O failure with its JSON pointer in `data.pointer`.
-    #[cfg(feature = "std")]
+    #[cfg(feature = "json-schema")]
     fn reply_tool_io_error(
         &mut self,
         id: &Id<'static>,
@@ -1405,7 +1405,7 @@ impl Server {
     }
 
     /// Without `std` there is no schema registry, so no schema failure.
-    #[cfg(not(feature = "std"))]
+    #[cfg(not(feature = "json-schema"))]
     fn reply_tool_io_error(
         &mut self,
         id: &Id<'static>,
@@ -1439,7 +1439,7 @@ impl Server {
     ) -> RequestOutcome {
         match result {
             Ok(structured) => {
-                #[cfg(feature = "std")]
+                #[cfg(feature = "json-schema")]
                 if let Err(violation) = self
                     .config
                     .registry
@@ -1592,7 +1592,7 @@ enum EvidenceInputError {
     /// An object in them names a member twice (answered with `data.pointer`).
     Duplicate(Duplicate),
     /// They fail the tool's input schema (answered with `data.pointer`).
-    #[cfg_attr(not(feature = "std"), allow(dead_code))]
+    #[cfg_attr(not(feature = "json-schema"), allow(dead_code))]
     Schema(crate::schema::ToolIoError),
     /// They fit the schema but not the typed form.
     Typed(String),

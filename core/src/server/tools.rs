@@ -211,7 +211,7 @@ pub(crate) struct Tool {
 /// once per process and cloned (cheaply, sharing the compiled schemas) for
 /// each connection: compiling the two schemas costs milliseconds, and the
 /// HTTP adapter makes a [`Server`](crate::server::Server) per request.
-#[cfg(feature = "std")]
+#[cfg(feature = "json-schema")]
 pub(crate) fn evidence_query_schemas() -> crate::schema::SchemaRegistry {
     static REGISTRY: std::sync::OnceLock<crate::schema::SchemaRegistry> =
         std::sync::OnceLock::new();

@@ -10,7 +10,11 @@
     clippy::expect_used,
     clippy::panic,
     clippy::indexing_slicing
-)] // test code may panic
+)]
+// test code may panic
+// Without JSON Schema validation its tests are compiled out, and so are the
+// helpers only they use.
+#![cfg_attr(not(feature = "json-schema"), allow(unused_imports, dead_code))]
 
 /// The vendored conformance vectors (`core/tests/vectors/`, sources and
 /// licences in its README), inside the crate so a packaged copy finds them.
@@ -40,6 +44,7 @@ mod evidence_worked_examples;
 mod frame_props;
 mod frame_vectors;
 mod fuzz_corpus;
+#[cfg(feature = "json-schema")]
 mod schema_registry;
 mod server_arguments;
 mod server_backpressure;

@@ -224,6 +224,7 @@ fn bad_arguments() -> Value {
     json!({"query": {"provider_id": "p", "check_id": 5}, "context": serde_json::from_str::<Value>(CONTEXT).unwrap()})
 }
 
+#[cfg(feature = "json-schema")]
 #[test]
 fn tool_input_errors_are_tool_results_from_2025_11_25_on() {
     for (revision, as_result) in [

@@ -434,6 +434,7 @@ fn arguments_with(pointer: &str, value: Value) -> Value {
     arguments
 }
 
+#[cfg(feature = "json-schema")]
 #[test]
 fn invalid_evidence_query_input_reports_the_json_pointer() {
     let mut with_extra = arguments_with("/query/provider_id", json!("p"));
@@ -519,6 +520,7 @@ fn evidence_query_input_the_schema_allows_is_still_read_into_its_typed_form() {
     }
 }
 
+#[cfg(feature = "json-schema")]
 #[test]
 fn a_replaced_evidence_tool_is_validated_against_its_own_schema() {
     let schema = json!({"type": "object", "required": ["query", "context"],
@@ -878,6 +880,7 @@ fn unknown_and_repeated_tickets_are_typed_errors() {
     );
 }
 
+#[cfg(feature = "json-schema")]
 #[test]
 fn a_tool_ticket_answered_as_evidence_is_refused_and_stays_answerable() {
     let mut server = server_with(|config| {
