@@ -46,6 +46,7 @@ use std::io::Read;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
+use evidence_wire::Transport;
 use evidence_wire::contract::{MAX_CONTRACT_BYTES, ProviderContract};
 use evidence_wire::dialect::{Dialect, DialectChoice};
 use evidence_wire::envelope::Policy;
@@ -341,7 +342,7 @@ impl Default for Timeouts {
 #[non_exhaustive]
 pub struct ServerSection {
     /// `stdio` (default) or `http`.
-    pub transport: ServerTransport,
+    pub transport: Transport,
     /// Address of the HTTP listener (default `127.0.0.1:8080`).
     #[serde(deserialize_with = "deserialize_socket_addr")]
     pub bind: SocketAddr,
@@ -378,8 +379,8 @@ pub struct ServerSection {
     pub metrics: MetricsSection,
 }
 
-/// Default of `[server] drain_timeout_ms`.
-pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = 25_000;
+/// Default of `[server] drain_timeout_ms`: every adapter's default.
+pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = evidence_wire::server::DEFAULT_DRAIN_TIMEOUT_MS;
 
 /// Largest `[server] drain_timeout_ms` (10 minutes).
 pub const MAX_DRAIN_TIMEOUT_MS: u64 = 600_000;
@@ -421,7 +422,7 @@ impl MetricsSection {
 impl Default for ServerSection {
     fn default() -> Self {
         ServerSection {
-            transport: ServerTransport::Stdio,
+            transport: Transport::Stdio,
             bind: SocketAddr::from(([127, 0, 0, 1], 8080)),
             limits: ServerLimits::default(),
             envelope_policy: EnvelopePolicyName::Mcp,
@@ -507,16 +508,6 @@ fn deserialize_socket_addr<'de, D: Deserializer<'de>>(
     })
 }
 
-/// `server.transport`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ServerTransport {
-    /// stdin/stdout, framing auto-detected.
-    Stdio,
-    /// HTTP on `server.bind`.
-    Http,
-}
-
 /// `server.envelope_policy`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -585,10 +576,12 @@ pub struct ServerLimits {
 
 impl Default for ServerLimits {
     fn default() -> Self {
+        // The core's defaults, written once there.
+        let frame = evidence_wire::frame::Limits::default();
         ServerLimits {
-            max_body_bytes: 1024 * 1024,
-            max_header_bytes: 8 * 1024,
-            max_in_flight: 64,
+            max_body_bytes: frame.max_body_bytes,
+            max_header_bytes: frame.max_header_bytes,
+            max_in_flight: evidence_wire::server::DEFAULT_MAX_IN_FLIGHT,
         }
     }
 }

@@ -16,8 +16,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use evidence_wire_config::{
-    Config, ConfigError, DialectMode, EnvelopePolicyName, ProviderType, ServerAuthMode,
-    ServerTransport, ToolsMode, TrustConfig,
+    Config, ConfigError, DialectMode, EnvelopePolicyName, ProviderType, ServerAuthMode, ToolsMode,
+    TrustConfig,
 };
 
 fn data_dir() -> PathBuf {
@@ -151,7 +151,7 @@ fn example_trust_becomes_a_key_set() {
 fn defaults_are_the_documented_ones() {
     let config = Config::default();
     assert!(config.providers.is_empty());
-    assert_eq!(config.server.transport, ServerTransport::Stdio);
+    assert_eq!(config.server.transport, evidence_wire::Transport::Stdio);
     assert_eq!(config.server.bind.to_string(), "127.0.0.1:8080");
     assert_eq!(config.server.limits.max_body_bytes, 1024 * 1024);
     assert_eq!(config.server.limits.max_header_bytes, 8 * 1024);

@@ -98,7 +98,14 @@ impl HashProfile {
 
 /// A published revision of the Model Context Protocol, oldest first (the
 /// order of the variants is the order of the revisions).
+///
+/// Not exhaustive: MCP publishes new revisions, and each is added here as a
+/// variant (newest last). Its features follow from its place in the order:
+/// every predicate below compares the revision with the first revision
+/// that had the feature, so a new revision inherits every feature of the
+/// ones before it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum McpRevision {
     /// 2024-11-05: the first; the HTTP+SSE transport.
     V2024_11_05,
@@ -161,23 +168,26 @@ impl McpRevision {
     /// True for the stateless revisions (no handshake; every request
     /// carries its revision in `_meta`).
     pub const fn is_stateless(self) -> bool {
-        matches!(self, McpRevision::V2026_07_28)
+        self.is_at_least(McpRevision::V2026_07_28)
+    }
+
+    /// True when this revision is `first` or a later one (the variants are
+    /// in the order of the revisions).
+    pub const fn is_at_least(self, first: McpRevision) -> bool {
+        self as u8 >= first as u8
     }
 
     /// True when tools may declare `outputSchema` and results carry
     /// `structuredContent` (2025-06-18 on).
     pub const fn has_structured_content(self) -> bool {
-        matches!(
-            self,
-            McpRevision::V2025_06_18 | McpRevision::V2025_11_25 | McpRevision::V2026_07_28
-        )
+        self.is_at_least(McpRevision::V2025_06_18)
     }
 
     /// True when arguments that fail a tool's input schema are answered as
     /// a tool result with `isError: true` rather than JSON-RPC -32602
     /// (SEP-1303, 2025-11-25 on).
     pub const fn input_errors_as_tool_results(self) -> bool {
-        matches!(self, McpRevision::V2025_11_25 | McpRevision::V2026_07_28)
+        self.is_at_least(McpRevision::V2025_11_25)
     }
 
     /// The JSON-RPC code of an unknown resource: -32002 until 2025-11-25,

@@ -18,7 +18,15 @@ use serde::Serialize;
 use crate::id::Id;
 
 /// One row of the canonical error table.
+///
+/// The table is closed for parsing (an unknown code name is an error, see
+/// [`UnknownErrorCode`]) but not exhaustive for matching: it has grown
+/// (`HEADER_MISMATCH` and `UNSUPPORTED_PROTOCOL_VERSION` came with MCP
+/// 2026-07-28) and may grow again, so a `match` needs a wildcard arm.
+/// [`CanonicalError::ALL`] lists every row; guard tests hold
+/// `spec/errors.md` and the validation-log schema to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
 pub enum CanonicalError {
     /// The message is not a valid JSON-RPC envelope (400 / -32600).
     InvalidEnvelope,

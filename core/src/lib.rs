@@ -29,6 +29,7 @@
 //! | [`server`] | provider-side connection state machine; a contract drives its `tools/list` and query checks |
 //! | [`client`] | caller-side connection state machine: ids, deadlines, result verification |
 //! | [`text`] | bounded excerpts of text a peer wrote |
+//! | [`transport`] | the transports the protocol runs over (stdio, HTTP): one name for adapters, configuration, metrics and logs |
 //! | [`supervisor`] | restart supervision of a child-process provider: backoff, deferred queries |
 
 #![no_std]
@@ -55,6 +56,7 @@ pub mod schema;
 pub mod server;
 pub mod supervisor;
 pub mod text;
+pub mod transport;
 mod unique;
 
 // The types most code needs, at the root: a provider or a caller starts
@@ -72,3 +74,4 @@ pub use frame::{Decoder, Framing};
 pub use id::Id;
 pub use server::{Server, ServerConfig, ServerContract, ServerEvent, Ticket};
 pub use supervisor::{Supervisor, SupervisorConfig};
+pub use transport::Transport;

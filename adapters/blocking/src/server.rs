@@ -492,7 +492,8 @@ pub const WRITE_GRACE: Duration = Duration::from_secs(5);
 
 /// Default drain timeout of [`serve_until`]'s callers (the CLI's
 /// `[server] drain_timeout_ms`): 25 s, under the usual 30 s grace period.
-pub const DEFAULT_DRAIN_TIMEOUT: Duration = Duration::from_secs(25);
+pub const DEFAULT_DRAIN_TIMEOUT: Duration =
+    Duration::from_millis(evidence_wire::server::DEFAULT_DRAIN_TIMEOUT_MS);
 
 /// Serve `service` (a [`evidence_wire_provider::Provider`] or a
 /// [`evidence_wire_provider::Service`]) on stdin/stdout with `workers`

@@ -478,10 +478,7 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
         file.display(),
         config.providers.len(),
         if config.providers.len() == 1 { "" } else { "s" },
-        match config.server.transport {
-            evidence_wire_config::ServerTransport::Stdio => "stdio",
-            evidence_wire_config::ServerTransport::Http => "http",
-        },
+        config.server.transport.as_str(),
         if config.docs.enabled { "on" } else { "off" },
     );
     Ok(0)
@@ -550,10 +547,10 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     }
     server_config.signer = serve_signer(&args, config)?;
     docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
-    let http = args.http.or(match config.server.transport {
-        evidence_wire_config::ServerTransport::Http => Some(config.server.bind),
-        evidence_wire_config::ServerTransport::Stdio => None,
-    });
+    let http = args
+        .http
+        .or((config.server.transport == evidence_wire::Transport::Http)
+            .then_some(config.server.bind));
     logging::init_diagnostics();
     let log = logging::open_validation_log(&args, config);
     // One service (configuration and handler) for either transport.

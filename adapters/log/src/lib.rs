@@ -90,7 +90,7 @@ use evidence_wire::server::{Outcome, ServerEvent};
 pub mod record;
 
 use record::{
-    ClockReading, LineCache, RecordFacts, RecordView, Recorder, Transport, ValidationRecord,
+    Channel, ClockReading, LineCache, RecordFacts, RecordView, Recorder, ValidationRecord,
 };
 pub use record::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 
@@ -1341,7 +1341,7 @@ impl StdioLog {
             }
         };
         let facts = RecordFacts {
-            transport: Transport::Stdio,
+            transport: Channel::Stdio,
             route: record::stdio_route(framing),
             status: record::stdio_status(outcome),
             duration_micros: micros_between(self.received, now),
@@ -1402,12 +1402,12 @@ impl HttpCall {
     }
 
     /// Write the request's records with the reply's `status`, sent as a
-    /// JSON body ([`Transport::Http`]) or as a server-sent event
-    /// ([`Transport::Sse`]). A reply made before any message was read
+    /// JSON body ([`Channel::Http`]) or as a server-sent event
+    /// ([`Channel::Sse`]). A reply made before any message was read
     /// (authentication, Origin, body limit, overload) is one record of the
     /// canonical error in its `body`; a reply without one (a probe) writes
     /// nothing.
-    pub fn finish(self, status: u16, transport: Transport, body: &[u8]) {
+    pub fn finish(self, status: u16, transport: Channel, body: &[u8]) {
         if !self.log.is_enabled() {
             return;
         }
@@ -1777,14 +1777,14 @@ mod tests {
         let dir = scratch("http");
         let log = ValidationLog::open(&LogSettings::new(&dir));
         let refused = unauthenticated(Some("no token"));
-        log.http_call("/rpc").finish(401, Transport::Http, &refused);
+        log.http_call("/rpc").finish(401, Channel::Http, &refused);
         let mut call = log.http_call("/mcp");
         call.observe(&ServerEvent::Handled(outcome(None)));
-        call.finish(200, Transport::Sse, b"event: message\n");
+        call.finish(200, Channel::Sse, b"event: message\n");
         // A probe's reply has no canonical error: nothing is written.
         let probe = evidence_wire_http::health_reply();
         log.http_call("/healthz")
-            .finish(probe.status, Transport::Http, &probe.body);
+            .finish(probe.status, Channel::Http, &probe.body);
         // HTTP records are left to the writer thread: flush to read them now.
         log.flush();
         let records = lines(&log.path().expect("run file"));
@@ -1975,7 +1975,7 @@ mod tests {
         let record = log.record(
             &outcome(None),
             &RecordFacts {
-                transport: Transport::Stdio,
+                transport: Channel::Stdio,
                 route: "stdio",
                 status: 200,
                 duration_micros: 0,
@@ -2294,9 +2294,7 @@ mod tests {
         drop(stdio);
         let refused = unauthenticated(None);
         let clone = log.clone();
-        clone
-            .http_call("/rpc")
-            .finish(401, Transport::Http, &refused);
+        clone.http_call("/rpc").finish(401, Channel::Http, &refused);
         drop(log);
         drop(clone);
         let records = lines(&path);
@@ -2368,7 +2366,7 @@ mod tests {
         let mut stdio = log.stdio_batched();
         stdio.observe(&ServerEvent::Handled(outcome(None)), None);
         log.http_call("/rpc")
-            .finish(401, Transport::Http, &unauthenticated(None));
+            .finish(401, Channel::Http, &unauthenticated(None));
         assert_eq!(
             log.written(),
             2,

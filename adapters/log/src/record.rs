@@ -76,10 +76,15 @@ pub const MIN_LOG_MAX_BYTES: u64 = 16 * 1024;
 /// Default total size cap of a log directory (`[logging] max_bytes`): 256 MiB.
 pub const DEFAULT_LOG_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The transport a message came in on.
+/// How a message came in and its answer went out: the record's
+/// `transport` field (`http`, `stdio` or `sse`). Over HTTP a request is
+/// answered with a JSON body or as one server-sent event, which the record
+/// tells apart; see [`evidence_wire:: Channel`] for the transports
+/// themselves.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Transport {
+#[non_exhaustive]
+pub enum Channel {
     /// An HTTP request answered with a JSON body.
     Http,
     /// A stdio stream (Content-Length or newline-delimited).
@@ -88,13 +93,16 @@ pub enum Transport {
     Sse,
 }
 
-impl Transport {
+impl Channel {
+    /// Every channel, in the order the log schema lists them.
+    pub const ALL: [Channel; 3] = [Channel::Http, Channel::Stdio, Channel::Sse];
+
     /// The name used in records: `http`, `stdio` or `sse`.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Transport::Http => "http",
-            Transport::Stdio => "stdio",
-            Transport::Sse => "sse",
+            Channel::Http => "http",
+            Channel::Stdio => "stdio",
+            Channel::Sse => "sse",
         }
     }
 }
@@ -149,7 +157,7 @@ pub fn refusal_outcome(body: &[u8]) -> Option<Outcome> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecordFacts<'a> {
     /// The transport.
-    pub transport: Transport,
+    pub transport: Channel,
     /// The HTTP path (`/rpc`, `/mcp`), or [`stdio_route`] on stdio.
     pub route: &'a str,
     /// The HTTP status of the reply, or [`stdio_status`] on stdio.
@@ -221,7 +229,7 @@ pub struct ValidationRecord {
     #[serde(serialize_with = "evidence_wire::id::serialize_id_value")]
     pub request_id: Value,
     /// The transport.
-    pub transport: Transport,
+    pub transport: Channel,
     /// The HTTP path, or the stdio framing (`stdio:content-length`).
     pub route: String,
     /// The JSON-RPC method, when it was readable.
@@ -592,7 +600,7 @@ impl<'a> RecordView<'a> {
     }
 
     /// The transport.
-    pub fn transport(&self) -> Transport {
+    pub fn transport(&self) -> Channel {
         self.facts.transport
     }
 
@@ -640,7 +648,7 @@ pub struct LineCache {
 /// The names [`LineCache`] holds the JSON of.
 #[derive(Clone, Debug)]
 struct CachedNames {
-    transport: Transport,
+    transport: Channel,
     route: String,
     method: Option<String>,
     tool: Option<String>,
@@ -888,7 +896,7 @@ mod tests {
     #[test]
     fn the_line_cache_keeps_only_short_names() {
         let facts = RecordFacts {
-            transport: Transport::Stdio,
+            transport: Channel::Stdio,
             route: "stdio",
             status: 200,
             duration_micros: 5,
@@ -1018,7 +1026,7 @@ mod tests {
                         timestamp,
                         correlation_id,
                         request_id,
-                        transport: [Transport::Http, Transport::Stdio, Transport::Sse][transport],
+                        transport: [Channel::Http, Channel::Stdio, Channel::Sse][transport],
                         route,
                         method,
                         tool,
@@ -1119,7 +1127,7 @@ mod tests {
                         stateless: false,
                     };
                     let facts = RecordFacts {
-                        transport: [Transport::Http, Transport::Stdio, Transport::Sse][transport],
+                        transport: [Channel::Http, Channel::Stdio, Channel::Sse][transport],
                         route: &route,
                         status,
                         duration_micros,
@@ -1217,7 +1225,7 @@ mod tests {
         }
     }
 
-    fn facts(transport: Transport, route: &str, status: u16) -> RecordFacts<'_> {
+    fn facts(transport: Channel, route: &str, status: u16) -> RecordFacts<'_> {
         RecordFacts {
             transport,
             route,
@@ -1277,7 +1285,7 @@ mod tests {
             unix_millis: 1_735_689_600_000,
             entropy: 7,
         };
-        let record = recorder.record(&outcome, &facts(Transport::Http, "/rpc", 422), clock);
+        let record = recorder.record(&outcome, &facts(Channel::Http, "/rpc", 422), clock);
         let line = record.to_json_line();
         assert_eq!(line.last(), Some(&b'\n'));
         let value: Value = serde_json::from_slice(&line).expect("JSON");
@@ -1313,7 +1321,7 @@ mod tests {
         let outcome = rejected(CanonicalError::ToolNotFound, "no tool");
         let first = recorder.record(
             &outcome,
-            &facts(Transport::Stdio, "stdio", 404),
+            &facts(Channel::Stdio, "stdio", 404),
             ClockReading {
                 unix_millis: 123_456_789,
                 entropy: 99,
@@ -1321,7 +1329,7 @@ mod tests {
         );
         let second = recorder.record(
             &outcome,
-            &facts(Transport::Stdio, "stdio", 404),
+            &facts(Channel::Stdio, "stdio", 404),
             ClockReading {
                 unix_millis: 987_654_321,
                 entropy: 3,
@@ -1338,7 +1346,7 @@ mod tests {
         let mut again = Recorder::new(true);
         let replay = again.record(
             &outcome,
-            &facts(Transport::Stdio, "stdio", 404),
+            &facts(Channel::Stdio, "stdio", 404),
             ClockReading::default(),
         );
         assert_eq!(replay.to_json_line(), first.to_json_line());
@@ -1357,7 +1365,7 @@ mod tests {
         };
         let record = recorder.record(
             &outcome,
-            &facts(Transport::Sse, "/mcp", 202),
+            &facts(Channel::Sse, "/mcp", 202),
             ClockReading::default(),
         );
         let value: Value = serde_json::to_value(&record).expect("JSON");
@@ -1423,7 +1431,7 @@ mod tests {
         };
         let record = recorder.record(
             &outcome,
-            &facts(Transport::Stdio, "stdio", 400),
+            &facts(Channel::Stdio, "stdio", 400),
             ClockReading::default(),
         );
         let method = record.method.expect("method");
@@ -1455,7 +1463,7 @@ mod tests {
             entropy: u128::MAX,
         };
         let facts = RecordFacts {
-            transport: Transport::Stdio,
+            transport: Channel::Stdio,
             route: &nasty,
             status: 599,
             duration_micros: u64::MAX,
@@ -1492,6 +1500,6 @@ mod tests {
             None,
             "unknown codes are not guessed"
         );
-        assert_eq!(Transport::Sse.as_str(), "sse");
+        assert_eq!(Channel::Sse.as_str(), "sse");
     }
 }

@@ -72,24 +72,7 @@ const KNOWN_METHODS: [&str; 10] = [
     "notifications/cancelled",
 ];
 
-/// Which transport a count belongs to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum Transport {
-    /// stdin/stdout.
-    Stdio,
-    /// HTTP.
-    Http,
-}
-
-impl Transport {
-    fn label(self) -> &'static str {
-        match self {
-            Transport::Stdio => "stdio",
-            Transport::Http => "http",
-        }
-    }
-}
+pub use evidence_wire::Transport;
 
 /// One `T` per transport.
 #[derive(Default)]
@@ -102,7 +85,9 @@ impl<T> PerTransport<T> {
     fn get(&self, transport: Transport) -> &T {
         match transport {
             Transport::Stdio => &self.stdio,
-            Transport::Http => &self.http,
+            // A transport added later counts with HTTP until it gets its
+            // own series.
+            _ => &self.http,
         }
     }
 }
@@ -336,7 +321,7 @@ impl Metrics {
         self.inner
             .overload
             .get_or_create(&TransportLabels {
-                transport: transport.label(),
+                transport: transport.as_str(),
             })
             .inc();
     }
@@ -347,7 +332,7 @@ impl Metrics {
         self.inner
             .dropped
             .get_or_create(&DropLabels {
-                transport: transport.label(),
+                transport: transport.as_str(),
                 reason,
             })
             .inc();
@@ -387,7 +372,7 @@ impl Metrics {
     /// start. (Past [`MAX_LABEL_VALUES`] checks, the rest share `other`.)
     pub fn announce<'a>(&self, transport: Transport, checks: impl IntoIterator<Item = &'a str>) {
         let inner = &self.inner;
-        let label = transport.label();
+        let label = transport.as_str();
         let _ = self.in_flight(transport);
         let _ = inner
             .overload
@@ -432,7 +417,7 @@ impl Metrics {
             inner
                 .in_flight
                 .get_or_create(&TransportLabels {
-                    transport: transport.label(),
+                    transport: transport.as_str(),
                 })
                 .clone()
         })
@@ -462,7 +447,7 @@ impl ConnectionMetrics {
     /// on).
     pub fn observe(&mut self, event: &ServerEvent) {
         let inner = &self.metrics.inner;
-        let transport = self.transport.label();
+        let transport = self.transport.as_str();
         match event {
             ServerEvent::Handled(outcome)
                 if outcome.error.is_none()
@@ -582,7 +567,7 @@ impl ConnectionMetrics {
             inner
                 .queries
                 .get_or_create(&QueryLabels {
-                    transport: self.transport.label(),
+                    transport: self.transport.as_str(),
                     check: series.check.clone(),
                     outcome: outcome.to_owned(),
                 })

@@ -71,7 +71,7 @@ use evidence_wire_http::{
     ConnectionLimits, Exchange, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused,
     RequestHead, Room,
 };
-use evidence_wire_log::record::Transport as LogTransport;
+use evidence_wire_log::record::Channel;
 use evidence_wire_log::{HttpCall, ValidationLog};
 use evidence_wire_metrics::{Metrics, Transport};
 use evidence_wire_provider::{
@@ -152,14 +152,14 @@ impl Default for HttpServerConfig {
         HttpServerConfig {
             policy: HttpPolicy::default(),
             bind_address: SocketAddr::from(([127, 0, 0, 1], 8080)),
-            max_concurrent_requests: 64,
+            max_concurrent_requests: evidence_wire::server::DEFAULT_MAX_IN_FLIGHT,
             max_connections: 256,
             max_waiting_connections: 128,
             header_read_timeout: Duration::from_secs(10),
             pressure_header_read_timeout: Duration::from_millis(250),
             body_read_timeout: Duration::from_secs(30),
             write_timeout: Duration::from_secs(30),
-            drain_timeout: Duration::from_secs(25),
+            drain_timeout: Duration::from_millis(evidence_wire::server::DEFAULT_DRAIN_TIMEOUT_MS),
             validation_log: ValidationLog::disabled(),
             metrics: Metrics::new(),
         }
@@ -672,9 +672,9 @@ async fn serve_connection(
             let reply = answer(&shared, request, call.as_mut(), &unread).await;
             if let Some(call) = call {
                 let transport = if reply.header("content-type") == Some(http::CONTENT_TYPE_SSE) {
-                    LogTransport::Sse
+                    Channel::Sse
                 } else {
-                    LogTransport::Http
+                    Channel::Http
                 };
                 call.finish(reply.status, transport, &reply.body);
             }

@@ -240,6 +240,16 @@ impl ServerConfig {
     }
 }
 
+/// The default of [`ServerConfig::max_in_flight`]: queries waiting for an
+/// answer on one connection (and the HTTP server's default cap on calls).
+pub const DEFAULT_MAX_IN_FLIGHT: usize = 64;
+
+/// The default drain deadline of every adapter's graceful shutdown (25 s,
+/// under the usual 30 s an orchestrator grants after SIGTERM): how long the
+/// queries in flight may run after [`super::Server::drain`] before
+/// [`super::Server::expire_in_flight`] answers them retryably.
+pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = 25_000;
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -249,7 +259,7 @@ impl Default for ServerConfig {
             dialect: DialectChoice::Auto,
             server_info: ServerInfo::default(),
             instructions: None,
-            max_in_flight: 64,
+            max_in_flight: DEFAULT_MAX_IN_FLIGHT,
             overload: Overload::Backpressure,
             resources_enabled: true,
             tool_filter: None,

@@ -145,21 +145,14 @@ pub use crate::dialect::{Dialect, DialectChoice, HashProfile};
 pub use answer::{
     ANSWER_DEPTH_LIMIT_EXCEEDED, ANSWER_SIZE_LIMIT_EXCEEDED, VALUE_NOT_CANONICALIZABLE,
 };
-pub use config::{Overload, ServerConfig, ServerInfo};
+pub use config::{
+    DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, Overload, ServerConfig, ServerInfo,
+};
 pub use events::{MessageHeaders, Outcome, RespondError, ServerEvent, Ticket};
 
 pub use contract::{INVALID_PARAMS, PROVIDER_MISMATCH, ServerContract, UNKNOWN_CHECK};
 use tools::ToolKind;
 pub use tools::{InlineTool, Resource, ToolDefinition, ToolFailure, ToolFilter};
-
-/// The MCP revisions `initialize` negotiates, newest first (the stateless
-/// 2026-07-28 is spoken too, without a handshake: [`McpRevision::ALL`]).
-pub const SUPPORTED_PROTOCOL_VERSIONS: [&str; 4] = [
-    McpRevision::HANDSHAKE[0].as_str(),
-    McpRevision::HANDSHAKE[1].as_str(),
-    McpRevision::HANDSHAKE[2].as_str(),
-    McpRevision::HANDSHAKE[3].as_str(),
-];
 
 /// How many cancelled tickets a connection remembers (to refuse a late
 /// answer for one with [`RespondError::Cancelled`] rather than

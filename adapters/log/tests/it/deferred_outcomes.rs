@@ -12,7 +12,7 @@ use evidence_wire::server::{
     Outcome, Server, ServerConfig, ServerEvent, Ticket, ToolDefinition, ToolFailure,
 };
 use evidence_wire_http::{Admission, Exchange, HttpPolicy, RequestHead, admit};
-use evidence_wire_log::record::{self as log, ClockReading, RecordFacts, Recorder, Transport};
+use evidence_wire_log::record::{self as log, Channel, ClockReading, RecordFacts, Recorder};
 use serde_json::{Value, json};
 
 /// A tool whose result must be `{"answer": <integer>}`.
@@ -114,7 +114,7 @@ fn output_outside_the_schema_is_recorded_as_the_internal_error_sent() {
     let record = recorder.record(
         &outcome,
         &RecordFacts {
-            transport: Transport::Stdio,
+            transport: Channel::Stdio,
             route: log::stdio_route(None),
             status: log::stdio_status(&outcome),
             duration_micros: 0,

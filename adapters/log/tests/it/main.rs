@@ -12,7 +12,7 @@ mod deferred_outcomes;
 
 use evidence_wire::id::Id;
 use evidence_wire::server::Outcome;
-use evidence_wire_log::record::{RecordFacts, Recorder, Transport};
+use evidence_wire_log::record::{Channel, RecordFacts, Recorder};
 
 /// A request id of `-0` (which JSON-RPC keeps apart from `0`) is recorded
 /// as it was sent.
@@ -20,7 +20,7 @@ use evidence_wire_log::record::{RecordFacts, Recorder, Transport};
 fn a_request_id_of_minus_zero_is_recorded_as_sent() {
     let mut recorder = Recorder::new(true);
     let facts = RecordFacts {
-        transport: Transport::Stdio,
+        transport: Channel::Stdio,
         route: "stdio:newline-delimited",
         status: 200,
         duration_micros: 0,
