@@ -32,7 +32,11 @@
 //! the others wait, in the server's queue, then for a slot, but never
 //! longer than `--timeout-ms` in all before they are forwarded (past it
 //! they are answered `provider_timeout` without reaching the provider);
-//! once forwarded, the provider has `--timeout-ms` to answer. Frame and
+//! once forwarded, the provider has `--timeout-ms` to answer. A query whose
+//! child process died under it (the connection was lost) is asked once
+//! more, of the restarted child, if it is still within `--timeout-ms` of
+//! its arrival (`evidence_query` is idempotent): so no query waits longer
+//! than twice `--timeout-ms` (plus the restart backoff). Frame and
 //! in-flight limits of the caller's side are `[server.limits]`.
 
 use std::collections::HashMap;
@@ -40,7 +44,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use evidence_wire::client::ClientConfig;
+use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::contract::ProviderContract;
 use evidence_wire::error::CanonicalError;
 use evidence_wire::evidence::{
@@ -51,7 +55,9 @@ use evidence_wire::log::{RecordFacts, Transport};
 use evidence_wire::server::{Outcome, ServerContract};
 use evidence_wire_blocking::log::ValidationLog;
 use evidence_wire_blocking::provider::CallContext;
-use evidence_wire_blocking::{Answer, Handler, ProcessConfig, ProcessProvider, Service};
+use evidence_wire_blocking::{
+    Answer, Handler, ProcessConfig, ProcessProvider, ProviderError, Service,
+};
 use evidence_wire_config::Config;
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig};
 
@@ -383,12 +389,22 @@ impl Inner {
             ));
         };
         let check_id = query.check_id.clone();
-        let outcome = match &self.upstream {
-            Upstream::Process(provider) => provider.query(query, context),
-            Upstream::Http { provider, runtime } => {
-                runtime.block_on(provider.query(&query, &context))
-            }
-        };
+        let mut outcome = self.ask(&query, &context);
+        // The child died (or was restarted) with the query in flight: the
+        // supervisor restarts it, and the query, idempotent, is asked once
+        // more if its deadline has not passed.
+        if matches!(
+            outcome,
+            Err(ProviderError::Query(QueryError::ConnectionLost(_)))
+        ) && Instant::now() < deadline
+            && !call.cancellation().is_cancelled()
+        {
+            tracing::info!(
+                "wrap: check {}: the provider went away with the query in flight; asking its restarted process",
+                printable(&check_id)
+            );
+            outcome = self.ask(&query, &context);
+        }
         match outcome {
             Ok(verified) => {
                 let mut result = verified.into_result();
@@ -406,6 +422,20 @@ impl Inner {
                     printable(&error.to_string())
                 );
                 error.to_evidence_result()
+            }
+        }
+    }
+
+    /// One query to the provider, verified.
+    fn ask(
+        &self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+    ) -> Result<evidence_wire::evidence::VerifiedEvidence, ProviderError> {
+        match &self.upstream {
+            Upstream::Process(provider) => provider.query(query.clone(), context.clone()),
+            Upstream::Http { provider, runtime } => {
+                runtime.block_on(provider.query(query, context))
             }
         }
     }
