@@ -55,7 +55,9 @@ use evidence_wire::evidence::{
 };
 use evidence_wire::frame::Framing;
 use evidence_wire_blocking::{ProcessConfig, ProcessProvider, ProviderError};
-use interop_support::{cli_binary, peer_script, peers_node, repo_root, run, system_python};
+use interop_support::{
+    cli_binary, peer_script, peers_base, repo_root, require, run, system_python,
+};
 use serde_json::{Value, json};
 
 /// wire-facts §1: sha256 of canonical JSON, computed by Decision Gate's code.
@@ -152,7 +154,11 @@ fn python_peer() -> Peer {
 /// The TypeScript peer on the peers' Node 22 (type stripping), or `None`
 /// (with a note) when interop is switched off and it is not installed.
 fn typescript_peer() -> Option<Peer> {
-    let node = peers_node()?;
+    // Only the runtime is needed (no npm package): Node 22 of `node@22`.
+    let node = require(
+        peers_base().join("node/node_modules/.bin/node"),
+        "Node 22 from the npm package node@22 (.peers/node), which runs tests/peers/dg_provider.ts",
+    )?;
     Some(Peer {
         name: "TypeScript",
         command: vec![
