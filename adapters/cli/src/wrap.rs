@@ -163,7 +163,7 @@ pub(crate) fn main(args: WrapArgs, config: &Config) -> Result<u8, Failure> {
     });
     let metrics = evidence_wire_tokio::Metrics::new();
     let timeout = Duration::from_millis(args.timeout_ms);
-    let upstream = upstream(&args, &provider_id, &metrics)?;
+    let upstream = upstream(&args, &provider_id, &metrics, server_config.limits)?;
     crate::logging::init_diagnostics();
     let log = crate::logging::open_validation_log_with(
         &crate::logging::LogFlags {
@@ -268,8 +268,12 @@ fn upstream(
     args: &WrapArgs,
     provider_id: &str,
     metrics: &evidence_wire_tokio::Metrics,
+    limits: evidence_wire::frame::Limits,
 ) -> Result<Upstream, Failure> {
     let mut client = ClientConfig::default();
+    // The provider's answers get the frame limits the caller's messages
+    // get ([server.limits]): an answer the caller could not take is not read.
+    client.limits = limits;
     client.framing = Framing::ContentLength;
     client.handshake = false;
     client.request_timeout_ms = args.timeout_ms;
@@ -281,7 +285,8 @@ fn upstream(
         let mut settings = HttpProviderConfig::new(url.clone())
             .with_insecure_http(args.allow_insecure_http)
             .with_client(client)
-            .with_connect_timeout(Duration::from_millis(2000));
+            .with_connect_timeout(Duration::from_millis(2000))
+            .with_max_response_bytes(limits.max_body_bytes);
         if let Some(token) = &args.bearer_token {
             settings = settings.with_bearer_token(token.clone());
         }
