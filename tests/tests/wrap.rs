@@ -22,6 +22,9 @@
 //!   query is answered;
 //! - pipelined queries to a provider that answers one at a time are all
 //!   answered, none lost, also when stdin ends right after them;
+//! - an HTTP provider (`serve --http`) wrapped with `--url`, facing the
+//!   caller on stdio and on HTTP, gives signed evidence, and `wrap --http`
+//!   exits cleanly on SIGTERM;
 //! - `evidence-wire check-provider -- evidence-wire wrap … -- python3
 //!   dg_provider.py` passes with no warning, signatures included;
 //! - bad command lines (no contract, another provider id, an unreadable
@@ -578,7 +581,6 @@ fn pipelined_queries_to_a_provider_that_answers_one_at_a_time_are_all_answered()
 
 /// `wrap --http 127.0.0.1:0`: its child and the address it announced.
 fn wrap_http(peer: &Peer, dir: &TempDir, key: &str) -> (Child, String) {
-    let mut args = wrap_args(peer, dir, key, &["--http", "127.0.0.1:0"]);
     let mut command = Command::new("env");
     command
         .args(["-u", "EVIDENCE_WIRE_CONFIG"])
@@ -587,32 +589,8 @@ fn wrap_http(peer: &Peer, dir: &TempDir, key: &str) -> (Child, String) {
             dir.path("received.jsonl")
         ))
         .arg(cli_binary())
-        .args(args.drain(..))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut child = command.spawn().expect("spawn wrap --http");
-    let stderr = child.stderr.take().expect("stderr");
-    let (tx, rx) = mpsc::channel();
-    thread::spawn(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        for line in lines.by_ref().map_while(Result::ok) {
-            if let Some(address) = line
-                .split("http://")
-                .nth(1)
-                .and_then(|rest| rest.split_whitespace().next())
-            {
-                let _ = tx.send(address.to_owned());
-                break;
-            }
-        }
-        // Keep draining, so the child never blocks on stderr.
-        for _ in lines {}
-    });
-    let address = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("wrap --http announced its address");
-    (child, address)
+        .args(wrap_args(peer, dir, key, &["--http", "127.0.0.1:0"]));
+    announced_http(command)
 }
 
 fn signed_over_http(peer: &Peer) {
@@ -845,4 +823,155 @@ fn bad_command_lines_are_refused_with_a_reason() {
         ],
         "not-a-contract.json",
     );
+}
+
+// ---------------------------------------------------------------------------
+// Forwarding to an HTTP provider (--url).
+
+/// A child that announces `http://ADDR` on stderr (`serve --http`,
+/// `wrap --http`): the child and the address.
+fn announced_http(mut command: Command) -> (Child, String) {
+    command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .env_remove("EVIDENCE_WIRE_CONFIG");
+    let mut child = command.spawn().expect("spawn an HTTP server");
+    let stderr = child.stderr.take().expect("stderr");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut lines = BufReader::new(stderr).lines();
+        for line in lines.by_ref().map_while(Result::ok) {
+            if let Some(address) = line
+                .split("http://")
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+            {
+                let _ = tx.send(address.to_owned());
+                break;
+            }
+        }
+        for _ in lines {}
+    });
+    let address = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the server announced its address");
+    (child, address)
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `wrap --url` in front of the bundled provider served over HTTP
+/// (`serve --http`), facing the caller on stdio and on HTTP: signed,
+/// verified evidence; the contract's refusals are the wrapper's.
+#[test]
+fn an_http_provider_wrapped_with_url_gives_signed_verified_evidence() {
+    use evidence_wire_tokio::{HttpProvider, HttpProviderConfig};
+    let dir = TempDir::new();
+    let (key, public) = signing_key(&dir);
+    let mut serve = Command::new(cli_binary());
+    serve.args(["serve", "--no-log", "--http", "127.0.0.1:0"]);
+    let (upstream, upstream_address) = announced_http(serve);
+    let _upstream = KillOnDrop(upstream);
+    let contract_path = dir.path("bundled.contract.json");
+    let mut contract = Command::new(cli_binary());
+    contract.arg("contract").env_remove("EVIDENCE_WIRE_CONFIG");
+    let printed = run(&mut contract, b"", RUN_DEADLINE);
+    assert!(printed.success(), "{}", printed.stderr);
+    std::fs::write(&contract_path, printed.stdout.as_bytes()).unwrap();
+    let url = format!("http://{upstream_address}/rpc");
+    let wrap_args = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "wrap",
+            "--no-log",
+            "--contract",
+            &contract_path,
+            "--signing-key",
+            &key,
+            "--key-id",
+            KEY_ID,
+            "--url",
+            &url,
+            "--allow-insecure-http",
+        ]
+        .iter()
+        .map(|arg| (*arg).to_owned())
+        .collect();
+        args.extend(extra.iter().map(|arg| (*arg).to_owned()));
+        args
+    };
+    let time_now = EvidenceQuery::new("evidence-wire", "time_now");
+
+    // Facing the caller on stdio.
+    let mut command = vec![cli_binary()];
+    command.extend(wrap_args(&[]));
+    let mut client = ClientConfig::default();
+    client.request_timeout_ms = 30_000;
+    client.trust = require_signature(public);
+    let stdio = ProcessProvider::spawn(ProcessConfig::new(command).with_client(client.clone()))
+        .expect("wrap --url");
+    let verified = stdio
+        .query(time_now.clone(), context())
+        .expect("signed evidence through wrap --url");
+    assert_eq!(verified.signer(), Some(KEY_ID));
+    assert_eq!(as_json(&verified)["value"]["value"], 1_710_000_000_000_i64);
+    let mut audit = client.clone();
+    audit.trust = TrustPolicy::Audit;
+    let mut command = vec![cli_binary()];
+    command.extend(wrap_args(&[]));
+    let auditing =
+        ProcessProvider::spawn(ProcessConfig::new(command).with_client(audit)).expect("wrap --url");
+    let refused = auditing
+        .query(
+            EvidenceQuery::new("evidence-wire", "no_such_check"),
+            context(),
+        )
+        .expect("an error result");
+    assert_eq!(
+        refused
+            .result()
+            .error
+            .as_ref()
+            .map(|error| error.code.as_str()),
+        Some("unknown_check")
+    );
+
+    // Facing the caller on HTTP.
+    let mut command = Command::new(cli_binary());
+    command.args(wrap_args(&["--http", "127.0.0.1:0"]));
+    let (wrapper, address) = announced_http(command);
+    let mut wrapper = KillOnDrop(wrapper);
+    let provider = HttpProvider::new(
+        HttpProviderConfig::new(format!("http://{address}/rpc"))
+            .with_insecure_http(true)
+            .with_client(client),
+    )
+    .expect("provider URL");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let verified = runtime
+        .block_on(provider.query(&time_now, &context()))
+        .expect("signed evidence through wrap --http --url");
+    assert_eq!(verified.signer(), Some(KEY_ID));
+    // SIGTERM: a clean exit (the HTTP client's runtime is shut down inside
+    // the server's without a panic).
+    kill(u64::from(wrapper.0.id()), "TERM");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = wrapper.0.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "wrap --http --url did not exit");
+        thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit {status:?} after SIGTERM");
 }

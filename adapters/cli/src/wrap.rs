@@ -193,7 +193,9 @@ pub(crate) fn main(args: WrapArgs, config: &Config) -> Result<u8, Failure> {
     let drain = Duration::from_millis(config.server.drain_timeout_ms);
     let outcome = match http {
         Some(address) => crate::serve_http(
-            slots,
+            // The HTTP side's async threads (`serve`'s default); forwarded
+            // queries wait on its blocking pool.
+            4,
             address,
             config,
             service,
@@ -304,7 +306,7 @@ fn upstream(
             .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
         return Ok(Upstream::Http {
             provider,
-            runtime: Arc::new(runtime),
+            runtime: BackgroundRuntime(Some(runtime)),
         });
     }
     if args.argv.is_empty() {
@@ -341,8 +343,27 @@ enum Upstream {
     /// An HTTP provider, on a runtime of its own.
     Http {
         provider: HttpProvider,
-        runtime: Arc<tokio::runtime::Runtime>,
+        runtime: BackgroundRuntime,
     },
+}
+
+/// The HTTP client's runtime, shut down in the background when dropped:
+/// the handler may be dropped inside the HTTP server's runtime, where a
+/// runtime must not be dropped (that would block).
+struct BackgroundRuntime(Option<tokio::runtime::Runtime>);
+
+impl BackgroundRuntime {
+    fn block_on<F: std::future::Future>(&self, future: F) -> Option<F::Output> {
+        self.0.as_ref().map(|runtime| runtime.block_on(future))
+    }
+}
+
+impl Drop for BackgroundRuntime {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 /// The handler of `wrap`: forwards each query the core server let through.
@@ -439,9 +460,9 @@ impl Inner {
     ) -> Result<evidence_wire::evidence::VerifiedEvidence, ProviderError> {
         match &self.upstream {
             Upstream::Process(provider) => provider.query(query.clone(), context.clone()),
-            Upstream::Http { provider, runtime } => {
-                runtime.block_on(provider.query(query, context))
-            }
+            Upstream::Http { provider, runtime } => runtime
+                .block_on(provider.query(query, context))
+                .unwrap_or(Err(ProviderError::ShutDown)),
         }
     }
 
