@@ -975,3 +975,67 @@ fn an_http_provider_wrapped_with_url_gives_signed_verified_evidence() {
     };
     assert!(status.success(), "exit {status:?} after SIGTERM");
 }
+
+/// SIGTERM on stdio drains: the query in flight is answered, then `wrap`
+/// exits 0 (as `serve` does).
+#[test]
+fn sigterm_on_stdio_answers_the_query_in_flight_and_exits() {
+    use std::io::{Read, Write};
+    let dir = TempDir::new();
+    let (key, _) = signing_key(&dir);
+    let peer = python_peer();
+    let mut child = Command::new("env")
+        .args(["-u", "EVIDENCE_WIRE_CONFIG"])
+        .arg(format!(
+            "DG_PROVIDER_RECEIVED={}",
+            dir.path("received.jsonl")
+        ))
+        .arg(cli_binary())
+        .args(wrap_args(&peer, &dir, &key, &[]))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn wrap");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        let _ = tx.send(bytes);
+    });
+    stdin
+        .write_all(&frame(7, "slow", json!({"ms": 700})))
+        .expect("write the query");
+    stdin.flush().expect("flush");
+    eventually("the query to reach the provider", || {
+        received_checks(&dir).iter().any(|check| check == "slow")
+    });
+    kill(u64::from(child.id()), "TERM");
+    let output = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("wrap closed its output");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("wrap did not exit after SIGTERM");
+        }
+        thread::sleep(Duration::from_millis(20));
+    };
+    drop(stdin);
+    assert!(status.success(), "exit {status:?} after SIGTERM");
+    let answers = frames(&output);
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    assert_eq!(answers[0]["id"], 7);
+    assert_eq!(
+        answers[0]["result"]["content"][0]["json"]["value"]["value"]["slept_ms"], 700,
+        "{}",
+        answers[0]
+    );
+}
