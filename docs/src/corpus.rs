@@ -140,4 +140,11 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         description: "evidence-wire check-provider: the conformance and robustness report for any evidence provider, in a provider's CI, and what every line of it means.",
         body: include_str!("../corpus/guides/checking-a-provider.md"),
     },
+    Embedded {
+        id: "wrapping-a-provider",
+        title: "Signing a provider written in Python, TypeScript or Go",
+        role: DocRole::Pattern,
+        description: "evidence-wire wrap: a sidecar in front of an existing provider in any language that checks queries against its contract, verifies, hashes and signs its answers for Decision Gate's require_signature, and restarts it; configuration, limits and troubleshooting.",
+        body: include_str!("../corpus/guides/wrapping-a-provider.md"),
+    },
 ];

@@ -26,13 +26,22 @@ Checks (`check_id`, or the older `predicate`):
   bad_hash     "hello" with a wrong evidence_hash (the caller must reject it)
   missing      value null with error not_found
   rpc_error    a JSON-RPC error
+  mistyped     the string "not a number" (its contract declares an integer)
+  slow         {"slept_ms": N} after sleeping params.ms (at most 5000) milliseconds
 Anything the provider logs goes to stderr; stdout carries only frames.
+
+With DG_PROVIDER_RECEIVED=FILE in the environment, the provider appends one
+JSON line to FILE when it starts ({"pid": N, "started": true}) and one for
+every message it reads ({"pid": N, "message": <the message>}), so a test can
+see what reached it (and which process to kill).
 """
 
 import hashlib
 import json
 import math
+import os
 import sys
+import time
 
 MAX_HEADER_BYTES = 8 * 1024
 MAX_BODY_BYTES = 1024 * 1024
@@ -42,6 +51,16 @@ ENV_TABLE = {"DEPLOY_ENV": "production"}
 
 def log(message):
     print(f"dg_provider: {message}", file=sys.stderr, flush=True)
+
+
+def note_received(entry):
+    """Appends `entry` to $DG_PROVIDER_RECEIVED as one JSON line, if set."""
+    path = os.environ.get("DG_PROVIDER_RECEIVED")
+    if not path:
+        return
+    entry = dict(entry, pid=os.getpid())
+    with open(path, "a", encoding="utf-8") as received:
+        received.write(json.dumps(entry, separators=(",", ":")) + "\n")
 
 
 # ---------------------------------------------------------------- canonical JSON
@@ -172,6 +191,15 @@ def evidence_query(arguments):
         return result(None, error={"code": "not_found", "message": "no evidence for this check", "details": {"check": check}})
     if check == "rpc_error":
         raise RpcError(-32000, "rpc_error: the provider refuses on purpose")
+    if check == "mistyped":
+        return result({"kind": "json", "value": "not a number"})
+    if check == "slow":
+        milliseconds = params.get("ms", 0)
+        if not isinstance(milliseconds, int) or isinstance(milliseconds, bool):
+            milliseconds = 0
+        milliseconds = max(0, min(milliseconds, 5000))
+        time.sleep(milliseconds / 1000)
+        return result({"kind": "json", "value": {"slept_ms": milliseconds}})
     raise RpcError(-32602, f"unsupported check {check!r}")
 
 
@@ -277,8 +305,10 @@ def serve(stream_in, stream_out):
         try:
             message = json.loads(body.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
+            note_received({"unparsable": body.decode("utf-8", "replace")})
             write_frame(stream_out, error_response(None, -32700, "Parse error"))
             continue
+        note_received({"message": message})
         response = handle(message)
         if response is not None:
             write_frame(stream_out, response)
@@ -292,6 +322,7 @@ def main(argv):
         # Helper for tests: canonical JSON of stdin, for cross-checks.
         sys.stdout.write(canonical(json.loads(sys.stdin.read())))
         return 0
+    note_received({"started": True})
     return serve(sys.stdin.buffer, sys.stdout.buffer)
 
 

@@ -404,6 +404,9 @@ fn fixtures(dir: &TempDir) {
             .as_bytes(),
     );
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    // A signing key, as `keygen --out signing-key` writes it (for `wrap --signing-key`).
+    let key = dir.write("signing-key", &[7u8; 32]);
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).expect("chmod");
     // A configuration with a provider `git` (the same program) whose
     // contract declares a `head` check: the example config's contract, renamed.
     let contract = std::fs::read_to_string(repo_root().join("examples/contracts/git.json"))
@@ -686,7 +689,7 @@ fn check(line: &Documented) {
     let dir = TempDir::new();
     fixtures(&dir);
     let sub = subcommand(&inv.args);
-    if sub == ["serve"] && inv.args.iter().any(|arg| arg == "--http") {
+    if (sub == ["serve"] || sub == ["wrap"]) && inv.args.iter().any(|arg| arg == "--http") {
         check_serve_http(line, &dir, &inv);
         return;
     }
@@ -836,7 +839,7 @@ fn check(line: &Documented) {
             assert!(text.contains(" 0 fail in "), "{context}");
             assert!(text.contains("pass   robustness.pipelined"), "{context}");
         }
-        ["serve"] => {
+        ["serve"] | ["wrap"] => {
             // On stdio with nothing to read: a clean exit, nothing written.
             assert_eq!(ran.code, Some(0), "{context}");
             assert!(stdout.is_empty(), "{context}");

@@ -14,6 +14,7 @@
 mod check_provider;
 mod docs_cmd;
 mod logging;
+mod wrap;
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -96,6 +97,13 @@ enum Command {
         after_help = "Examples:\n  evidence-wire check-provider\n      the bundled provider against its own contract\n  evidence-wire check-provider --contract my-provider.contract.json --provider-id git -- ./my-provider\n  evidence-wire check-provider --json --contract my-provider.contract.json --provider-id git --command ./my-provider\n      every line with its evidence, for CI"
     )]
     CheckProvider(check_provider::CheckProviderArgs),
+    /// Front an existing provider (any language) for Decision Gate: queries
+    /// checked against its contract before they reach it, answers verified,
+    /// hashed and signed, the provider supervised.
+    #[command(
+        after_help = "Examples:\n  evidence-wire wrap --contract my-provider.contract.json -- ./my-provider\n      serve ./my-provider on stdio, checked against its contract\n  evidence-wire wrap --contract my-provider.contract.json --signing-key signing-key --key-id signing-key.pub -- ./my-provider\n      and sign its answers for Decision Gate's require_signature\n\nDecision Gate runs it as the provider's command:\n  command = [\"evidence-wire\", \"wrap\", \"--contract\", \"provider.contract.json\", \"--\", \"python3\", \"provider.py\"]\nSee spec/guides/wrapping-a-provider.md."
+    )]
+    Wrap(wrap::WrapArgs),
     /// Make an ed25519 signing key: PREFIX (secret seed, mode 0600) and PREFIX.pub (public key).
     #[command(
         after_help = "Example:\n  evidence-wire keygen --out keys/provider\n      writes keys/provider (for serve --signing-key or [bundled.signing] key_file)\n      and keys/provider.pub (for Decision Gate's require_signature keys, or ours)"
@@ -385,6 +393,7 @@ pub fn run() -> ExitCode {
         Command::Verify(args) => verify(args),
         Command::Contract(args) => load_config(config).and_then(|loaded| contract(args, &loaded)),
         Command::Keygen(args) => keygen(&args),
+        Command::Wrap(args) => load_config(config).and_then(|loaded| wrap::main(args, &loaded)),
         Command::CheckProvider(args) => {
             load_config(config).and_then(|loaded| check_provider::main(args, &loaded, config))
         }
@@ -569,6 +578,7 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
             log,
             drain,
             behind_proxy,
+            evidence_wire_tokio::Metrics::new(),
         );
     }
     // SIGTERM or SIGINT: stop reading, answer every query read, exit 0.
@@ -672,7 +682,9 @@ fn watch_signals_in_background(shutdown: evidence_wire_blocking::Shutdown) {
     }
 }
 
-/// `serve --http`: the bundled provider on hyper until Ctrl-C / SIGTERM.
+/// `serve --http` (and `wrap --http`): the service on hyper until Ctrl-C /
+/// SIGTERM; `/metrics` shows `metrics`.
+#[allow(clippy::too_many_arguments)]
 fn serve_http(
     workers: usize,
     address: std::net::SocketAddr,
@@ -681,6 +693,7 @@ fn serve_http(
     log: evidence_wire_blocking::log::ValidationLog,
     drain: std::time::Duration,
     behind_proxy: bool,
+    metrics: evidence_wire_tokio::Metrics,
 ) -> Result<u8, Failure> {
     use evidence_wire_config::ServerAuthMode;
     config
@@ -698,10 +711,7 @@ fn serve_http(
         .with_validation_log(log)
         .with_drain_timeout(drain)
         .behind_proxy(behind_proxy)
-        .with_metrics(
-            evidence_wire_tokio::Metrics::new(),
-            config.server.metrics.access(),
-        );
+        .with_metrics(metrics, config.server.metrics.access());
     if config.server.auth.mode == ServerAuthMode::BearerToken {
         match config.server.auth.bearer_tokens.as_slice() {
             [token] => http_config = http_config.with_bearer_token(token.clone()),

@@ -51,21 +51,46 @@ pub fn init_diagnostics() {
     }
 }
 
+/// The log flags of a command that serves (`serve`, `wrap`).
+pub struct LogFlags<'a> {
+    /// `--no-log`.
+    pub no_log: bool,
+    /// `--log-dir DIR`.
+    pub log_dir: Option<&'a std::path::Path>,
+    /// `--deterministic-log`.
+    pub deterministic: bool,
+    /// `--log-max-bytes BYTES`.
+    pub max_bytes: Option<u64>,
+}
+
 /// The validation log `serve` writes, from `[logging]` and the flags.
 pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
+    open_validation_log_with(
+        &LogFlags {
+            no_log: args.no_log,
+            log_dir: args.log_dir.as_deref(),
+            deterministic: args.deterministic_log,
+            max_bytes: args.log_max_bytes,
+        },
+        config,
+    )
+}
+
+/// The validation log a serving command writes, from `[logging]` and `args`.
+pub fn open_validation_log_with(args: &LogFlags<'_>, config: &Config) -> ValidationLog {
     if args.no_log {
         tracing::info!("validation log off (--no-log)");
         return ValidationLog::disabled();
     }
-    let settings = match (&args.log_dir, config.logging.settings()) {
+    let settings = match (args.log_dir, config.logging.settings()) {
         // --log-dir turns logging on even when the configuration turned it off.
         (Some(dir), settings) => LogSettings::new(dir)
             .deterministic(
-                settings.is_some_and(|settings| settings.deterministic) || args.deterministic_log,
+                settings.is_some_and(|settings| settings.deterministic) || args.deterministic,
             )
             .max_bytes(config.logging.max_bytes),
         (None, Some(settings)) => {
-            let deterministic = settings.deterministic || args.deterministic_log;
+            let deterministic = settings.deterministic || args.deterministic;
             settings.deterministic(deterministic)
         }
         (None, None) => {
@@ -73,7 +98,7 @@ pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
             return ValidationLog::disabled();
         }
     };
-    let settings = match args.log_max_bytes {
+    let settings = match args.max_bytes {
         Some(max_bytes) => settings.max_bytes(max_bytes),
         None => settings,
     };
