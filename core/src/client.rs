@@ -143,27 +143,33 @@ const MAX_ERROR_MESSAGE_BYTES: usize = 256;
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct ClientConfig {
-    /// Frame limits for the provider's answers.
+    /// Frame limits for the provider's answers (default
+    /// [`Limits::default`]: 1 MiB bodies, 8 KiB header blocks).
     pub limits: Limits,
     /// Framing of requests (Decision Gate providers: Content-Length; MCP
     /// stdio servers: newline-delimited). Answers are read in either,
     /// detected from the provider's first byte; output that starts with
     /// neither JSON nor a `Content-...` header (a banner line) is read in
-    /// this framing ([`Decoder::with_fallback`]).
+    /// this framing ([`Decoder::with_fallback`]). Default Content-Length.
     pub framing: Framing,
-    /// Run the MCP `initialize` handshake before the first query.
+    /// Run the MCP `initialize` handshake before the first query (default
+    /// off, as Decision Gate calls).
     pub handshake: bool,
-    /// How long a query may wait for its answer, in milliseconds.
+    /// How long a query may wait for its answer, in milliseconds (default
+    /// 10000).
     pub request_timeout_ms: u64,
-    /// What a result must satisfy to be trusted.
+    /// What a result must satisfy to be trusted (default
+    /// [`TrustPolicy::Audit`]: a present hash must match; no signature
+    /// needed).
     pub trust: TrustPolicy,
     /// The canonicalization profile hashes are checked with: by default
     /// the one the connection's dialect uses (`decision-gate` without the
     /// handshake, RFC 8785 after it; see [`crate::dialect`]).
     pub profile: HashProfile,
-    /// How many expired request ids are remembered to drop late answers.
+    /// How many expired request ids are remembered to drop late answers
+    /// (default 1024).
     pub late_answer_memory: usize,
-    /// `clientInfo` sent in `initialize`.
+    /// `clientInfo` sent in `initialize` (default `evidence-wire`).
     pub client_name: String,
 }
 
@@ -347,6 +353,12 @@ pub enum ClientEvent {
     },
     /// The stream is broken: restart the provider, then call [`Client::restart`].
     Fatal(String),
+    /// The provider closed its output at a message boundary (it exited, or
+    /// ended the connection): not a broken stream, but nothing more will
+    /// come. Queries still in flight failed with
+    /// [`QueryError::ConnectionLost`]; start a fresh provider and call
+    /// [`Client::restart`] before asking again.
+    Closed,
 }
 
 #[derive(Debug)]
@@ -783,18 +795,26 @@ impl Client {
     /// The provider closed its output (end of file on its stdout, the
     /// connection closed): every query still in flight fails with
     /// [`QueryError::ConnectionLost`] and [`Client::needs_restart`] turns
-    /// true. A message cut short by the end is named in the reason.
+    /// true. At a message boundary that is [`ClientEvent::Closed`]; a
+    /// message cut short by the end is a broken stream,
+    /// [`ClientEvent::Fatal`] naming it.
     pub fn handle_end_of_input(&mut self) {
         if self.needs_restart {
             return;
         }
-        let reason = match self.decoder.finish() {
-            Ok(()) => "the provider closed its output".to_owned(),
-            Err(error) => format!("the provider closed its output mid-message: {error}"),
+        let (reason, event) = match self.decoder.finish() {
+            Ok(()) => (
+                "the provider closed its output".to_owned(),
+                ClientEvent::Closed,
+            ),
+            Err(error) => {
+                let reason = format!("the provider closed its output mid-message: {error}");
+                (reason.clone(), ClientEvent::Fatal(reason))
+            }
         };
-        self.fail_all(&QueryError::ConnectionLost(reason.clone()));
+        self.fail_all(&QueryError::ConnectionLost(reason));
         self.needs_restart = true;
-        self.events.push_back(ClientEvent::Fatal(reason));
+        self.events.push_back(event);
     }
 
     /// The next event.
@@ -805,15 +825,33 @@ impl Client {
     /// The next framed bytes to write to the provider (in
     /// [`ClientConfig::framing`]).
     pub fn poll_transmit(&mut self) -> Option<Vec<u8>> {
-        let body = match self.transmits.pop_front()? {
-            Outgoing::Message(body) => body,
-            Outgoing::Raw(bytes) => return Some(bytes),
-        };
-        let mut out = Vec::with_capacity(body.len().saturating_add(32));
-        // A body serde_json wrote holds no raw newline, so framing cannot
-        // fail; a message that could not be framed is not sent.
-        frame::encode(self.config.framing, &body, &mut out).ok()?;
-        Some(out)
+        let mut out = Vec::new();
+        self.poll_transmit_into(&mut out).then_some(out)
+    }
+
+    /// [`Client::poll_transmit`] appending the framed bytes to `out`
+    /// instead of returning them: an embedder that writes many requests at
+    /// once keeps one buffer (as [`crate::server::Server::poll_transmit_into`]
+    /// does on the other side). True when a message was appended, false
+    /// when there is nothing to send.
+    pub fn poll_transmit_into(&mut self, out: &mut Vec<u8>) -> bool {
+        loop {
+            let body = match self.transmits.pop_front() {
+                None => return false,
+                Some(Outgoing::Message(body)) => body,
+                Some(Outgoing::Raw(bytes)) => {
+                    out.extend_from_slice(&bytes);
+                    return true;
+                }
+            };
+            let start = out.len();
+            // A body serde_json wrote holds no raw newline, so framing
+            // cannot fail; a message that could not be framed is not sent.
+            if frame::encode(self.config.framing, &body, out).is_ok() {
+                return true;
+            }
+            out.truncate(start);
+        }
     }
 
     /// The next message to send, unframed: one JSON-RPC request or

@@ -612,7 +612,9 @@ impl CheckContract {
     /// Without `json-schema` only presence and object shape are checked; with it
     /// the params are validated against `params_schema` and the error names
     /// the JSON pointer of the first failure. This compiles the schema on
-    /// every call; keep a [`ParamsValidator`] to validate many queries.
+    /// every call; with the `json-schema` feature, keep a
+    /// `ParamsValidator` (`CheckContract::params_validator`) to validate
+    /// many queries.
     pub fn validate_params(&self, params: &Value) -> Result<(), ParamsError> {
         self.validate_params_presence(params)?;
         #[cfg(feature = "json-schema")]

@@ -75,3 +75,8 @@ pub use id::Id;
 pub use server::{Server, ServerConfig, ServerContract, ServerEvent, Ticket};
 pub use supervisor::{Supervisor, SupervisorConfig};
 pub use transport::Transport;
+
+/// The JSON crate the core's types are made of (`Value` in params,
+/// contracts and tool arguments, `RawValue` in results): the same version,
+/// so an embedder needs no dependency of its own to build them.
+pub use serde_json;

@@ -736,6 +736,7 @@ impl<T, E> Supervisor<T, E> {
                 ClientEvent::Fatal(reason) => {
                     self.log(format!("provider connection broken: {reason}"));
                 }
+                ClientEvent::Closed => self.log(String::from("the provider closed its output")),
                 _ => {}
             }
         }

@@ -476,6 +476,22 @@ fn caller_spawns_queries_and_verifies() {
     assert!(String::from_utf8_lossy(&output.stderr).contains("usage: caller"));
 }
 
+/// The readiness-loop example serves 1,000 pipelined calls to a slow reader
+/// and closes only once every byte is written.
+#[test]
+fn nonblocking_serves_a_slow_reader_every_answer() {
+    let output = run_with_deadline(
+        Command::new(example("nonblocking")),
+        Duration::from_secs(60),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.starts_with("1000 answers over 1 connection(s)"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn by_hand_writes_two_framed_answers_whose_hash_verifies() {
     let output = run_with_deadline(Command::new(example("by_hand")), Duration::from_secs(20));

@@ -3,6 +3,8 @@
 //! by, and why an answer can be refused ([`RespondError`]); the HTTP
 //! headers a stateless request's body must agree with ([`MessageHeaders`]).
 
+#[cfg(doc)]
+use super::{Server, ServerConfig};
 use alloc::borrow::Cow;
 use alloc::string::String;
 use core::fmt;
@@ -56,7 +58,10 @@ pub enum ServerEvent {
         arguments: Value,
     },
     /// The peer cancelled a query; its ticket is now dead (an answer for
-    /// it is refused and nothing is sent).
+    /// it is refused with [`RespondError::Cancelled`] and nothing is sent).
+    /// A query and its cancellation that arrive in the same input both come
+    /// out, in order: the [`ServerEvent::EvidenceQuery`] first, then this;
+    /// an embedder that has not started the work yet can skip it.
     Cancelled {
         /// The cancelled ticket.
         ticket: Ticket,

@@ -343,7 +343,10 @@ impl Server {
     }
 
     /// True when input is closed, nothing is in flight and every output
-    /// byte has been taken: the adapter may close the connection.
+    /// byte has been *handed out* ([`Server::poll_transmit`] returned
+    /// `None`). It says nothing of what the embedder has written yet: with
+    /// non-blocking I/O, write out (and flush) everything taken before
+    /// closing the connection, or a slow reader loses its last answers.
     pub fn is_finished(&self) -> bool {
         self.input_closed && self.pending.is_empty() && self.transmits.is_empty()
     }

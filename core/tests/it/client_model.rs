@@ -282,7 +282,7 @@ impl Run {
                         "{id}: two outcomes"
                     );
                 }
-                ClientEvent::Fatal(_) => {
+                ClientEvent::Fatal(_) | ClientEvent::Closed => {
                     assert!(self.client.needs_restart());
                     // Every query in flight was failed with the fatal error.
                     assert_eq!(self.client.in_flight(), 0);

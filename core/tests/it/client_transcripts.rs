@@ -655,6 +655,43 @@ fn end_of_output_loses_the_connection() {
     assert!(client.needs_restart());
 }
 
+/// A provider that ends its output at a message boundary (it exited
+/// cleanly) is `Closed`, not a broken stream; the query in flight is still
+/// lost and a restart is needed.
+#[test]
+fn a_clean_end_of_output_is_closed_not_fatal() {
+    let mut client = Client::new(ClientConfig::default());
+    let a = client.query(&query("a"), &context(), 0);
+    client.handle_end_of_input();
+    let got = events(&mut client);
+    assert_eq!(answers(&got), [(a, Err("provider_unavailable".to_owned()))]);
+    assert!(matches!(got.last(), Some(ClientEvent::Closed)), "{got:?}");
+    assert!(client.needs_restart());
+}
+
+/// The appending transmit path writes the same bytes as `poll_transmit`,
+/// after what the buffer already holds.
+#[test]
+fn poll_transmit_into_appends_what_poll_transmit_returns() {
+    let mut one = Client::new(ClientConfig::default());
+    let mut other = Client::new(ClientConfig::default());
+    for client in [&mut one, &mut other] {
+        client.query(&query("a"), &context(), 0);
+        client.query(&query("b"), &context(), 0);
+    }
+    let mut expected = b"kept".to_vec();
+    while let Some(bytes) = one.poll_transmit() {
+        expected.extend_from_slice(&bytes);
+    }
+    let mut appended = b"kept".to_vec();
+    let mut count = 0;
+    while other.poll_transmit_into(&mut appended) {
+        count += 1;
+    }
+    assert_eq!(count, 2);
+    assert_eq!(appended, expected);
+}
+
 #[test]
 fn recoverable_framing_errors_are_skipped() {
     let mut client = Client::new(config(|config| {
