@@ -47,6 +47,9 @@ pub struct HttpPolicy {
     pub behind_proxy: bool,
     /// Who may read `GET /metrics` (default: nobody, it is `404`).
     pub metrics: MetricsAccess,
+    /// The standalone server's fixed paths (the default), or mounted at
+    /// one path of an application ([`route_for`]).
+    pub routing: Routing,
 }
 
 /// Who may read `GET /metrics`.
@@ -84,7 +87,32 @@ impl Default for HttpPolicy {
             max_body_bytes: Limits::default().max_body_bytes,
             behind_proxy: false,
             metrics: MetricsAccess::Off,
+            routing: Routing::Standalone,
         }
+    }
+}
+
+impl RequestHead<'_> {
+    /// True when the request comes from an MCP client: it sends
+    /// `MCP-Protocol-Version` (from the second request on) or lists
+    /// `text/event-stream` in `Accept` (every streamable-HTTP request).
+    pub fn from_mcp_client(&self) -> bool {
+        self.protocol_version != HeaderField::Absent
+            || self.accept.is_some_and(|accept| {
+                accept
+                    .windows(CONTENT_TYPE_SSE.len())
+                    .any(|window| window.eq_ignore_ascii_case(CONTENT_TYPE_SSE.as_bytes()))
+            })
+    }
+}
+
+/// Where `head` goes under `policy`'s [`Routing`]: by its path on the
+/// standalone server ([`route`]), by its method and caller when mounted
+/// ([`route_mounted`]).
+pub fn route_for(policy: &HttpPolicy, head: &RequestHead<'_>) -> Route {
+    match policy.routing {
+        Routing::Standalone => route(head.method, head.path),
+        Routing::Mounted => route_mounted(head.method, head.from_mcp_client()),
     }
 }
 
@@ -742,7 +770,7 @@ pub fn admit_during(
     head: &RequestHead<'_>,
     lifecycle: Lifecycle,
 ) -> Admission {
-    let endpoint = match route(head.method, head.path) {
+    let endpoint = match route_for(policy, head) {
         Route::Call(endpoint) => Some(endpoint),
         Route::Health => return Admission::Reply(health_reply()),
         Route::Ready if lifecycle == Lifecycle::Draining => {

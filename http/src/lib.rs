@@ -119,7 +119,7 @@ mod route;
 pub use admit::{
     Admission, BearerCheck, BindRefused, BodyLimit, BodyTooLarge, CallPlan, HeaderField,
     HttpPolicy, Lifecycle, MetricsAccess, ProxyRefused, RequestHead, SINGLETON_HEADERS, admit,
-    admit_during, check_behind_proxy, check_bind,
+    admit_during, check_behind_proxy, check_bind, route_for,
 };
 pub use budget::{ConnectionBudget, ConnectionId, ConnectionLimits, Room};
 pub use exchange::{BatchAnswer, Exchange, check_single_answer};
@@ -130,7 +130,7 @@ pub use reply::{
 pub use route::{
     AUTH_REALM, CONTENT_TYPE_METRICS, CONTENT_TYPE_SSE, Endpoint, HEALTHZ_PATH,
     MAX_SESSION_ID_BYTES, MCP_PATH, METRICS_PATH, READYZ_PATH, RETRY_AFTER_SECONDS, RPC_PATH,
-    Route, route,
+    Route, Routing, route, route_mounted,
 };
 
 #[cfg(doc)]

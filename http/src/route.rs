@@ -1,4 +1,6 @@
-//! Routes: the paths the standalone server answers, and what each is for.
+//! Routes: the paths the standalone server answers, and what each is for;
+//! or, for a service mounted at one path of an application, what each
+//! method is for there.
 
 /// Path of the Decision Gate style JSON-RPC endpoint.
 pub const RPC_PATH: &str = "/rpc";
@@ -25,6 +27,7 @@ pub const CONTENT_TYPE_SSE: &str = "text/event-stream";
 
 /// Which JSON-RPC endpoint a request reached.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Endpoint {
     /// `POST /rpc`: statuses follow the canonical error table.
     Rpc,
@@ -70,5 +73,34 @@ pub fn route(method: &str, path: &str) -> Route {
         READYZ_PATH => probe(Route::Ready),
         METRICS_PATH => probe(Route::Metrics),
         _ => Route::NotFound,
+    }
+}
+
+/// Where the HTTP layer answers: the standalone server's fixed paths, or
+/// one path of an application it is mounted in.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Routing {
+    /// The fixed paths of [`route`]: `POST /rpc`, `POST /mcp`, the probes
+    /// and `/metrics`.
+    #[default]
+    Standalone,
+    /// Mounted at one path of an application (an axum route, a hyper
+    /// service): [`route_mounted`] answers whatever the path.
+    Mounted,
+}
+
+/// Routes a request to a service mounted at one path: `POST` is a call,
+/// anything else `405` with `Allow: POST` (the application serves its own
+/// probes and metrics). The endpoint follows the caller: an MCP client
+/// (one that sends `MCP-Protocol-Version`, or lists `text/event-stream` in
+/// `Accept`, as the streamable-HTTP transport requires of every MCP
+/// client) gets [`Endpoint::Mcp`]'s statuses, any other caller (Decision
+/// Gate) [`Endpoint::Rpc`]'s.
+pub fn route_mounted(method: &str, mcp_client: bool) -> Route {
+    match method {
+        "POST" if mcp_client => Route::Call(Endpoint::Mcp),
+        "POST" => Route::Call(Endpoint::Rpc),
+        _ => Route::MethodNotAllowed { allow: "POST" },
     }
 }

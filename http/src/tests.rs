@@ -1163,3 +1163,49 @@ fn fresh_connections_are_never_shed() {
     let (_, shed) = tiny.open(0).expect("by shedding");
     assert_eq!(shed, vec![first]);
 }
+
+/// Mounted at any path: a POST is a call (MCP statuses for an MCP client,
+/// Decision Gate's for any other caller), anything else `405`.
+#[test]
+fn a_mounted_layer_routes_by_method_and_caller() {
+    let policy = HttpPolicy {
+        routing: Routing::Mounted,
+        ..HttpPolicy::default()
+    };
+    let at = |method, accept: Option<&'static [u8]>, version: HeaderField<'static>| RequestHead {
+        method,
+        path: "/evidence",
+        accept,
+        protocol_version: version,
+        ..RequestHead::default()
+    };
+    assert_eq!(
+        route_for(&policy, &at("POST", None, HeaderField::Absent)),
+        Route::Call(Endpoint::Rpc)
+    );
+    assert_eq!(
+        route_for(
+            &policy,
+            &at(
+                "POST",
+                Some(b"application/json, text/event-stream"),
+                HeaderField::Absent
+            )
+        ),
+        Route::Call(Endpoint::Mcp)
+    );
+    assert_eq!(
+        route_for(&policy, &at("POST", None, HeaderField::One(b"2025-11-25"))),
+        Route::Call(Endpoint::Mcp)
+    );
+    assert_eq!(
+        route_for(&policy, &at("GET", None, HeaderField::Absent)),
+        Route::MethodNotAllowed { allow: "POST" }
+    );
+    // The standalone server still routes by path.
+    let standalone = HttpPolicy::default();
+    assert_eq!(
+        route_for(&standalone, &at("POST", None, HeaderField::Absent)),
+        Route::NotFound
+    );
+}

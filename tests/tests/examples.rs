@@ -15,6 +15,11 @@
 //!   through our client (hash verified).
 //! - `http_provider`: bearer token required (401 without it), answered with
 //!   it, through `evidence-wire query --url`.
+//! - `axum_app` (tokio, issue 40): the provider mounted in an axum `Router`
+//!   at `/evidence` answers `evidence-wire query --url` (Decision Gate's
+//!   exchange, hash verified) and the official MCP Python SDK (both
+//!   handshakes), while the app's own `GET /hello` is the app's; Ctrl-C
+//!   (SIGINT) stops it promptly.
 //! - `caller`: spawns the bundled provider and the git provider, prints
 //!   verified evidence, names the profile it verified.
 //! - `by_hand`: the core's own output, two Content-Length frames whose hash
@@ -322,6 +327,143 @@ impl Drop for Killed {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+#[path = "interop_support/mod.rs"]
+mod interop_support;
+
+/// The first stderr line of `child`, `listening on http://ADDR/PATH`: the URL.
+fn announced_url(child: &mut Child) -> String {
+    let stderr = child.stderr.take().expect("stderr");
+    let mut first = String::new();
+    BufReader::new(stderr)
+        .read_line(&mut first)
+        .expect("read the announced address");
+    first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address announced: {first:?}"))
+        .to_owned()
+}
+
+/// A plain `GET` over HTTP/1.1: the status line and the body.
+fn http_get(address: &str, path: &str) -> (String, String) {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("read");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[test]
+fn axum_app_serves_decision_gate_and_mcp_clients_beside_its_own_routes() {
+    let mut child = Killed(
+        Command::new(example("axum_app"))
+            .env("EW_ADDR", "127.0.0.1:0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn axum_app"),
+    );
+    let url = announced_url(&mut child.0);
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/evidence"))
+        .unwrap_or_else(|| panic!("{url}"))
+        .to_owned();
+
+    // The application's own route.
+    let (status, body) = http_get(&address, "/hello");
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(body, "hello from the app");
+    // The provider's path answers calls only.
+    let (status, _) = http_get(&address, "/evidence");
+    assert!(status.contains(" 405 "), "{status}");
+
+    // Decision Gate's exchange, verified as Decision Gate verifies it.
+    let answered = Command::new(CLI)
+        .args(["query", "--url", &url, "--allow-insecure-http"])
+        .args(["--provider-id", "greeter", "--check", "greeting"])
+        .args(["--params", r#"{"name":"Ada"}"#, "--timeout-ms", "5000"])
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .env_remove("EVIDENCE_WIRE_BEARER_TOKEN")
+        .output()
+        .expect("run evidence-wire query");
+    assert!(answered.status.success(), "{answered:?}");
+    let result: Value = serde_json::from_slice(&answered.stdout).expect("JSON");
+    assert_eq!(result["value"]["value"], json!("hello, Ada"), "{result:#}");
+    assert!(result["evidence_hash"]["value"].is_string(), "{result:#}");
+
+    // An MCP host: the official Python SDK, with either handshake.
+    if let Some(python) = interop_support::venv_python() {
+        for mode in ["auto", "legacy"] {
+            let mut command = Command::new(&python);
+            command
+                .arg(interop_support::peer_script("mcp_python_query.py"))
+                .args(["--mode", mode, "--http", &url, "--query"])
+                .arg(
+                    r#"{"provider_id":"greeter","check_id":"greeting","params":{"name":"Grace"}}"#,
+                );
+            let output = interop_support::run(&mut command, b"", interop_support::PEER_TIMEOUT);
+            let report = output.report(&format!("mcp_python_query.py ({mode})"));
+            assert_eq!(report["tools"], json!(["evidence_query"]), "{report:#}");
+            assert_eq!(report["is_error"], json!(false), "{report:#}");
+            let evidence: Value =
+                serde_json::from_str(report["text"].as_str().expect("a text item"))
+                    .expect("the text item is the EvidenceResult");
+            let evidence: EvidenceResult = serde_json::from_value(evidence).expect("result");
+            assert_eq!(
+                evidence
+                    .value
+                    .as_ref()
+                    .map(|value| serde_json::to_value(value).expect("JSON")),
+                Some(json!({"kind": "json", "value": "hello, Grace"})),
+                "{report:#}"
+            );
+            let recomputed = evidence
+                .clone()
+                .with_computed_hash(Profile::DecisionGate)
+                .expect("hash");
+            assert!(evidence.evidence_hash.is_some(), "{report:#}");
+            assert_eq!(
+                evidence.evidence_hash, recomputed.evidence_hash,
+                "{report:#}"
+            );
+        }
+    }
+
+    // Ctrl-C: the provider drains, the app stops, promptly.
+    let pid = child.0.id().to_string();
+    let interrupted = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(interrupted.success());
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.0.try_wait().expect("wait") {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "axum_app still runs 10 s after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
 }
 

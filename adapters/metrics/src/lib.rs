@@ -54,6 +54,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+pub use prometheus_client;
+
 /// Distinct values a label a peer or a provider may choose (check id,
 /// evidence error code, provider name) keeps before the rest read `other`.
 pub const MAX_LABEL_VALUES: usize = 64;
@@ -199,8 +201,8 @@ fn latency_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.001, 2.0, 16))
 }
 
-struct Inner {
-    registry: Registry,
+/// Every metric (each a handle: clones share the series).
+struct Families {
     requests: Family<RequestLabels, Counter>,
     queries: Family<QueryLabels, Counter>,
     latency: Family<CheckLabels, Histogram, fn() -> Histogram>,
@@ -208,6 +210,54 @@ struct Inner {
     overload: Family<TransportLabels, Counter>,
     dropped: Family<DropLabels, Counter>,
     restarts: Family<ProviderLabels, Counter>,
+}
+
+impl Families {
+    /// Registers every metric in `registry`, under the `evidence_wire` prefix.
+    fn register(&self, registry: &mut Registry) {
+        let registry = registry.sub_registry_with_prefix("evidence_wire");
+        registry.register(
+            "requests",
+            "JSON-RPC messages handled, by transport, method, tool and outcome (ok or the canonical error)",
+            self.requests.clone(),
+        );
+        registry.register(
+            "queries",
+            "evidence queries answered, by transport, check and outcome (ok, the evidence error code, cancelled, expired)",
+            self.queries.clone(),
+        );
+        registry.register(
+            "check_duration_seconds",
+            "time from handing an evidence query to the provider to its answer, by check",
+            self.latency.clone(),
+        );
+        registry.register(
+            "in_flight",
+            "queries handed to the provider and not yet answered, by transport",
+            self.in_flight.clone(),
+        );
+        registry.register(
+            "overload_refusals",
+            "calls answered OVERLOADED (over the in-flight cap, or shutting down), by transport",
+            self.overload.clone(),
+        );
+        registry.register(
+            "dropped_frames",
+            "messages dropped unread (frame errors, HTTP bodies too large or unreadable), by transport and reason",
+            self.dropped.clone(),
+        );
+        registry.register(
+            "child_restarts",
+            "restarts of child-process providers by the caller's supervisor, by provider",
+            self.restarts.clone(),
+        );
+    }
+}
+
+struct Inner {
+    /// This value's own registry (what [`Metrics::encode`] renders).
+    registry: Registry,
+    families: Families,
     /// The `in_flight` gauges, by transport.
     in_flight_gauges: PerTransport<OnceLock<Gauge>>,
     /// The `requests` counter of the usual message, an `evidence_query`
@@ -241,61 +291,21 @@ impl Default for Metrics {
 impl Metrics {
     /// A fresh registry with every metric registered (at zero).
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("evidence_wire");
-        let requests = Family::<RequestLabels, Counter>::default();
-        let queries = Family::<QueryLabels, Counter>::default();
-        let latency = Family::<CheckLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            latency_histogram,
-        );
-        let in_flight = Family::<TransportLabels, Gauge>::default();
-        let overload = Family::<TransportLabels, Counter>::default();
-        let dropped = Family::<DropLabels, Counter>::default();
-        let restarts = Family::<ProviderLabels, Counter>::default();
-        registry.register(
-            "requests",
-            "JSON-RPC messages handled, by transport, method, tool and outcome (ok or the canonical error)",
-            requests.clone(),
-        );
-        registry.register(
-            "queries",
-            "evidence queries answered, by transport, check and outcome (ok, the evidence error code, cancelled, expired)",
-            queries.clone(),
-        );
-        registry.register(
-            "check_duration_seconds",
-            "time from handing an evidence query to the provider to its answer, by check",
-            latency.clone(),
-        );
-        registry.register(
-            "in_flight",
-            "queries handed to the provider and not yet answered, by transport",
-            in_flight.clone(),
-        );
-        registry.register(
-            "overload_refusals",
-            "calls answered OVERLOADED (over the in-flight cap, or shutting down), by transport",
-            overload.clone(),
-        );
-        registry.register(
-            "dropped_frames",
-            "messages dropped unread (frame errors, HTTP bodies too large or unreadable), by transport and reason",
-            dropped.clone(),
-        );
-        registry.register(
-            "child_restarts",
-            "restarts of child-process providers by the caller's supervisor, by provider",
-            restarts.clone(),
-        );
+        let families = Families {
+            requests: Family::default(),
+            queries: Family::default(),
+            latency: Family::new_with_constructor(latency_histogram),
+            in_flight: Family::default(),
+            overload: Family::default(),
+            dropped: Family::default(),
+            restarts: Family::default(),
+        };
+        let mut registry = Registry::default();
+        families.register(&mut registry);
         Metrics {
             inner: Arc::new(Inner {
                 registry,
-                requests,
-                queries,
-                latency,
-                in_flight,
-                overload,
-                dropped,
-                restarts,
+                families,
                 in_flight_gauges: PerTransport::default(),
                 usual_calls: PerTransport::default(),
                 checks: Bounded::new(CheckSeries::new),
@@ -303,6 +313,29 @@ impl Metrics {
                 providers: Bounded::new(|value| Name(value.to_owned())),
             }),
         }
+    }
+
+    /// Registers every metric in `registry` too, the one the application
+    /// owns and serves on its own `/metrics`: the same series (they share
+    /// their counts with this value and its clones), named as in the crate
+    /// docs. `registry` must be of the [`prometheus_client`] this crate
+    /// re-exports. Register once per registry: each call adds the metrics
+    /// again.
+    ///
+    /// ```
+    /// use evidence_wire_metrics::{Metrics, prometheus_client::registry::Registry};
+    ///
+    /// let mut registry = Registry::default();
+    /// let metrics = Metrics::new();
+    /// metrics.register(&mut registry);
+    /// metrics.overload_refused(evidence_wire_metrics::Transport::Http);
+    /// let mut text = String::new();
+    /// evidence_wire_metrics::prometheus_client::encoding::text::encode(&mut text, &registry)?;
+    /// assert!(text.contains(r#"evidence_wire_overload_refusals_total{transport="http"} 1"#), "{text}");
+    /// # Ok::<(), std::fmt::Error>(())
+    /// ```
+    pub fn register(&self, registry: &mut Registry) {
+        self.inner.families.register(registry);
     }
 
     /// The counts of one connection (or one HTTP request): feed it every
@@ -319,6 +352,7 @@ impl Metrics {
     /// `503` when every call slot is taken, or while shutting down).
     pub fn overload_refused(&self, transport: Transport) {
         self.inner
+            .families
             .overload
             .get_or_create(&TransportLabels {
                 transport: transport.as_str(),
@@ -330,6 +364,7 @@ impl Metrics {
     /// `body_too_large`, `body_unreadable` on HTTP).
     pub fn frame_dropped(&self, transport: Transport, reason: &'static str) {
         self.inner
+            .families
             .dropped
             .get_or_create(&DropLabels {
                 transport: transport.as_str(),
@@ -342,6 +377,7 @@ impl Metrics {
     pub fn child_restarted(&self, provider: &str) {
         let provider = self.inner.providers.label(provider);
         self.inner
+            .families
             .restarts
             .get_or_create(&ProviderLabels { provider })
             .inc();
@@ -375,10 +411,12 @@ impl Metrics {
         let label = transport.as_str();
         let _ = self.in_flight(transport);
         let _ = inner
+            .families
             .overload
             .get_or_create(&TransportLabels { transport: label });
         inner.usual_calls.get(transport).get_or_init(|| {
             inner
+                .families
                 .requests
                 .get_or_create(&RequestLabels {
                     transport: label,
@@ -392,6 +430,7 @@ impl Metrics {
             let series = inner.checks.get(check);
             series.ok.get(transport).get_or_init(|| {
                 inner
+                    .families
                     .queries
                     .get_or_create(&QueryLabels {
                         transport: label,
@@ -402,6 +441,7 @@ impl Metrics {
             });
             series.latency.get_or_init(|| {
                 inner
+                    .families
                     .latency
                     .get_or_create(&CheckLabels {
                         check: series.check.clone(),
@@ -415,6 +455,7 @@ impl Metrics {
         let inner = &self.inner;
         inner.in_flight_gauges.get(transport).get_or_init(|| {
             inner
+                .families
                 .in_flight
                 .get_or_create(&TransportLabels {
                     transport: transport.as_str(),
@@ -460,6 +501,7 @@ impl ConnectionMetrics {
                     .get(self.transport)
                     .get_or_init(|| {
                         inner
+                            .families
                             .requests
                             .get_or_create(&RequestLabels {
                                 transport,
@@ -488,6 +530,7 @@ impl ConnectionMetrics {
                 };
                 let outcome_label = outcome.error.map_or("ok", CanonicalError::name);
                 inner
+                    .families
                     .requests
                     .get_or_create(&RequestLabels {
                         transport,
@@ -556,6 +599,7 @@ impl ConnectionMetrics {
             .latency
             .get_or_init(|| {
                 inner
+                    .families
                     .latency
                     .get_or_create(&CheckLabels {
                         check: series.check.clone(),
@@ -565,6 +609,7 @@ impl ConnectionMetrics {
             .observe(since.elapsed().as_secs_f64());
         let queries = |outcome: &str| {
             inner
+                .families
                 .queries
                 .get_or_create(&QueryLabels {
                     transport: self.transport.as_str(),

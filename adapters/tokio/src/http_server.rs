@@ -67,33 +67,27 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use evidence_wire_http::{
-    self as http, Admission, BindRefused, BodyLimit, ConnectionBudget, ConnectionId,
-    ConnectionLimits, Exchange, HttpPolicy, HttpReply, Lifecycle, MetricsAccess, ProxyRefused,
-    RequestHead, Room,
+    self as http, BindRefused, ConnectionBudget, ConnectionId, ConnectionLimits, HttpPolicy,
+    MetricsAccess, ProxyRefused, Room,
 };
-use evidence_wire_log::record::Channel;
-use evidence_wire_log::{HttpCall, ValidationLog};
-use evidence_wire_metrics::{Metrics, Transport};
-use evidence_wire_provider::{
-    CancelReason, Completion, IntoService, ServeError, Service, complete, dispatch,
-};
-use http_body_util::{BodyExt, Full};
+use evidence_wire_log::ValidationLog;
+use evidence_wire_metrics::Metrics;
+use evidence_wire_provider::{IntoService, ServeError};
+use http_body_util::Full;
+use hyper::Request;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
-use hyper::header::{
-    ACCEPT, ALLOW, AUTHORIZATION, CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, FORWARDED, HOST,
-    HeaderMap, HeaderName, HeaderValue, ORIGIN, RETRY_AFTER, WWW_AUTHENTICATE,
-};
-use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper::{Request, Response, StatusCode};
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
-use tokio::sync::{Notify, Semaphore, oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 use tokio::task::JoinSet;
 use tokio::time::{Instant, Sleep};
 
-use crate::tasks::{Ran, RequestTasks, Slots, WhenFull};
+use crate::service::ProviderService;
+#[cfg(feature = "tls")]
+use crate::tls::TlsFiles;
 
 #[cfg(doc)]
 use evidence_wire::server::ServerConfig;
@@ -145,6 +139,11 @@ pub struct HttpServerConfig {
     /// allows it). Clone a [`Metrics`] in to share it with, e.g., process
     /// clients' restart hooks.
     pub metrics: Metrics,
+    /// Serve HTTPS with these files (default: plain HTTP). See
+    /// [`TlsFiles`]: a renewed certificate is picked up without a restart.
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub tls: Option<Arc<TlsFiles>>,
 }
 
 impl Default for HttpServerConfig {
@@ -162,6 +161,8 @@ impl Default for HttpServerConfig {
             drain_timeout: Duration::from_millis(evidence_wire::server::DEFAULT_DRAIN_TIMEOUT_MS),
             validation_log: ValidationLog::disabled(),
             metrics: Metrics::new(),
+            #[cfg(feature = "tls")]
+            tls: None,
         }
     }
 }
@@ -219,6 +220,14 @@ impl HttpServerConfig {
         self
     }
 
+    /// The same settings serving HTTPS with `files` (see [`TlsFiles`]).
+    #[cfg(feature = "tls")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+    pub fn with_tls(mut self, files: Arc<TlsFiles>) -> Self {
+        self.tls = Some(files);
+        self
+    }
+
     /// The same settings trusting a reverse proxy in front (see
     /// [`HttpPolicy::behind_proxy`]; needs a bearer token).
     pub fn behind_proxy(mut self, behind_proxy: bool) -> Self {
@@ -229,8 +238,8 @@ impl HttpServerConfig {
 
 impl std::fmt::Debug for HttpServerConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpServerConfig")
-            .field("authenticated", &self.policy.bearer_token.is_some())
+        let mut f = f.debug_struct("HttpServerConfig");
+        f.field("authenticated", &self.policy.bearer_token.is_some())
             .field("allowed_origins", &self.policy.allowed_origins)
             .field(
                 "allow_loopback_origins",
@@ -251,8 +260,10 @@ impl std::fmt::Debug for HttpServerConfig {
             .field("write_timeout", &self.write_timeout)
             .field("drain_timeout", &self.drain_timeout)
             .field("behind_proxy", &self.policy.behind_proxy)
-            .field("metrics", &self.policy.metrics)
-            .finish_non_exhaustive()
+            .field("metrics", &self.policy.metrics);
+        #[cfg(feature = "tls")]
+        f.field("tls", &self.tls);
+        f.finish_non_exhaustive()
     }
 }
 
@@ -303,16 +314,18 @@ pub async fn bind_http(
 }
 
 struct Shared {
-    service: Service,
-    config: HttpServerConfig,
-    calls: Arc<Semaphore>,
-    /// The shutdown began: not ready, no new calls.
-    draining: AtomicBool,
-    /// Set at the drain deadline: answer what still runs, retryably.
-    expired: watch::Receiver<bool>,
-    /// The listener's address: decides which `Host` names are ours.
-    local: SocketAddr,
+    /// The requests' rules: the same tower service an application mounts.
+    provider: ProviderService,
     connections: Connections,
+    /// The HTTPS acceptor's files, when serving TLS.
+    #[cfg(feature = "tls")]
+    tls: Option<Arc<TlsFiles>>,
+}
+
+impl Shared {
+    fn config(&self) -> &HttpServerConfig {
+        &self.provider.inner().config
+    }
 }
 
 /// The [`ConnectionBudget`] and a way to close each connection it sheds.
@@ -431,17 +444,55 @@ impl Drop for Slot {
     }
 }
 
-/// Marks a connection as in a request while alive; when dropped (the
-/// answer handed to hyper, or the request abandoned), the connection waits
-/// for its next head again.
+/// Marks a connection as in a request while alive; when the last one of
+/// the connection is dropped (its answer handed to hyper, or the request
+/// abandoned), the connection waits for its next head again. (HTTP/2
+/// carries several requests at once; HTTP/1.1 one.)
 struct InRequest {
     shared: Arc<Shared>,
     id: ConnectionId,
+    requests: watch::Sender<usize>,
+}
+
+impl InRequest {
+    fn new(shared: Arc<Shared>, id: ConnectionId, requests: watch::Sender<usize>) -> Self {
+        requests.send_modify(|count| *count = count.saturating_add(1));
+        InRequest {
+            shared,
+            id,
+            requests,
+        }
+    }
 }
 
 impl Drop for InRequest {
     fn drop(&mut self) {
-        self.shared.connections.request_done(self.id);
+        let mut last = false;
+        self.requests.send_modify(|count| {
+            *count = count.saturating_sub(1);
+            last = *count == 0;
+        });
+        if last {
+            self.shared.connections.request_done(self.id);
+        }
+    }
+}
+
+/// Completes once the connection has had no request in progress for
+/// `limit` (from its start, or since its last answer): an idle connection,
+/// or one still sending the first bytes that say which HTTP version it
+/// speaks (hyper's own head timeout starts after those), or an HTTP/2
+/// connection with no stream open.
+async fn idle_for(requests: &mut watch::Receiver<usize>, limit: Duration) {
+    loop {
+        if requests.wait_for(|count| *count == 0).await.is_err() {
+            return;
+        }
+        let busy = tokio::time::timeout(limit, requests.wait_for(|count| *count > 0)).await;
+        match busy {
+            Err(_) | Ok(Err(_)) => return,
+            Ok(Ok(_)) => {}
+        }
     }
 }
 
@@ -461,40 +512,23 @@ pub async fn serve_http<F>(
 where
     F: Future<Output = ()> + Send,
 {
-    let service = service.into_service()?;
     let local = listener.local_addr()?;
-    // Every series at zero before the first request.
-    let checks = service.config().contract.as_ref().map(|contract| {
-        contract
-            .contract()
-            .checks
-            .iter()
-            .map(|check| check.check_id.clone())
-            .collect::<Vec<_>>()
-    });
-    http_config
-        .metrics
-        .announce(Transport::Http, checks.iter().flatten().map(String::as_str));
-    let authenticated = http_config.policy.bearer_token.is_some();
-    http::check_bind(local.ip(), authenticated)?;
-    http::check_behind_proxy(http_config.policy.behind_proxy, authenticated)?;
-    let (expire, expired) = watch::channel(false);
+    #[cfg(feature = "tls")]
+    let tls = http_config.tls.clone();
+    let connections = Connections::new(&http_config);
+    let provider = ProviderService::standalone(service, http_config, local)?;
     let shared = Arc::new(Shared {
-        calls: Arc::new(Semaphore::new(http_config.max_concurrent_requests.max(1))),
-        draining: AtomicBool::new(false),
-        expired,
-        service,
-        local,
-        connections: Connections::new(&http_config),
-        config: http_config,
+        provider,
+        connections,
+        #[cfg(feature = "tls")]
+        tls,
     });
     let (stop, stopped) = watch::channel(false);
     let mut open: JoinSet<()> = JoinSet::new();
     accept_until(&listener, &shared, &mut open, &stopped, shutdown).await?;
     // Draining: keep accepting (probes answer 503, new calls are refused
     // retryably) until the calls in flight are done or the deadline.
-    shared.draining.store(true, Ordering::SeqCst);
-    let drained = drain(&shared, &expire);
+    let drained = shared.provider.drain();
     accept_until(&listener, &shared, &mut open, &stopped, drained).await?;
     drop(listener);
     // Close every connection gracefully: an answer being written is
@@ -507,41 +541,13 @@ where
     if closed.is_err() {
         open.shutdown().await;
     }
-    shared.config.validation_log.flush();
+    shared.config().validation_log.flush();
     Ok(())
 }
 
 /// How long connections may take to close after the drain (to finish
 /// writing their last answers) before they are dropped.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
-
-/// How long the calls answered at the drain deadline get to hand over
-/// their replies.
-const EXPIRE_GRACE: Duration = Duration::from_secs(2);
-
-/// Waits until no call is in flight, or until the drain deadline; then
-/// tells the calls still running to answer retryably and waits briefly
-/// for their replies.
-async fn drain(shared: &Shared, expire: &watch::Sender<bool>) {
-    let all = u32::try_from(shared.config.max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
-    let idle = || Arc::clone(&shared.calls).acquire_many_owned(all);
-    let slots = match tokio::time::timeout(shared.config.drain_timeout, idle()).await {
-        Ok(slots) => slots.ok(),
-        Err(_) => {
-            let _ = expire.send(true);
-            tokio::time::timeout(EXPIRE_GRACE, idle())
-                .await
-                .ok()
-                .and_then(Result::ok)
-        }
-    };
-    // A request admitted just before the drain began may not have taken
-    // its slot yet: closed (while the slots are still held), the slots
-    // refuse it with the retryable draining answer instead of letting a
-    // call start that nobody waits for.
-    shared.calls.close();
-    drop(slots);
-}
 
 /// Accepts connections (as the budget allows) and serves each on its own
 /// task until `until` completes.
@@ -634,65 +640,118 @@ async fn serve_connection(
     stream: TcpStream,
     slot: Slot,
     shed: oneshot::Receiver<()>,
-    mut stopped: watch::Receiver<bool>,
+    stopped: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
     let shared = Arc::clone(&slot.shared);
-    let id = slot.id;
-    let header_read_timeout = shared.config.header_read_timeout;
+    let config = shared.config();
     let reset = Arc::new(AtomicBool::new(false));
     // Set while a request's body may be left unread (cleared once it is
     // read to its end): the close is then a lingering one.
     let unread = Arc::new(AtomicBool::new(false));
     let stream = StallGuard::new(
         stream,
-        shared.config.write_timeout,
+        config.write_timeout,
         Arc::clone(&reset),
         Arc::clone(&unread),
     );
+    #[cfg(feature = "tls")]
+    if let Some(acceptor) = shared.tls.as_ref().map(|tls| tls.acceptor()) {
+        // The handshake is part of the head: it gets the head timeout.
+        let handshake = tokio::time::timeout(config.header_read_timeout, acceptor.accept(stream));
+        let mut handshake = std::pin::pin!(handshake);
+        // As for a plain connection: if the first read finds no complete
+        // ClientHello, the connection waits (for its handshake, then its
+        // head) from now on and may be shed.
+        let mut first_read = true;
+        let handshake = std::future::poll_fn(|cx| {
+            let polled = handshake.as_mut().poll(cx);
+            if first_read && polled.is_pending() {
+                first_read = false;
+                shared.connections.first_read_done(slot.id);
+            }
+            polled
+        });
+        let mut shed = shed;
+        let tls = tokio::select! {
+            biased;
+            Ok(()) = &mut shed => {
+                reset.store(true, Ordering::Relaxed);
+                return;
+            }
+            accepted = handshake => match accepted {
+                Ok(Ok(tls)) => tls,
+                // A failed or slow handshake: nothing to answer.
+                _ => return,
+            },
+        };
+        // Past the handshake, the connection waits for its head as any
+        // other: the same shed signal still closes it.
+        serve_stream(tls, slot, shed, stopped, reset, unread).await;
+        return;
+    }
+    serve_stream(stream, slot, shed, stopped, reset, unread).await;
+}
+
+/// Serves HTTP/1.1 or HTTP/2 (detected from the first bytes, or from ALPN
+/// over TLS) on `io` until the peer closes, the connection is shed, or the
+/// server stops.
+async fn serve_stream<I>(
+    io: I,
+    slot: Slot,
+    shed: oneshot::Receiver<()>,
+    mut stopped: watch::Receiver<bool>,
+    reset: Arc<AtomicBool>,
+    unread: Arc<AtomicBool>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let shared = Arc::clone(&slot.shared);
+    let id = slot.id;
+    let header_read_timeout = shared.config().header_read_timeout;
+    let (requests, mut in_progress) = watch::channel(0usize);
     let service = service_fn(move |request: Request<Incoming>| {
         let shared = Arc::clone(&shared);
         let unread = Arc::clone(&unread);
+        let requests = requests.clone();
         unread.store(!request.body().is_end_stream(), Ordering::Relaxed);
         async move {
             // The head is in: this connection no longer counts as waiting.
             // (False if it was shed meanwhile: its shed signal, which
-            // serve_connection heeds first, closes it.)
+            // serve_stream heeds first, closes it.)
             let _counted = shared.connections.head_received(id);
-            let in_request = InRequest {
-                shared: Arc::clone(&shared),
-                id,
-            };
-            // Only JSON-RPC routes are validation-logged (not probes).
-            // (A disabled log records nothing: no call record is made.)
-            let route = http::route(request.method().as_str(), request.uri().path());
-            let log = &shared.config.validation_log;
-            let mut call = (log.is_enabled() && matches!(route, http::Route::Call(_)))
-                .then(|| log.http_call(request.uri().path()));
-            let reply = answer(&shared, request, call.as_mut(), &unread).await;
-            if let Some(call) = call {
-                let transport = if reply.header("content-type") == Some(http::CONTENT_TYPE_SSE) {
-                    Channel::Sse
-                } else {
-                    Channel::Http
-                };
-                call.finish(reply.status, transport, &reply.body);
-            }
-            Ok::<_, Infallible>(to_response(reply, in_request))
+            let in_request = InRequest::new(Arc::clone(&shared), id, requests);
+            let response = shared
+                .provider
+                .inner()
+                .respond(request, Some(&unread))
+                .await;
+            Ok::<_, Infallible>(response.map(|body| Answer {
+                body,
+                in_request: Some(in_request),
+            }))
         }
     });
-    let mut builder = http1::Builder::new();
+    let mut builder = auto::Builder::new(TokioExecutor::new());
     builder
+        .http1()
         .timer(TokioTimer::new())
         .header_read_timeout(Some(header_read_timeout))
         .keep_alive(true);
-    let connection = builder.serve_connection(TokioIo::new(stream), service);
+    // More streams than call slots would only be refused `503`.
+    let streams =
+        u32::try_from(slot.shared.config().max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(streams);
+    let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
     // The first poll reads what the peer sent; a complete head is served
     // in that same poll. If that poll found none, the connection waits for
     // its head from now on and may be shed.
     let mut first_read = true;
-    let served = std::future::poll_fn(|cx| {
+    let mut served = std::future::poll_fn(|cx| {
         let polled = connection.as_mut().poll(cx);
         if first_read && polled.is_pending() {
             first_read = false;
@@ -700,278 +759,31 @@ async fn serve_connection(
         }
         polled
     });
-    tokio::select! {
+    let closing = tokio::select! {
         // A shed connection is no longer counted: it goes before anything
         // else it might do.
         biased;
         // Shed to make room: close at once, without an answer, with a
         // reset (as nginx's reset_timedout_connection does) so no TIME_WAIT
         // is left behind for a peer that reconnects at once.
-        Ok(()) = shed => reset.store(true, Ordering::Relaxed),
+        Ok(()) = shed => {
+            reset.store(true, Ordering::Relaxed);
+            false
+        }
         () = async {
             // The guard wait_for returns must not live across the drain below.
             let _ = stopped.wait_for(|stop| *stop).await;
-        } => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }
-        _ = served => {}
+        } => true,
+        () = idle_for(&mut in_progress, header_read_timeout) => true,
+        _ = &mut served => false,
+    };
+    drop(served);
+    if closing {
+        // Finish what is in progress, take nothing new.
+        connection.as_mut().graceful_shutdown();
+        let _ = connection.await;
     }
     drop(slot);
-}
-
-// The headers read from every request, named once (a name made from a
-// `&str` is parsed and validated again on every request); `read_headers`
-// compares the request's header names with these.
-static MCP_PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
-static MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
-static MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
-static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
-static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
-static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
-static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-
-/// The fields of `head` the core reads from request headers, filled in by
-/// one walk over `headers` (a handful, at most hyper's header count
-/// limit), each name compared with the 13 read: cheaper than 13 lookups,
-/// each of which hashes its name (~2.5 k instructions per request,
-/// callgrind). Every value is kept for the core to judge repeats; of
-/// `Accept`, the first. The `head_by_lookup` test holds it to the lookups.
-fn read_headers<'a>(mut head: RequestHead<'a>, headers: &'a HeaderMap) -> RequestHead<'a> {
-    for (name, value) in headers {
-        let value = value.as_bytes();
-        let field = if name == HOST {
-            &mut head.host
-        } else if name == AUTHORIZATION {
-            &mut head.authorization
-        } else if name == ORIGIN {
-            &mut head.origin
-        } else if name == CONTENT_LENGTH {
-            &mut head.content_length
-        } else if name == ACCEPT {
-            head.accept.get_or_insert(value);
-            continue;
-        } else if name == MCP_PROTOCOL_VERSION {
-            &mut head.protocol_version
-        } else if name == MCP_SESSION_ID {
-            &mut head.session_id
-        } else if name == MCP_METHOD {
-            &mut head.mcp_method
-        } else if name == MCP_NAME {
-            &mut head.mcp_name
-        } else if name == FORWARDED {
-            &mut head.forwarded
-        } else if name == X_FORWARDED_FOR {
-            &mut head.x_forwarded_for
-        } else if name == X_FORWARDED_HOST {
-            &mut head.x_forwarded_host
-        } else if name == X_REAL_IP {
-            &mut head.x_real_ip
-        } else {
-            continue;
-        };
-        field.push(value);
-    }
-    head
-}
-
-/// Answers one request; `unread` is cleared once its body is read to the
-/// end (any earlier reply leaves part of it unread).
-async fn answer(
-    shared: &Shared,
-    request: Request<Incoming>,
-    mut call: Option<&mut HttpCall>,
-    unread: &AtomicBool,
-) -> HttpReply {
-    let metrics = &shared.config.metrics;
-    let lifecycle = if shared.draining.load(Ordering::SeqCst) {
-        Lifecycle::Draining
-    } else {
-        Lifecycle::Serving
-    };
-    let plan = {
-        let head = read_headers(
-            RequestHead {
-                method: request.method().as_str(),
-                path: request.uri().path(),
-                server_address: Some(shared.local),
-                http_1_0: request.version() == hyper::Version::HTTP_10,
-                ..RequestHead::default()
-            },
-            request.headers(),
-        );
-        match http::admit_during(&shared.config.policy, &head, lifecycle) {
-            Admission::Reply(reply) => {
-                let refused_call =
-                    matches!(http::route(head.method, head.path), http::Route::Call(_))
-                        && reply.status == 503;
-                if refused_call {
-                    metrics.overload_refused(Transport::Http);
-                }
-                return reply;
-            }
-            Admission::Metrics => return http::metrics_reply(metrics.encode().into_bytes()),
-            Admission::Call(plan) => plan,
-        }
-    };
-    let Ok(slot) = Arc::clone(&shared.calls).try_acquire_owned() else {
-        metrics.overload_refused(Transport::Http);
-        if shared.draining.load(Ordering::SeqCst) {
-            return http::draining_reply();
-        }
-        return http::overloaded_reply(shared.config.max_concurrent_requests);
-    };
-    let mut expired = shared.expired.clone();
-    let timeout = shared.config.body_read_timeout;
-    let read = tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit));
-    let body = tokio::select! {
-        // The body first: when it is already here (a small request), the
-        // drain watch is not polled at all (no waiter registered on it).
-        biased;
-        read = read => read,
-        // The drain deadline passed while the body was still arriving.
-        _ = expired.wait_for(|expired| *expired) => {
-            metrics.overload_refused(Transport::Http);
-            return http::draining_reply();
-        }
-    };
-    let body = match body {
-        Err(_) => {
-            metrics.frame_dropped(Transport::Http, "body_timeout");
-            let reason = format!("it did not arrive within {} ms", timeout.as_millis());
-            return http::unreadable_body_reply(&reason);
-        }
-        Ok(Err(BodyError::TooLarge(limit))) => {
-            metrics.frame_dropped(Transport::Http, "body_too_large");
-            return http::payload_too_large_reply(limit);
-        }
-        Ok(Err(BodyError::Read(error))) => {
-            metrics.frame_dropped(Transport::Http, "body_unreadable");
-            return http::unreadable_body_reply(&error.to_string());
-        }
-        Ok(Ok(body)) => {
-            unread.store(false, Ordering::Relaxed);
-            body
-        }
-    };
-    let mut exchange = Exchange::start(shared.service.config(), plan, body.as_slice());
-    drop(body);
-    let handler = shared.service.handler().as_ref();
-    let mut counts = metrics.connection(Transport::Http);
-    // Dropped with the request (a client that disconnects): its calls are
-    // cancelled, and its blocking work keeps its call slot until it ends.
-    let slots = Slots::shared(
-        Arc::clone(&shared.calls),
-        shared.config.max_concurrent_requests.max(1),
-        WhenFull::Refuse,
-    );
-    let mut tasks = RequestTasks::new(slots, slot);
-    loop {
-        while let Some(event) = exchange.poll_event() {
-            if let Some(call) = &mut call {
-                call.observe(&event);
-            }
-            counts.observe(&event);
-            // One message in, no stream: no fatal framing error here.
-            if let Ran::Ready(ticket, completion) =
-                tasks.run(dispatch(handler, event), exchange.server_mut())
-            {
-                counts.answered(ticket, error_code(&completion));
-                let _ = complete(exchange.server_mut(), ticket, completion);
-            }
-        }
-        if exchange.is_finished() {
-            break;
-        }
-        let finished = tokio::select! {
-            finished = tasks.next() => finished,
-            // The drain deadline: answer what still runs, retryably.
-            _ = expired.wait_for(|expired| *expired) => {
-                tasks.cancel_all(CancelReason::Shutdown);
-                exchange.expire();
-                counts.expired();
-                continue;
-            }
-        };
-        let Some((ticket, completion)) = finished else {
-            break;
-        };
-        counts.answered(ticket, error_code(&completion));
-        // A cancelled ticket is refused: nothing to send for it.
-        let _ = complete(exchange.server_mut(), ticket, completion);
-    }
-    exchange.into_reply()
-}
-
-/// The evidence error code a completion carries, if any.
-fn error_code(completion: &Completion) -> Option<&str> {
-    match completion {
-        Completion::Evidence(result) => result.error.as_ref().map(|error| error.code.as_str()),
-        Completion::Tool(_) => None,
-    }
-}
-
-enum BodyError {
-    TooLarge(usize),
-    Read(hyper::Error),
-}
-
-async fn read_body(mut body: Incoming, mut limit: BodyLimit) -> Result<BodyBytes, BodyError> {
-    let mut bytes = BodyBytes::default();
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(BodyError::Read)?;
-        if let Ok(data) = frame.into_data() {
-            limit
-                .accept(data.len())
-                .map_err(|too_large| BodyError::TooLarge(too_large.limit))?;
-            bytes.push(data);
-        }
-    }
-    Ok(bytes)
-}
-
-/// A request body gathered from its frames. A body that arrives as one
-/// frame (the usual case: it came with its head, or in one read) is kept
-/// as hyper handed it over, without a copy; only a body of several frames
-/// is joined into one buffer. Either way [`BodyBytes::as_slice`] is the
-/// frames' bytes in order.
-#[derive(Default)]
-enum BodyBytes {
-    /// No bytes yet.
-    #[default]
-    Empty,
-    /// One non-empty frame.
-    One(Bytes),
-    /// The frames so far, joined.
-    Joined(Vec<u8>),
-}
-
-impl BodyBytes {
-    /// Append one frame's bytes.
-    fn push(&mut self, data: Bytes) {
-        if data.is_empty() {
-            return;
-        }
-        match self {
-            BodyBytes::Empty => *self = BodyBytes::One(data),
-            BodyBytes::One(first) => {
-                let mut joined = Vec::with_capacity(first.len().saturating_add(data.len()));
-                joined.extend_from_slice(first);
-                joined.extend_from_slice(&data);
-                *self = BodyBytes::Joined(joined);
-            }
-            BodyBytes::Joined(joined) => joined.extend_from_slice(&data),
-        }
-    }
-
-    /// Every byte pushed, in order.
-    fn as_slice(&self) -> &[u8] {
-        match self {
-            BodyBytes::Empty => &[],
-            BodyBytes::One(bytes) => bytes,
-            BodyBytes::Joined(joined) => joined,
-        }
-    }
 }
 
 /// How long a connection closed with part of a request body unread keeps
@@ -1179,171 +991,5 @@ impl Body for Answer {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
-    }
-}
-
-fn to_response(reply: HttpReply, in_request: InRequest) -> Response<Answer> {
-    let body = Answer {
-        body: Full::new(Bytes::from(reply.body)),
-        in_request: Some(in_request),
-    };
-    let mut response = Response::new(body);
-    *response.status_mut() =
-        StatusCode::from_u16(reply.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let headers = response.headers_mut();
-    headers.reserve(reply.headers.len());
-    for (name, value) in reply.headers {
-        // Every value comes from the core and is valid; skip rather than panic.
-        if let (Some(name), Ok(value)) = (reply_header_name(name), HeaderValue::try_from(value)) {
-            headers.append(name, value);
-        }
-    }
-    response
-}
-
-/// The [`HeaderName`] of a reply header the core names: the ones it uses
-/// come from constants (parsing a name costs ~600 instructions, and a
-/// non-standard one is copied into a fresh allocation); any other is
-/// parsed (`None` if it is not a valid name).
-fn reply_header_name(name: &str) -> Option<HeaderName> {
-    Some(match name {
-        "content-type" => CONTENT_TYPE,
-        "cache-control" => CACHE_CONTROL,
-        "retry-after" => RETRY_AFTER,
-        "www-authenticate" => WWW_AUTHENTICATE,
-        "allow" => ALLOW,
-        "mcp-session-id" => MCP_SESSION_ID.clone(),
-        other => return HeaderName::from_bytes(other.as_bytes()).ok(),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use evidence_wire_http::HeaderField;
-
-    /// Every field by a lookup of its name, as the adapter read them
-    /// before the one walk of `read_headers`.
-    fn head_by_lookup(headers: &HeaderMap) -> RequestHead<'_> {
-        let field = |name: &HeaderName| {
-            HeaderField::from_values(headers.get_all(name).iter().map(HeaderValue::as_bytes))
-        };
-        RequestHead {
-            host: field(&HOST),
-            authorization: field(&AUTHORIZATION),
-            origin: field(&ORIGIN),
-            content_length: field(&CONTENT_LENGTH),
-            accept: headers.get(&ACCEPT).map(HeaderValue::as_bytes),
-            protocol_version: field(&MCP_PROTOCOL_VERSION),
-            session_id: field(&MCP_SESSION_ID),
-            mcp_method: field(&MCP_METHOD),
-            mcp_name: field(&MCP_NAME),
-            forwarded: field(&FORWARDED),
-            x_forwarded_for: field(&X_FORWARDED_FOR),
-            x_forwarded_host: field(&X_FORWARDED_HOST),
-            x_real_ip: field(&X_REAL_IP),
-            ..RequestHead::default()
-        }
-    }
-
-    /// Generated requests (each read name, and others, sent 0 to 3
-    /// times in any order): the one walk reads what the lookups read.
-    #[test]
-    fn head_by_lookup_is_head_read_in_one_walk() {
-        let names = [
-            HOST,
-            AUTHORIZATION,
-            ORIGIN,
-            CONTENT_LENGTH,
-            ACCEPT,
-            MCP_PROTOCOL_VERSION.clone(),
-            MCP_SESSION_ID.clone(),
-            MCP_METHOD.clone(),
-            MCP_NAME.clone(),
-            FORWARDED,
-            X_FORWARDED_FOR.clone(),
-            X_FORWARDED_HOST.clone(),
-            X_REAL_IP.clone(),
-            CONTENT_TYPE,
-            HeaderName::from_static("mcp-other"),
-            HeaderName::from_static("x-real-ips"),
-        ];
-        // A fixed linear congruential sequence: the same cases every run.
-        let mut state = 0x2545_f491_4f6c_dd1d_u64;
-        let mut next = |below: usize| {
-            state = state
-                .wrapping_mul(6_364_136_223_846_793_005)
-                .wrapping_add(1_442_695_040_888_963_407);
-            usize::try_from(state >> 33).unwrap_or(0) % below
-        };
-        for case in 0..3000 {
-            let mut headers = HeaderMap::new();
-            for value in 0..next(12) {
-                let name = names[next(names.len())].clone();
-                let value = HeaderValue::from_str(&format!("v{case}-{value}")).unwrap();
-                headers.append(name, value);
-            }
-            assert_eq!(
-                read_headers(RequestHead::default(), &headers),
-                head_by_lookup(&headers),
-                "{headers:?}"
-            );
-        }
-    }
-
-    /// The reply header names taken from constants are the names the
-    /// core wrote, as parsing them gives.
-    #[test]
-    fn reply_header_names_match_parsing() {
-        for name in [
-            "content-type",
-            "cache-control",
-            "retry-after",
-            "www-authenticate",
-            "allow",
-            "mcp-session-id",
-            "x-some-other",
-        ] {
-            let parsed = HeaderName::from_bytes(name.as_bytes()).ok();
-            assert_eq!(reply_header_name(name), parsed, "{name}");
-            assert_eq!(
-                reply_header_name(name).map(|n| n.to_string()).as_deref(),
-                Some(name)
-            );
-        }
-        assert_eq!(reply_header_name("bad name"), None);
-    }
-
-    /// However a body is split into frames (empty ones included), the
-    /// gathered bytes are the frames joined in order, as the plain
-    /// `extend_from_slice` loop gave.
-    #[test]
-    fn body_bytes_are_the_frames_joined() {
-        let body: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
-        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
-        for _ in 0..500 {
-            let mut gathered = BodyBytes::default();
-            let mut plain = Vec::new();
-            let mut rest = body.as_slice();
-            while !rest.is_empty() {
-                seed ^= seed << 13;
-                seed ^= seed >> 7;
-                seed ^= seed << 17;
-                let take = usize::try_from(seed % 300).unwrap().min(rest.len());
-                let (frame, tail) = rest.split_at(take);
-                plain.extend_from_slice(frame);
-                gathered.push(Bytes::copy_from_slice(frame));
-                rest = tail;
-            }
-            assert_eq!(gathered.as_slice(), plain.as_slice());
-            assert_eq!(gathered.as_slice(), body.as_slice());
-        }
-        assert_eq!(BodyBytes::default().as_slice(), b"");
-        let mut one = BodyBytes::default();
-        one.push(Bytes::new());
-        one.push(Bytes::from_static(b"abc"));
-        one.push(Bytes::new());
-        assert!(matches!(one, BodyBytes::One(_)));
-        assert_eq!(one.as_slice(), b"abc");
     }
 }

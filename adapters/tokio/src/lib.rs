@@ -62,8 +62,12 @@ mod http_client;
 #[cfg(feature = "http-server")]
 mod http_server;
 mod process;
+#[cfg(feature = "http-server")]
+mod service;
 mod stdio;
 mod tasks;
+#[cfg(feature = "tls")]
+mod tls;
 
 #[cfg(feature = "http-server")]
 #[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
@@ -85,7 +89,13 @@ pub use http_client::{HttpProvider, HttpProviderConfig};
 #[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
 pub use http_server::{HttpServeError, HttpServerConfig, LISTEN_BACKLOG, bind_http, serve_http};
 pub use process::ProcessProvider;
+#[cfg(feature = "http-server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
+pub use service::ProviderService;
 pub use stdio::{serve, serve_stdio, serve_stdio_with_log, serve_with_log};
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+pub use tls::{MAX_PEM_BYTES, TlsError, TlsFiles};
 
 /// One `use` line to write a provider or a caller on tokio: the SDK's
 /// prelude ([`Provider`], [`Check`](evidence_wire_provider::Check),
@@ -95,7 +105,7 @@ pub mod prelude {
     #[cfg(feature = "http-client")]
     pub use crate::{HttpProvider, HttpProviderConfig};
     #[cfg(feature = "http-server")]
-    pub use crate::{HttpServerConfig, bind_http, serve_http};
+    pub use crate::{HttpServerConfig, ProviderService, bind_http, serve_http};
     pub use crate::{ProcessConfig, ProcessProvider, ProviderError, serve_stdio};
     pub use evidence_wire::evidence::{EvidenceQuery, VerifiedEvidence};
     pub use evidence_wire_provider::prelude::*;
