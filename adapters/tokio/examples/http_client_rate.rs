@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Arguments: the URL, then optionally the seconds each row runs (default
-//! 3) and the number of concurrent callers (default 64). Each row has a
+//! 3), the number of concurrent callers (default 64) and the provider's
+//! `max_connections` (default: `HttpProviderConfig`'s). Each row has a
 //! 0.3 s warm-up first. Every query asks the bundled provider's `time_now`
 //! and must verify; any failure is counted and printed. Output: one line
 //! per row on stdout, `label calls calls/s failures`.
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use evidence_wire_tokio::core::client::ClientConfig;
 use evidence_wire_tokio::prelude::*;
 
-const USAGE: &str = "usage: http_client_rate URL [SECONDS] [CALLERS]";
+const USAGE: &str = "usage: http_client_rate URL [SECONDS] [CALLERS] [MAX_CONNECTIONS]";
 
 #[derive(Default)]
 struct Counts {
@@ -80,15 +81,18 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let url = args.next().ok_or(USAGE)?;
     let seconds: f64 = args.next().map_or(Ok(3.0), |text| text.parse())?;
     let callers: usize = args.next().map_or(Ok(64), |text| text.parse())?;
+    let max_connections: Option<usize> = args.next().map(|text| text.parse()).transpose()?;
     let time = Duration::from_secs_f64(seconds);
 
     let mut client = ClientConfig::default();
     client.request_timeout_ms = 10_000;
-    let provider = HttpProvider::new(
-        HttpProviderConfig::new(url)
-            .with_insecure_http(true)
-            .with_client(client),
-    )?;
+    let mut config = HttpProviderConfig::new(url)
+        .with_insecure_http(true)
+        .with_client(client);
+    if let Some(limit) = max_connections {
+        config = config.with_max_connections(limit);
+    }
+    let provider = HttpProvider::new(config)?;
     for (label, count) in [("sequential", 1), ("concurrent", callers)] {
         let (calls, failures) = row(&provider, count, time).await;
         let rate = calls as f64 / time.as_secs_f64();
