@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use evidence_wire_tokio::wire::client::ClientConfig;
 use evidence_wire_tokio::prelude::*;
+use evidence_wire_tokio::wire::client::ClientConfig;
 
 const USAGE: &str = "usage: http_client_rate URL [SECONDS] [CALLERS] [MAX_CONNECTIONS]";
 

@@ -366,7 +366,7 @@ where
         Lifecycle::Serving
     };
     let plan = {
-        let head = read_headers(
+        let mut head = read_headers(
             RequestHead {
                 method: request.method().as_str(),
                 path: request.uri().path(),
@@ -376,6 +376,13 @@ where
             },
             request.headers(),
         );
+        // HTTP/2 sends the host as `:authority`, not `Host` (RFC 9113
+        // §8.3.1); hyper puts it in the URI.
+        if head.host == http::HeaderField::Absent {
+            if let Some(authority) = request.uri().authority() {
+                head.host.push(authority.as_str().as_bytes());
+            }
+        }
         match http::admit_during(&shared.config.policy, &head, lifecycle) {
             Admission::Reply(reply) => {
                 let refused_call = matches!(

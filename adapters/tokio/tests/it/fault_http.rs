@@ -12,21 +12,12 @@
 //! disconnect while their query is being handled, and a client that never
 //! reads its (large) answer.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{call, context, json_result, query};
+use crate::common::{call, context, json_result, query};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};

@@ -8,21 +8,12 @@
 //! the handler) must also be byte-identical to the HTTP body, so both
 //! transports are held to one behaviour. Every network wait is bounded.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use common::TestHandler;
+use crate::common::TestHandler;
 use evidence_wire::server::{Server, ServerConfig, ToolDefinition};
 use evidence_wire_config::{Config, ServerAuthMode};
 use evidence_wire_docs::{DocsSurface, SEARCH_TOOL_NAME};

@@ -17,20 +17,11 @@
 //! Every wait is bounded; the counts keep each test well under 30 s in a
 //! debug build on 2 cores.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
+use crate::common::{call, dg_result, frames, json_result, ndjson};
 use bytes::Bytes;
-use common::{call, dg_result, frames, json_result, ndjson};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::ServerConfig;
 use evidence_wire_tokio::{

@@ -18,19 +18,10 @@
 //!
 //! Every network wait is bounded.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::{TestHandler, context, json_result, query};
+use crate::common::{TestHandler, context, json_result, query};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
 use evidence_wire_tokio::{
     HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, Service,
@@ -502,7 +493,8 @@ async fn probes_are_answered_while_every_call_slot_is_taken() {
     let address = server.address;
     let host = ("Host", address.to_string());
     // One slow call holds the only call slot for 3 s.
-    let body = serde_json::to_vec(&common::call(1, "slow", json!({"ms": 3_000}))).expect("json");
+    let body =
+        serde_json::to_vec(&crate::common::call(1, "slow", json!({"ms": 3_000}))).expect("json");
     let mut slow = format!(
         "POST /rpc HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\nContent-Length: {}\r\n\r\n",
         body.len()

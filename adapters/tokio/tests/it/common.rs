@@ -1,8 +1,6 @@
 //! Shared helpers for this crate's integration tests: a handler with a few
 //! behaviours, request builders, and a frame reader.
 
-#![allow(dead_code)]
-
 use std::time::Duration;
 
 use evidence_wire::evidence::{

@@ -2,18 +2,9 @@
 //! pipelined queries answered concurrently, end of input flushes every
 //! answer in flight, a fatal framing error still answers what is in flight.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::time::Duration;
 
-use common::{TestHandler, call, content_length, dg_result, frames, ndjson};
+use crate::common::{TestHandler, call, content_length, dg_result, frames, ndjson};
 use evidence_wire::server::ServerConfig;
 use evidence_wire_tokio::{ServeError, Service, serve};
 use serde_json::{Value, json};
@@ -219,7 +210,7 @@ impl evidence_wire_tokio::Handler for Stubborn {
         evidence_wire_tokio::Answer::blocking(move || {
             started.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             std::thread::sleep(Duration::from_millis(400));
-            common::json_result(&json!("done"))
+            crate::common::json_result(&json!("done"))
         })
     }
 }
@@ -245,7 +236,7 @@ async fn cancelled_blocking_calls_waiting_for_a_slot_never_start() {
         server_write,
     ));
     let cancel = |id: i64| {
-        common::ndjson(
+        crate::common::ndjson(
             &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}}),
         )
     };

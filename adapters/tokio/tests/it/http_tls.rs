@@ -5,25 +5,19 @@
 //! failure is a typed `ProviderError::Tls` naming the cause, and the next
 //! (trusting) query still succeeds. Every network wait is bounded.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crate::common::{TestHandler, context, query, test_answer};
 use bytes::Bytes;
-use common::{context, query, test_answer};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
-use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, ProviderError};
+use evidence_wire_tokio::{
+    HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, Service,
+    TlsError, TlsFiles, bind_http, serve_http,
+};
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::{Request, Response};
@@ -275,4 +269,152 @@ fn https_urls_are_accepted_and_bad_roots_refused() {
     // Plain http stays refused without the flag.
     let plain = HttpProvider::new(HttpProviderConfig::new("http://127.0.0.1:9/rpc")).unwrap_err();
     assert!(plain.to_string().contains("allow_insecure_http"), "{plain}");
+}
+
+/// A folder of its own under the system temp dir, removed when dropped.
+struct Folder(std::path::PathBuf);
+
+impl Folder {
+    fn new(what: &str) -> Folder {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "evidence-wire-tokio-{what}-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        Folder(path)
+    }
+}
+
+impl Drop for Folder {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Writes a fresh self-signed certificate for 127.0.0.1 and its key into
+/// `folder` (`cert.pem`, `key.pem`) as a renewal tool does: each written
+/// beside, then renamed over the old one. Returns the certificate's PEM.
+fn issue_into(folder: &Folder) -> String {
+    let issued = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
+    for (name, pem) in [
+        ("cert.pem", issued.cert.pem()),
+        ("key.pem", issued.signing_key.serialize_pem()),
+    ] {
+        let fresh = folder.0.join(format!("{name}.new"));
+        std::fs::write(&fresh, pem).expect("write");
+        std::fs::rename(&fresh, folder.0.join(name)).expect("rename");
+    }
+    issued.cert.pem()
+}
+
+/// `serve_http` over TLS on 127.0.0.1 with `files`, stopped by the sender.
+async fn serve_https(
+    files: Arc<TlsFiles>,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<Result<(), HttpServeError>>,
+) {
+    let config = HttpServerConfig::default().with_tls(files);
+    let listener = bind_http(SocketAddr::from(([127, 0, 0, 1], 0)), &config)
+        .await
+        .expect("bind");
+    let address = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(serve_http(
+        listener,
+        Service::new(ServerConfig::default(), TestHandler),
+        config,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    (address, stop, task)
+}
+
+/// A fresh client (no pooled connection) trusting only `root`.
+fn trusting(address: SocketAddr, root: &str) -> HttpProvider {
+    HttpProvider::new(
+        HttpProviderConfig::new(format!("https://{address}/rpc"))
+            .with_public_roots(false)
+            .with_root_certificate_pem(root.to_owned()),
+    )
+    .expect("provider")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_http_serves_tls_and_picks_up_a_renewed_certificate() {
+    let folder = Folder::new("tls");
+    let first = issue_into(&folder);
+    let reports = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reported = Arc::clone(&reports);
+    let files = TlsFiles::with_reporter(
+        folder.0.join("cert.pem"),
+        folder.0.join("key.pem"),
+        move |message| reported.lock().unwrap().push(message.to_owned()),
+    )
+    .expect("load");
+    let (address, stop, task) = serve_https(Arc::clone(&files)).await;
+
+    let result = ask(&trusting(address, &first), json!("first"))
+        .await
+        .expect("verified over https");
+    assert_eq!(result["value"]["value"]["params"], json!("first"));
+
+    // Renewed on disk: the next connection (within a second) presents it.
+    let second = issue_into(&folder);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let result = ask(&trusting(address, &second), json!("second"))
+        .await
+        .expect("the renewed certificate");
+    assert_eq!(result["value"]["value"]["params"], json!("second"));
+    let stale = ask(&trusting(address, &first), json!(0)).await.unwrap_err();
+    assert!(matches!(stale, ProviderError::Tls { .. }), "{stale:?}");
+
+    // A broken renewal keeps the certificate that works, and says why.
+    std::fs::write(folder.0.join("cert.pem"), "half a file").expect("write");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let result = ask(&trusting(address, &second), json!("kept"))
+        .await
+        .expect("still served with the working certificate");
+    assert_eq!(result["value"]["value"]["params"], json!("kept"));
+    let said = reports.lock().unwrap().join("\n");
+    assert!(said.contains("cannot be used") && said.contains("cert.pem"), "{said}");
+
+    // reload() (what SIGHUP does) takes effect at once.
+    let third = issue_into(&folder);
+    files.reload().expect("reload");
+    let result = ask(&trusting(address, &third), json!("third"))
+        .await
+        .expect("reloaded at once");
+    assert_eq!(result["value"]["value"]["params"], json!("third"));
+
+    let _ = stop.send(());
+    tokio::time::timeout(LIMIT, task)
+        .await
+        .expect("stopped in time")
+        .expect("task")
+        .expect("served");
+}
+
+#[test]
+fn tls_files_that_cannot_be_used_are_refused_saying_why() {
+    let folder = Folder::new("tls-bad");
+    let missing = TlsFiles::load(folder.0.join("nope.pem"), folder.0.join("nope.key")).unwrap_err();
+    assert!(matches!(missing, TlsError::Read { .. }), "{missing:?}");
+    assert!(missing.to_string().contains("nope.pem"), "{missing}");
+    std::fs::write(folder.0.join("cert.pem"), "not PEM").unwrap();
+    std::fs::write(folder.0.join("key.pem"), "not PEM").unwrap();
+    let empty = TlsFiles::load(folder.0.join("cert.pem"), folder.0.join("key.pem")).unwrap_err();
+    assert!(empty.to_string().contains("holds no CERTIFICATE"), "{empty}");
+    // A key that is not the certificate's.
+    issue_into(&folder);
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(folder.0.join("key.pem"), other.signing_key.serialize_pem()).unwrap();
+    let mismatched =
+        TlsFiles::load(folder.0.join("cert.pem"), folder.0.join("key.pem")).unwrap_err();
+    assert!(matches!(mismatched, TlsError::Invalid { .. }), "{mismatched:?}");
 }

@@ -7,23 +7,14 @@
 //! HTTP/2 when the server offers `h2` by ALPN (one connection for all).
 //! Every wait is bounded; every server listens on 127.0.0.1.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::common::{call, context, json_result, query};
 use bytes::Bytes;
-use common::{call, context, json_result, query};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig, ProviderError};

@@ -3,20 +3,11 @@
 //! http:// refused without the flag, overload, graceful shutdown. Every
 //! network wait is bounded by a timeout.
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{TestHandler, call, context, query};
+use crate::common::{TestHandler, call, context, query};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::server::{Server, ServerConfig};
 use evidence_wire_tokio::{
@@ -664,4 +655,72 @@ async fn response_size_is_capped() {
         matches!(error, ProviderError::ResponseTooLarge { limit: 1_048_576 }),
         "{error:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_with_prior_knowledge_is_served_and_idle_connections_close() {
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let mut config = HttpServerConfig::default();
+    config.header_read_timeout = Duration::from_millis(300);
+    let server = start(config).await;
+    let stream = TcpStream::connect(server.address).await.expect("connect");
+    let (sender, connection) =
+        hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("HTTP/2 handshake");
+    let connection = tokio::spawn(connection);
+    let post = |id: i64, authority: &str| {
+        let body = serde_json::to_vec(&call(id, "slow", json!({"ms": 100}))).expect("json");
+        hyper::Request::post(format!("http://{authority}/rpc"))
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body)))
+            .expect("request")
+    };
+    // Several calls at once on one connection, each its own stream.
+    let authority = server.address.to_string();
+    let calls = (0..8).map(|id| {
+        let mut sender = sender.clone();
+        let request = post(id, &authority);
+        tokio::spawn(async move {
+            let response = sender.send_request(request).await.expect("answered");
+            assert_eq!(response.version(), hyper::Version::HTTP_2);
+            let status = response.status().as_u16();
+            let body = response.into_body().collect().await.expect("body").to_bytes();
+            (status, serde_json::from_slice::<Value>(&body).expect("JSON"))
+        })
+    });
+    let calls: Vec<_> = calls.collect();
+    let started = Instant::now();
+    for (id, answered) in calls.into_iter().enumerate() {
+        let (status, body) = tokio::time::timeout(LIMIT, answered)
+            .await
+            .expect("in time")
+            .expect("task");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["id"], json!(id));
+    }
+    assert!(
+        started.elapsed() < Duration::from_millis(800),
+        "the streams ran side by side: {:?}",
+        started.elapsed()
+    );
+    // `:authority` is the Host: another name is refused as misdirected.
+    let mut other = sender.clone();
+    let response = other
+        .send_request(post(9, &format!("rebound.example:{}", server.address.port())))
+        .await
+        .expect("answered");
+    assert_eq!(response.status().as_u16(), 421);
+    // Idle past the head timeout, the server closes the connection (the
+    // client keeps its handle: it would otherwise close it itself).
+    tokio::time::timeout(LIMIT, connection)
+        .await
+        .expect("the idle HTTP/2 connection is closed by the server")
+        .expect("task")
+        .expect("closed cleanly");
+    drop((sender, other));
+    server.stop().await.expect("stopped");
 }

@@ -13,21 +13,12 @@
 //! measures latencies. Set `EVIDENCE_WIRE_HALF_OPEN_SECS` to run longer or
 //! shorter (default 20).
 
-#![allow(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    clippy::panic,
-    clippy::indexing_slicing
-)] // test code may panic
-
-mod common;
-
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{TestHandler, call};
+use crate::common::{TestHandler, call};
 use evidence_wire::server::ServerConfig;
 use evidence_wire_tokio::{HttpServerConfig, Service, bind_http, serve_http};
 use serde_json::{Value, json};
