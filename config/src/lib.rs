@@ -377,6 +377,65 @@ pub struct ServerSection {
     pub behind_proxy: bool,
     /// `GET /metrics` (Prometheus).
     pub metrics: MetricsSection,
+    /// `[server.tls]`: serve HTTPS (default: plain HTTP).
+    pub tls: ServerTls,
+}
+
+/// `[server.tls]`: the HTTP server's certificate chain and private key, as
+/// PEM files; both or neither. The files are read again when they change
+/// (and on `SIGHUP`), so a renewed certificate needs no restart.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ServerTls {
+    /// The certificate chain (leaf first), PEM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<PathBuf>,
+    /// The private key (PKCS#8, PKCS#1 or SEC1), PEM.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<PathBuf>,
+}
+
+impl ServerTls {
+    /// The certificate and key files, when HTTPS is configured.
+    pub fn files(&self) -> Option<(&Path, &Path)> {
+        match (&self.cert_file, &self.key_file) {
+            (Some(cert), Some(key)) => Some((cert, key)),
+            _ => None,
+        }
+    }
+
+    fn validate(&self) -> Result<(), ConfigError> {
+        match (&self.cert_file, &self.key_file) {
+            (Some(_), None) => Err(invalid(
+                "server.tls.key_file",
+                "is missing but cert_file is set; give both the certificate chain and its private key",
+            )),
+            (None, Some(_)) => Err(invalid(
+                "server.tls.cert_file",
+                "is missing but key_file is set; give both the certificate chain and its private key",
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    fn resolve(&mut self, base_dir: &Path) -> Result<(), ConfigError> {
+        for (field, path) in [
+            ("server.tls.cert_file", &mut self.cert_file),
+            ("server.tls.key_file", &mut self.key_file),
+        ] {
+            if let Some(path) = path {
+                *path = resolve(base_dir, path);
+                if !path.is_file() {
+                    return Err(invalid(
+                        field,
+                        format!("`{}` is not a file; {CONFIG_PATH_HINT}", path.display()),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Default of `[server] drain_timeout_ms`: every adapter's default.
@@ -434,6 +493,7 @@ impl Default for ServerSection {
             drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
             behind_proxy: false,
             metrics: MetricsSection::default(),
+            tls: ServerTls::default(),
         }
     }
 }
@@ -1279,6 +1339,7 @@ impl Config {
                 ));
             }
         }
+        self.server.tls.resolve(base_dir)?;
         self.logging.dir = resolve(base_dir, &self.logging.dir);
         if let Some(signing) = &mut self.bundled.signing {
             signing.key_file = resolve(base_dir, &signing.key_file);
@@ -1838,6 +1899,7 @@ impl ServerSection {
             DEFAULT_DRAIN_TIMEOUT_MS,
         )?;
         self.check_proxy(self.behind_proxy)?;
+        self.tls.validate()?;
         self.check_exposure(self.bind)
     }
 

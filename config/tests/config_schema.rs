@@ -100,6 +100,7 @@ const LOAD_TIME_ONLY: &[&str] = &[
     "mcp_capabilities_not_found.toml",
     "provider_name_duplicate.toml",
     "server_public_bind_without_auth.toml",
+    "server_tls_cert_missing.toml",
     "timeouts_request_below_connect.toml",
     "tls_ca_cert_missing.toml",
     "tls_ca_cert_not_pem.toml",

@@ -688,8 +688,16 @@ async fn http2_with_prior_knowledge_is_served_and_idle_connections_close() {
             let response = sender.send_request(request).await.expect("answered");
             assert_eq!(response.version(), hyper::Version::HTTP_2);
             let status = response.status().as_u16();
-            let body = response.into_body().collect().await.expect("body").to_bytes();
-            (status, serde_json::from_slice::<Value>(&body).expect("JSON"))
+            let body = response
+                .into_body()
+                .collect()
+                .await
+                .expect("body")
+                .to_bytes();
+            (
+                status,
+                serde_json::from_slice::<Value>(&body).expect("JSON"),
+            )
         })
     });
     let calls: Vec<_> = calls.collect();
@@ -710,7 +718,10 @@ async fn http2_with_prior_knowledge_is_served_and_idle_connections_close() {
     // `:authority` is the Host: another name is refused as misdirected.
     let mut other = sender.clone();
     let response = other
-        .send_request(post(9, &format!("rebound.example:{}", server.address.port())))
+        .send_request(post(
+            9,
+            &format!("rebound.example:{}", server.address.port()),
+        ))
         .await
         .expect("answered");
     assert_eq!(response.status().as_u16(), 421);

@@ -382,7 +382,10 @@ async fn serve_http_serves_tls_and_picks_up_a_renewed_certificate() {
         .expect("still served with the working certificate");
     assert_eq!(result["value"]["value"]["params"], json!("kept"));
     let said = reports.lock().unwrap().join("\n");
-    assert!(said.contains("cannot be used") && said.contains("cert.pem"), "{said}");
+    assert!(
+        said.contains("cannot be used") && said.contains("cert.pem"),
+        "{said}"
+    );
 
     // reload() (what SIGHUP does) takes effect at once.
     let third = issue_into(&folder);
@@ -409,12 +412,18 @@ fn tls_files_that_cannot_be_used_are_refused_saying_why() {
     std::fs::write(folder.0.join("cert.pem"), "not PEM").unwrap();
     std::fs::write(folder.0.join("key.pem"), "not PEM").unwrap();
     let empty = TlsFiles::load(folder.0.join("cert.pem"), folder.0.join("key.pem")).unwrap_err();
-    assert!(empty.to_string().contains("holds no CERTIFICATE"), "{empty}");
+    assert!(
+        empty.to_string().contains("holds no CERTIFICATE"),
+        "{empty}"
+    );
     // A key that is not the certificate's.
     issue_into(&folder);
     let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
     std::fs::write(folder.0.join("key.pem"), other.signing_key.serialize_pem()).unwrap();
     let mismatched =
         TlsFiles::load(folder.0.join("cert.pem"), folder.0.join("key.pem")).unwrap_err();
-    assert!(matches!(mismatched, TlsError::Invalid { .. }), "{mismatched:?}");
+    assert!(
+        matches!(mismatched, TlsError::Invalid { .. }),
+        "{mismatched:?}"
+    );
 }
