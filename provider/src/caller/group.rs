@@ -35,12 +35,15 @@ pub const REAP_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Ends the process group `leader` (the child's pid) leads and reaps the
 /// child; blocks for at most about `TERM_GRACE + REAP_DEADLINE`.
-pub(crate) fn end<R: Runtime>(mut child: R::Child, leader: u32) {
+pub(crate) fn end<R: Runtime>(child: R::Child, leader: u32) {
     #[cfg(unix)]
-    unix::end::<R>(&mut child, leader);
+    {
+        let mut child = child;
+        unix::end::<R>(&mut child, leader);
+    }
+    // Dropped, the child is killed.
     #[cfg(not(unix))]
-    let _ = leader;
-    drop(child);
+    let _ = (child, leader);
 }
 
 /// SIGKILL to the group `leader` leads (the child not reaped yet), now.
