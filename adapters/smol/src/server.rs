@@ -36,7 +36,7 @@ use std::sync::Arc;
 use evidence_wire::frame::Framing;
 use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
-use evidence_wire_provider::serve::{self, StreamLog};
+use evidence_wire_provider::serve::{Calls as StreamCalls, StreamLog, serve_stream};
 use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
     Answer, BoxFuture, CancelReason, Cancellation, Completion, IntoService, Job, ServeError,
@@ -66,7 +66,7 @@ async fn run_answer(answer: Answer<Completion>) -> Completion {
     }
 }
 
-impl serve::Calls for Calls {
+impl StreamCalls for Calls {
     fn with_slots(slots: usize) -> Self {
         Calls {
             running: FuturesUnordered::new(),
@@ -159,7 +159,7 @@ pub async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     input: R,
     output: W,
 ) -> Result<(), ServeError> {
-    serve::serve_stream::<Calls, _, _>(service, input, output, &mut ()).await
+    serve_stream::<Calls, _, _>(service, input, output, &mut ()).await
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
@@ -183,5 +183,5 @@ pub async fn serve_with_log<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     // The records of the events drained together share one clock reading;
     // the log's writer thread writes them (in large `write`s, within the
     // log's flush interval), and dropping the log writes what is left.
-    serve::serve_stream::<Calls, _, _>(service, input, output, &mut Log(log.stdio_batched())).await
+    serve_stream::<Calls, _, _>(service, input, output, &mut Log(log.stdio_batched())).await
 }

@@ -30,7 +30,7 @@
 use evidence_wire::frame::Framing;
 use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
-use evidence_wire_provider::serve::{self, StreamLog};
+use evidence_wire_provider::serve::{Calls as StreamCalls, StreamLog, serve_stream};
 use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{Completion, IntoService, Job, ServeError, Work, complete};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -41,7 +41,7 @@ use crate::tasks::{Ran, Slots, Tasks, WhenFull};
 #[cfg(doc)]
 use evidence_wire_provider::{Handler, serve::MAX_PENDING_OUTPUT};
 
-impl serve::Calls for Tasks {
+impl StreamCalls for Tasks {
     /// Blocking checks run in at most `slots` slots, however many the peer
     /// cancels meanwhile: a cancelled check keeps its slot until it ends,
     /// and a queued one never starts.
@@ -116,7 +116,7 @@ where
     W: AsyncWrite + Unpin,
 {
     let (input, output) = (Compat(input), Compat(output));
-    serve::serve_stream::<Tasks, _, _>(service, input, output, &mut ()).await
+    serve_stream::<Tasks, _, _>(service, input, output, &mut ()).await
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
@@ -144,5 +144,5 @@ where
     // log's flush interval), and dropping `log` writes what is left.
     let mut records = StdioRecords(log.stdio_batched());
     let (input, output) = (Compat(input), Compat(output));
-    serve::serve_stream::<Tasks, _, _>(service, input, output, &mut records).await
+    serve_stream::<Tasks, _, _>(service, input, output, &mut records).await
 }
