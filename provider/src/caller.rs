@@ -1,15 +1,18 @@
 //! The caller's side, whatever the runtime: how to run a provider process
 //! ([`ProcessConfig`]), why a query through a provider client failed
 //! ([`ProviderError`]), and the runtime-neutral half of a process client
-//! ([`ProcessCore`]).
+//! ([`child_loop::ChildLoop`] over [`ProcessCore`]).
 //!
 //! Every adapter's child-process client is the core's sans-IO
 //! [`Supervisor`] plus plumbing. What does not depend on the runtime lives
 //! here once: the settings, the error type, the child's stderr relay, the
 //! spawn error that reaches every query waiting for a child that could not
-//! be started, and the mapping of the supervisor's actions to what the
-//! adapter must do ([`ProcessCore::poll`]). Each adapter keeps only
-//! spawning, the pumps, the timer and the kill.
+//! be started, the mapping of the supervisor's actions to what must be
+//! done ([`ProcessCore::poll`]), and the loop that does it
+//! ([`child_loop`]: the clock, the first child and its restarts, the pumps
+//! of its stdio, the deadlines, the end of its process group). Each
+//! adapter keeps only a [`runtime::Runtime`] (spawning a child, a task and
+//! blocking work, and a timer) and its public client type.
 //!
 //! Limits: stderr is relayed under [`ProcessConfig::stderr_limits`]
 //! (default: 16 KiB at once, then 2 KiB/s, lines cut at 1 KiB, the rest
@@ -28,8 +31,13 @@ use evidence_wire::evidence::{EvidenceError, EvidenceResult, VerifiedEvidence};
 use evidence_wire::supervisor::{
     Action, Failure, PROVIDER_UNAVAILABLE, Supervisor, SupervisorConfig,
 };
+pub mod child_loop;
+mod group;
+mod queue;
 pub mod relay;
+pub mod runtime;
 
+pub use group::{REAP_DEADLINE, TERM_GRACE};
 use relay::{RelayLimits, StderrRelay};
 use serde_json::json;
 

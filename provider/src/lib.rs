@@ -44,8 +44,11 @@
 //! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
 //! server events, [`Job`]s and [`complete`]; their process clients share
 //! [`caller`]: [`caller::ProcessConfig`], [`caller::ProviderError`] and
-//! [`caller::ProcessCore`]; their stdio servers write to
-//! [`stdout::unbuffered_stdout`].
+//! the loop around the core's supervisor
+//! ([`caller::child_loop::ChildLoop`], over a
+//! [`caller::runtime::Runtime`]); the async ones serve streams with
+//! [`serve::serve_stream`] (over their [`serve::Calls`]); their stdio
+//! servers write to [`stdout::unbuffered_stdout`].
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -55,6 +58,7 @@ pub mod cancel;
 pub mod check;
 pub mod handler;
 mod provider;
+pub mod serve;
 pub mod stdout;
 
 pub use cancel::{CancelReason, Cancellation, OnCancel};

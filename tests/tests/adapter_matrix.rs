@@ -24,7 +24,9 @@
 //! buffers no more than the client's frame limit plus its read queue.
 //! Two more (issue 20) flood the child's stderr, once with a log sink that
 //! blocks like a stderr nobody reads: queries and timeouts keep their
-//! time, and what reaches the sink is a bounded excerpt.
+//! time, and what reaches the sink is a bounded excerpt. On Unix, one more
+//! (issue 39) restarts a provider behind a launcher that does not `exec`
+//! and asserts that no process of the old child's group is left.
 
 #![allow(
     clippy::unwrap_used,
@@ -1101,6 +1103,110 @@ fn spawn_failure<R: Row>() {
     }
 }
 
+/// A provider behind a launcher that does not `exec` (`sh -c '<provider>;
+/// true'`) and hangs (issue 39 item 3): its query times out and the child is
+/// restarted; the restart ends the old child's whole process group (the
+/// launcher and the provider under it, whose pids the launcher and
+/// `misbehave --pid-file` wrote), the fresh child answers, and dropping the
+/// client ends the fresh group too. Before, only the launcher was killed:
+/// the provider lived on, its stdout and stderr pumps attached.
+#[cfg(unix)]
+fn restart_ends_the_process_group<R: Row>() {
+    let state = StateFile::new();
+    let pids = StateFile::new();
+    let script = r#"echo $$ >> "$2"; "$0" hang --state "$1" --times 1 --pid-file "$2"; true"#;
+    let command = [
+        "sh",
+        "-c",
+        script,
+        env!("CARGO_BIN_EXE_misbehave"),
+        &state.0.to_string_lossy(),
+        &pids.0.to_string_lossy(),
+    ];
+    let spec = Spec::new(
+        command.iter().map(|arg| (*arg).to_owned()).collect(),
+        Framing::ContentLength,
+    );
+    let row = spawn::<R>(&spec);
+    let first = one(&row, 1);
+    assert!(
+        matches!(&first, Err(failure) if is_timeout(failure)),
+        "the hung query: {first:?}\nlog:\n{}",
+        spec.log.dump()
+    );
+    assert_echo(&one(&row, 2), 2, &spec.log);
+    // Each child wrote its launcher's pid, then its provider's.
+    let written = pid_lines(&pids);
+    assert_eq!(
+        written.len(),
+        4,
+        "two children of two processes: {written:?}"
+    );
+    let (old, fresh) = written.split_at(2);
+    let lingering = wait_until_ended(old);
+    assert!(
+        lingering.is_empty(),
+        "the restarted child's processes still run: {lingering:?} (of {old:?})\nlog:\n{}",
+        spec.log.dump()
+    );
+    assert!(
+        fresh.iter().all(|pid| running(*pid)),
+        "the fresh child does not run: {fresh:?}"
+    );
+    drop(row);
+    let lingering = wait_until_ended(fresh);
+    assert!(
+        lingering.is_empty(),
+        "the dropped client's processes still run: {lingering:?} (of {fresh:?})"
+    );
+}
+
+/// The pids in `file`, one a line.
+#[cfg(unix)]
+fn pid_lines(file: &StateFile) -> Vec<u32> {
+    std::fs::read_to_string(&file.0)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| line.trim().parse().ok())
+        .collect()
+}
+
+/// Waits (bounded: past the ending's grace) until none of `pids` runs;
+/// those that still do (killed, so that a failed run leaves nothing).
+#[cfg(unix)]
+fn wait_until_ended(pids: &[u32]) -> Vec<u32> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let lingering: Vec<u32> = pids.iter().copied().filter(|pid| running(*pid)).collect();
+        if lingering.is_empty() || Instant::now() >= deadline {
+            for pid in &lingering {
+                let _ = std::process::Command::new("kill")
+                    .args(["-KILL", &pid.to_string()])
+                    .status();
+            }
+            return lingering;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// True while `pid` runs. A zombie (dead, not yet reaped: in a container
+/// whose init does not reap orphans it stays one) does not count.
+#[cfg(unix)]
+fn running(pid: u32) -> bool {
+    if std::path::Path::new("/proc/self/stat").exists() {
+        return std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+            stat.rsplit_once(')')
+                .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
+        });
+    }
+    std::process::Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
 /// Dropping a smol query future cancels the query: the child is told
 /// (`notifications/cancelled`, which `misbehave` logs) and the provider
 /// stays usable. Runtime-specific, so outside the matrix.
@@ -1196,6 +1302,8 @@ macro_rules! matrix {
                 fault_stderr_flood_blocked_sink::<R>()
             }
             #[test] fn fault_stderr_flood_is_excerpted() { super::fault_stderr_flood_is_excerpted::<R>() }
+            #[cfg(unix)]
+            #[test] fn restart_ends_the_process_group() { super::restart_ends_the_process_group::<R>() }
         }
     )*};
 }

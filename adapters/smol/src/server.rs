@@ -1,20 +1,24 @@
 //! The stdio provider server on `futures-io` traits.
 //!
-//! [`serve`] owns the [`Server`] state machine, one reader and one writer,
-//! and hands every call to the service's handler ([`dispatch`]). Where the
-//! work runs: a ready answer ([`Answer::Ready`], an inline check) is given
-//! where the call was read; blocking work ([`Answer::Blocking`]) runs on
-//! the `blocking` crate's thread pool; async work ([`Answer::Async`]) runs
-//! concurrently inside the serving future itself (no executor is needed,
-//! so it runs on smol, async-std or any other runtime). How many calls run
-//! at once is bounded by the core's `ServerConfig::max_in_flight`: at the cap
-//! input is not read until an answer frees a slot (backpressure; with
-//! `Overload::Refuse` more queries are answered `OVERLOADED`). A call the
-//! peer cancels is cancelled ([`evidence_wire_provider::cancel`]): its
-//! future is dropped, queued work never starts, and blocking work that has
-//! started sees it and may stop early (its answer is dropped). Blocking
-//! work runs in at most `max_in_flight` slots, each held until the work
-//! really ends, so cancelling calls never lets more of it run at once.
+//! [`serve`] runs the SDK's stream loop
+//! ([`evidence_wire_provider::serve::serve_stream`]: the [`Server`] state
+//! machine on one reader and one writer, every call handed to the
+//! service's handler) with this adapter's [`Calls`]: a ready answer
+//! ([`Answer::Ready`], an inline check) is given where the call was read;
+//! blocking work ([`Answer::Blocking`]) runs on the `blocking` crate's
+//! thread pool; async work ([`Answer::Async`]) runs concurrently inside
+//! the serving future itself (no executor is needed, so it runs on smol,
+//! async-std or any other runtime). How many calls run at once is bounded
+//! by the core's `ServerConfig::max_in_flight`: at the cap input is not
+//! read until an answer frees a slot (backpressure; with
+//! `Overload::Refuse` more queries are answered `OVERLOADED`); when more
+//! than [`MAX_PENDING_OUTPUT`] answer bytes wait for a peer that does not
+//! read, input is not read either. A call the peer cancels is cancelled
+//! ([`evidence_wire_provider::cancel`]): its future is dropped, queued work
+//! never starts, and blocking work that has started sees it and may stop
+//! early (its answer is dropped). Blocking work runs in at most
+//! `max_in_flight` slots, each held until the work really ends, so
+//! cancelling calls never lets more of it run at once.
 //!
 //! On end of input the server stops reading, waits for the answers in
 //! flight, writes and flushes them, and returns. A handler that panics
@@ -29,28 +33,20 @@ use std::collections::HashMap;
 use std::io;
 use std::sync::Arc;
 
-use evidence_wire::server::Ticket;
-
-#[cfg(doc)]
-use evidence_wire::server::Server;
-use evidence_wire_log::ValidationLog;
+use evidence_wire::frame::Framing;
+use evidence_wire::server::{Server, ServerEvent, Ticket};
+use evidence_wire_log::{StdioLog, ValidationLog};
+use evidence_wire_provider::serve::{Calls as StreamCalls, StreamLog, serve_stream};
 use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
-    Answer, BoxFuture, CancelReason, Cancellation, Completion, IntoService, Job, ServeError, Work,
-    complete, dispatch,
+    Answer, BoxFuture, CancelReason, Cancellation, Completion, IntoService, Job, ServeError,
 };
-use futures_lite::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use futures_util::FutureExt;
+use futures_lite::io::{AsyncRead, AsyncWrite};
 use futures_util::future::{AbortHandle, abortable};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 
-/// Bytes read from the peer at once.
-const READ_CHUNK: usize = 64 * 1024;
-
-enum Step {
-    Read(io::Result<usize>),
-    Answer(Option<(Ticket, Completion)>),
-}
+#[cfg(doc)]
+use evidence_wire_provider::serve::MAX_PENDING_OUTPUT;
 
 /// The calls in flight: their futures, polled by the serving future, a
 /// way to drop and cancel each one when the peer cancels it, and the slots
@@ -70,9 +66,8 @@ async fn run_answer(answer: Answer<Completion>) -> Completion {
     }
 }
 
-impl Calls {
-    /// Calls whose blocking work runs in at most `slots` slots.
-    fn new(slots: usize) -> Self {
+impl StreamCalls for Calls {
+    fn with_slots(slots: usize) -> Self {
         Calls {
             running: FuturesUnordered::new(),
             aborts: HashMap::new(),
@@ -80,10 +75,10 @@ impl Calls {
         }
     }
 
-    /// Start the work of `ticket`: blocking work on the blocking pool once
-    /// it has a slot (a queued call cancelled meanwhile never starts),
-    /// async work in the serving future.
-    fn start(&mut self, ticket: Ticket, job: Job) {
+    /// Blocking work on the blocking pool once it has a slot (a queued
+    /// call cancelled meanwhile never starts), async work in the serving
+    /// future.
+    fn start(&mut self, ticket: Ticket, job: Job, _: &mut Server) {
         let kind = job.kind();
         let cancellation = job.cancellation().clone();
         let work: BoxFuture<Completion> = if job.is_blocking() {
@@ -103,11 +98,15 @@ impl Calls {
         }));
     }
 
-    fn cancel(&mut self, ticket: Ticket) {
+    fn cancel(&mut self, ticket: Ticket, _: &mut Server) {
         if let Some((abort, cancellation)) = self.aborts.remove(&ticket) {
             cancellation.cancel(CancelReason::Peer);
             abort.abort();
         }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.running.is_empty()
     }
 
     async fn next(&mut self) -> Option<(Ticket, Completion)> {
@@ -126,6 +125,23 @@ impl Drop for Calls {
     }
 }
 
+/// The validation log of one stdio stream, as the loop tells it.
+struct Log(StdioLog);
+
+impl StreamLog for Log {
+    fn bytes_received(&mut self) {
+        self.0.bytes_received();
+    }
+
+    fn observe(&mut self, event: &ServerEvent, framing: Option<Framing>) {
+        self.0.observe(event, framing);
+    }
+
+    fn end_batch(&mut self) {
+        self.0.end_batch();
+    }
+}
+
 /// Serve `service` (a [`evidence_wire_provider::Provider`] or a
 /// [`evidence_wire_provider::Service`]) on this process's stdin/stdout
 /// until end of input.
@@ -133,19 +149,17 @@ impl Drop for Calls {
 /// Stdin and stdout are blocking handles moved to a helper thread pool
 /// (`blocking::Unblock`), so this works on any runtime.
 pub async fn serve_stdio(service: impl IntoService) -> Result<(), ServeError> {
-    let input = blocking::Unblock::new(io::stdin());
-    let output = blocking::Unblock::new(unbuffered_stdout());
-    serve(service, input, output).await
+    serve_stdio_with_log(service, &ValidationLog::disabled()).await
 }
 
 /// Serve `service` on `input`/`output` until end of input, then write and
 /// flush every answer still in flight and return.
-pub async fn serve<R, W>(service: impl IntoService, input: R, output: W) -> Result<(), ServeError>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    serve_with_log(service, input, output, &ValidationLog::disabled()).await
+pub async fn serve<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    service: impl IntoService,
+    input: R,
+    output: W,
+) -> Result<(), ServeError> {
+    serve_stream::<Calls, _, _>(service, input, output, &mut ()).await
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
@@ -160,93 +174,14 @@ pub async fn serve_stdio_with_log(
 
 /// [`serve`] writing one validation log record per message to `log` (a
 /// failing log never stops the server; see `evidence_wire_log`).
-pub async fn serve_with_log<R, W>(
+pub async fn serve_with_log<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     service: impl IntoService,
-    mut input: R,
-    mut output: W,
+    input: R,
+    output: W,
     log: &ValidationLog,
-) -> Result<(), ServeError>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let service = service.into_service()?;
-    let mut server = service.connection();
-    let handler = service.handler().as_ref();
+) -> Result<(), ServeError> {
     // The records of the events drained together share one clock reading;
     // the log's writer thread writes them (in large `write`s, within the
-    // log's flush interval), and dropping `log` writes what is left.
-    let mut log = log.stdio_batched();
-    let mut calls = Calls::new(service.config().max_in_flight);
-    let mut buffer = vec![0u8; READ_CHUNK];
-    let mut failure = None;
-    loop {
-        while let Some(event) = server.poll_event() {
-            log.observe(&event, server.framing());
-            match dispatch(handler, event) {
-                Work::Run { ticket, job } => match job.into_ready() {
-                    // A cancelled ticket is refused: nothing is sent, by design.
-                    Ok(completion) => {
-                        let _ = complete(&mut server, ticket, completion);
-                    }
-                    Err(job) => calls.start(ticket, job),
-                },
-                Work::Cancel { ticket } => calls.cancel(ticket),
-                Work::Fatal(error) => {
-                    failure.get_or_insert(ServeError::Fatal(error.to_string()));
-                }
-                _ => {}
-            }
-        }
-        log.end_batch();
-        let mut wrote = false;
-        while let Some(bytes) = server.poll_transmit() {
-            output.write_all(&bytes).await.map_err(ServeError::Write)?;
-            wrote = true;
-        }
-        if wrote {
-            output.flush().await.map_err(ServeError::Write)?;
-        }
-        if server.is_finished() {
-            break;
-        }
-        // At the in-flight cap the core holds the next message: read
-        // nothing more until an answer frees a slot.
-        let reading = server.wants_input();
-        let step = match (reading, calls.running.is_empty()) {
-            // Input closed and nothing runs: nothing can produce an answer.
-            (false, true) => break,
-            (false, false) => Step::Answer(calls.next().await),
-            (true, true) => Step::Read(input.read(&mut buffer).await),
-            // Answers first: a peer that keeps writing cannot starve them.
-            (true, false) => {
-                futures_lite::future::or(calls.next().map(Step::Answer), async {
-                    Step::Read(input.read(&mut buffer).await)
-                })
-                .await
-            }
-        };
-        if matches!(step, Step::Read(Ok(_))) {
-            log.bytes_received();
-        }
-        match step {
-            Step::Read(Ok(0)) => server.handle_end_of_input(),
-            Step::Read(Ok(read)) => server.handle_input(buffer.get(..read).unwrap_or_default()),
-            Step::Read(Err(error)) if error.kind() == io::ErrorKind::Interrupted => {}
-            Step::Read(Err(error)) => {
-                server.handle_end_of_input();
-                failure.get_or_insert(ServeError::Read(error));
-            }
-            Step::Answer(Some((ticket, completion))) => {
-                // A cancelled ticket is refused: nothing is sent, by design.
-                let _ = complete(&mut server, ticket, completion);
-            }
-            Step::Answer(None) => {}
-        }
-    }
-    output.flush().await.map_err(ServeError::Write)?;
-    match failure {
-        Some(error) => Err(error),
-        None => Ok(()),
-    }
+    // log's flush interval), and dropping the log writes what is left.
+    serve_stream::<Calls, _, _>(service, input, output, &mut Log(log.stdio_batched())).await
 }

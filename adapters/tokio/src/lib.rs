@@ -57,6 +57,7 @@
 
 pub use evidence_wire as wire;
 
+mod compat;
 #[cfg(feature = "http-client")]
 mod http_client;
 #[cfg(feature = "http-server")]

@@ -1,47 +1,90 @@
 //! The stdio provider server on tokio.
 //!
-//! One task owns the [`Server`] state machine: it reads input, hands every
-//! call to the service's handler ([`dispatch`]) and writes answers as they
-//! finish, in any order. A ready answer (an inline check) is given at
-//! once; blocking work runs on tokio's blocking pool and async work as a
-//! task. The core caps the calls at `ServerConfig::max_in_flight`: at the
-//! cap it holds the next message and input is not read until an answer
-//! frees a slot (backpressure: a pipelining peer is slowed, not refused;
-//! with `Overload::Refuse` the rest are answered `OVERLOADED`). A call the
-//! peer cancels is cancelled ([`evidence_wire_provider::cancel`]): queued
-//! work never starts, its task is aborted, blocking work that runs sees
-//! it. Blocking work runs in at most `max_in_flight` slots, each held until
-//! the work really ends, so cancelling calls frees the core's slots but
-//! never lets more blocking checks run at once.
-//! Reading and writing are multiplexed in one `select!`, so a peer that is
-//! slow to read its answers never stops us from reading; when more than
-//! [`MAX_PENDING_OUTPUT`] bytes wait to be written, reading pauses until
-//! the peer catches up.
+//! [`serve`] runs the SDK's stream loop
+//! ([`evidence_wire_provider::serve::serve_stream`]) on the tokio streams
+//! (seen as `futures-io` ones through a forwarding wrapper: no copy, no
+//! task) with the adapter's [`Tasks`] as its calls. One task owns the
+//! [`Server`] state machine: it reads input, hands every call to the
+//! service's handler ([`dispatch`](evidence_wire_provider::dispatch)) and
+//! writes answers as they finish, in any order. A ready answer (an inline
+//! check) is given at once; blocking work runs on tokio's blocking pool and
+//! async work as a task. The core caps the calls at
+//! `ServerConfig::max_in_flight`: at the cap it holds the next message and
+//! input is not read until an answer frees a slot (backpressure: a
+//! pipelining peer is slowed, not refused; with `Overload::Refuse` the
+//! rest are answered `OVERLOADED`). A call the peer cancels is cancelled
+//! ([`evidence_wire_provider::cancel`]): queued work never starts, its task
+//! is aborted, blocking work that runs sees it. Blocking work runs in at
+//! most `max_in_flight` slots, each held until the work really ends, so
+//! cancelling calls frees the core's slots but never lets more blocking
+//! checks run at once. Writing, finished calls and reading are polled
+//! together, so a peer that is slow to read its answers never stops us from
+//! reading; when more than [`MAX_PENDING_OUTPUT`] bytes wait to be written,
+//! reading pauses until the peer catches up.
 //!
 //! On end of input (or a fatal framing error) reading stops, every answer in
 //! flight is written and flushed, and [`serve`] returns. Events go to
 //! [`Handler::observe`]; [`serve_with_log`] also writes one validation log
 //! record per message (`evidence_wire_log`), and nothing else is logged here.
 
-use std::io;
-
-use evidence_wire_log::ValidationLog;
+use evidence_wire::frame::Framing;
+use evidence_wire::server::{Server, ServerEvent, Ticket};
+use evidence_wire_log::{StdioLog, ValidationLog};
+use evidence_wire_provider::serve::{Calls as StreamCalls, StreamLog, serve_stream};
 use evidence_wire_provider::stdout::unbuffered_stdout;
-use evidence_wire_provider::{IntoService, ServeError, complete, dispatch};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use evidence_wire_provider::{Completion, IntoService, Job, ServeError, Work, complete};
+use tokio::io::{AsyncRead, AsyncWrite};
 
+use crate::compat::Compat;
 use crate::tasks::{Ran, Slots, Tasks, WhenFull};
 
 #[cfg(doc)]
-use evidence_wire::server::Server;
-#[cfg(doc)]
-use evidence_wire_provider::Handler;
+use evidence_wire_provider::{Handler, serve::MAX_PENDING_OUTPUT};
 
-/// Most answer bytes buffered for a peer that does not read; past it, input
-/// is not read until the peer catches up.
-pub const MAX_PENDING_OUTPUT: usize = 4 * 1024 * 1024;
+impl StreamCalls for Tasks {
+    /// Blocking checks run in at most `slots` slots, however many the peer
+    /// cancels meanwhile: a cancelled check keeps its slot until it ends,
+    /// and a queued one never starts.
+    fn with_slots(slots: usize) -> Self {
+        Tasks::new(Slots::new(slots, WhenFull::Wait))
+    }
 
-const READ_CHUNK: usize = 64 * 1024;
+    fn start(&mut self, ticket: Ticket, job: Job, server: &mut Server) {
+        // Not ready (the loop answered those): started, never handed back.
+        if let Ran::Ready(ticket, completion) = self.run(Work::Run { ticket, job }, server) {
+            let _ = complete(server, ticket, completion);
+        }
+    }
+
+    fn cancel(&mut self, ticket: Ticket, server: &mut Server) {
+        let _ = self.run(Work::Cancel { ticket }, server);
+    }
+
+    fn is_empty(&self) -> bool {
+        Tasks::is_empty(self)
+    }
+
+    async fn next(&mut self) -> Option<(Ticket, Completion)> {
+        Tasks::next(self).await
+    }
+}
+
+/// The validation log of the stdio stream, as the loop tells it.
+struct StdioRecords(StdioLog);
+
+impl StreamLog for StdioRecords {
+    fn observe(&mut self, event: &ServerEvent, framing: Option<Framing>) {
+        self.0.observe(event, framing);
+    }
+
+    fn end_batch(&mut self) {
+        self.0.end_batch();
+    }
+
+    fn bytes_received(&mut self) {
+        self.0.bytes_received();
+    }
+}
 
 /// Serve `service` (a [`evidence_wire_provider::Provider`] or a
 /// [`evidence_wire_provider::Service`]) on this process's stdin/stdout
@@ -72,7 +115,8 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    serve_with_log(service, input, output, &ValidationLog::disabled()).await
+    let (input, output) = (Compat(input), Compat(output));
+    serve_stream::<Tasks, _, _>(service, input, output, &mut ()).await
 }
 
 /// [`serve_stdio`] writing one validation log record per message to `log`.
@@ -87,105 +131,18 @@ pub async fn serve_stdio_with_log(
 /// failing log never stops the server; see `evidence_wire_log`).
 pub async fn serve_with_log<R, W>(
     service: impl IntoService,
-    mut input: R,
-    mut output: W,
+    input: R,
+    output: W,
     log: &ValidationLog,
 ) -> Result<(), ServeError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let service = service.into_service()?;
-    let mut server = service.connection();
-    let handler = service.handler().as_ref();
     // The records of the events drained together share one clock reading;
     // the log's writer thread writes them (in large `write`s, within the
     // log's flush interval), and dropping `log` writes what is left.
-    let mut log = log.stdio_batched();
-    // Blocking checks run in at most `max_in_flight` slots, however many
-    // the peer cancels meanwhile: a cancelled check keeps its slot until it
-    // ends, and a queued one never starts.
-    let mut tasks = Tasks::new(Slots::new(service.config().max_in_flight, WhenFull::Wait));
-    let mut buffer = vec![0u8; READ_CHUNK];
-    let mut pending = Vec::new();
-    let mut written = 0usize;
-    let mut unflushed = false;
-    let mut failure = None;
-    loop {
-        while let Some(event) = server.poll_event() {
-            log.observe(&event, server.framing());
-            match tasks.run(dispatch(handler, event), &mut server) {
-                // A cancelled or unknown ticket is refused: nothing to send.
-                Ran::Ready(ticket, completion) => {
-                    let _ = complete(&mut server, ticket, completion);
-                }
-                Ran::Fatal(error) => {
-                    failure.get_or_insert_with(|| ServeError::Fatal(error.to_string()));
-                }
-                Ran::Nothing => {}
-            }
-        }
-        log.end_batch();
-        while let Some(bytes) = server.poll_transmit() {
-            pending.extend_from_slice(&bytes);
-        }
-        if written == pending.len() {
-            pending.clear();
-            written = 0;
-            if unflushed {
-                output.flush().await.map_err(ServeError::Write)?;
-                unflushed = false;
-            }
-            if server.is_finished() {
-                break;
-            }
-        }
-        let unwritten = pending.get(written..).unwrap_or_default();
-        let can_read = server.wants_input() && unwritten.len() < MAX_PENDING_OUTPUT;
-        tokio::select! {
-            result = output.write(unwritten), if !unwritten.is_empty() => {
-                match result {
-                    Ok(0) => {
-                        return Err(ServeError::Write(io::Error::new(
-                            io::ErrorKind::WriteZero,
-                            "the peer accepts no more bytes",
-                        )));
-                    }
-                    Ok(count) => {
-                        written = written.saturating_add(count).min(pending.len());
-                        unflushed = true;
-                    }
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                    Err(error) => return Err(ServeError::Write(error)),
-                }
-            }
-            finished = tasks.next(), if !tasks.is_empty() => {
-                if let Some((ticket, completion)) = finished {
-                    // A cancelled or unknown ticket is refused: nothing to send.
-                    let _ = complete(&mut server, ticket, completion);
-                }
-            }
-            read = input.read(&mut buffer), if can_read => {
-                log.bytes_received();
-                match read {
-                    Ok(0) => server.handle_end_of_input(),
-                    Ok(count) => server.handle_input(buffer.get(..count).unwrap_or_default()),
-                    Err(error) if error.kind() == io::ErrorKind::Interrupted => {}
-                    Err(error) => {
-                        server.handle_end_of_input();
-                        failure.get_or_insert(ServeError::Read(error));
-                    }
-                }
-            }
-            else => {
-                // Nothing to write, nothing running, input closed: every
-                // answer is out (is_finished covers this; be safe anyway).
-                break;
-            }
-        }
-    }
-    match failure {
-        Some(error) => Err(error),
-        None => Ok(()),
-    }
+    let mut records = StdioRecords(log.stdio_batched());
+    let (input, output) = (Compat(input), Compat(output));
+    serve_stream::<Tasks, _, _>(service, input, output, &mut records).await
 }

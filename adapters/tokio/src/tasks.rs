@@ -32,7 +32,6 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use evidence_wire::frame::FrameError;
 use evidence_wire::server::{Server, Ticket};
 use evidence_wire_provider::{Answer, CallKind, CancelReason, Cancellation, Completion, Job, Work};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -48,8 +47,9 @@ pub(crate) enum Ran {
     /// The call was started, cancelled, refused or the event observed:
     /// nothing to do now.
     Nothing,
-    /// The input stream broke beyond repair.
-    Fatal(FrameError),
+    /// The input stream broke beyond repair (the stdio loop reports the
+    /// error itself; HTTP has none).
+    Fatal,
 }
 
 /// What blocking work does when every slot is taken.
@@ -150,7 +150,7 @@ impl Tasks {
                     abort.abort();
                 }
             }
-            Work::Fatal(error) => return Ran::Fatal(error),
+            Work::Fatal(_) => return Ran::Fatal,
             _ => {}
         }
         Ran::Nothing
@@ -358,7 +358,7 @@ impl RequestTasks {
                     }
                 }
             },
-            Work::Fatal(error) => return Ran::Fatal(error),
+            Work::Fatal(_) => return Ran::Fatal,
             _ => {}
         }
         Ran::Nothing
