@@ -197,6 +197,39 @@ struct ServeArgs {
     /// (default: [server] behind_proxy).
     #[arg(long)]
     behind_proxy: bool,
+    #[command(flatten)]
+    tls: TlsArgs,
+}
+
+/// Why `--tls-cert` without HTTP is refused.
+pub(crate) const TLS_NEEDS_HTTP: &str = "--tls-cert and --tls-key ([server.tls]) are for the HTTP server: add --http ADDR or set [server] transport = \"http\"";
+
+/// `--tls-cert` and `--tls-key`: HTTPS for `--http` (serve, wrap).
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct TlsArgs {
+    /// Serve HTTPS with this certificate chain (PEM, leaf first; with
+    /// --tls-key). Read again when it changes and on SIGHUP, so a renewed
+    /// certificate needs no restart (default: [server.tls] cert_file).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1)
+    /// (default: [server.tls] key_file).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+}
+
+impl TlsArgs {
+    /// The certificate and key files: the flags', else `[server.tls]`'s.
+    pub(crate) fn files(&self, config: &Config) -> Option<(PathBuf, PathBuf)> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
+            _ => config
+                .server
+                .tls
+                .files()
+                .map(|(cert, key)| (cert.to_owned(), key.to_owned())),
+        }
+    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -568,18 +601,24 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
         args.drain_timeout_ms
             .unwrap_or(config.server.drain_timeout_ms),
     );
+    let tls = args.tls.files(config);
     if let Some(address) = http {
-        let behind_proxy = args.behind_proxy || config.server.behind_proxy;
         return serve_http(
-            args.workers,
-            address,
+            HttpServe {
+                workers: args.workers,
+                address,
+                drain,
+                behind_proxy: args.behind_proxy || config.server.behind_proxy,
+                metrics: evidence_wire_tokio::Metrics::new(),
+                tls,
+            },
             config,
             service,
             log,
-            drain,
-            behind_proxy,
-            evidence_wire_tokio::Metrics::new(),
         );
+    }
+    if tls.is_some() {
+        return Err(Failure::usage(TLS_NEEDS_HTTP));
     }
     // SIGTERM or SIGINT: stop reading, answer every query read, exit 0.
     let shutdown = evidence_wire_blocking::Shutdown::new();
@@ -682,19 +721,37 @@ fn watch_signals_in_background(shutdown: evidence_wire_blocking::Shutdown) {
     }
 }
 
+/// How `serve --http` (and `wrap --http`) serves.
+pub(crate) struct HttpServe {
+    /// The runtime's worker threads.
+    pub(crate) workers: usize,
+    pub(crate) address: std::net::SocketAddr,
+    /// How long the calls in flight may run after SIGTERM or SIGINT.
+    pub(crate) drain: std::time::Duration,
+    pub(crate) behind_proxy: bool,
+    /// Served at `/metrics` as `[server.metrics]` says.
+    pub(crate) metrics: evidence_wire_tokio::Metrics,
+    /// HTTPS: the certificate chain and key files.
+    pub(crate) tls: Option<(PathBuf, PathBuf)>,
+}
+
 /// `serve --http` (and `wrap --http`): the service on hyper until Ctrl-C /
-/// SIGTERM; `/metrics` shows `metrics`.
-#[allow(clippy::too_many_arguments)]
+/// SIGTERM, over TLS with `tls` (reloaded on SIGHUP and when the files
+/// change).
 fn serve_http(
-    workers: usize,
-    address: std::net::SocketAddr,
+    serve: HttpServe,
     config: &Config,
     service: Service,
     log: evidence_wire_blocking::log::ValidationLog,
-    drain: std::time::Duration,
-    behind_proxy: bool,
-    metrics: evidence_wire_tokio::Metrics,
 ) -> Result<u8, Failure> {
+    let HttpServe {
+        workers,
+        address,
+        drain,
+        behind_proxy,
+        metrics,
+        tls,
+    } = serve;
     use evidence_wire_config::ServerAuthMode;
     config
         .server
@@ -733,6 +790,16 @@ fn serve_http(
         .enable_all()
         .build()
         .map_err(|error| Failure::usage(format!("cannot start the runtime: {error}")))?;
+    let files = match &tls {
+        Some((cert, key)) => Some(
+            evidence_wire_tokio::TlsFiles::load(cert, key)
+                .map_err(|error| Failure::usage(error.to_string()))?,
+        ),
+        None => None,
+    };
+    if let Some(files) = &files {
+        http_config = http_config.with_tls(std::sync::Arc::clone(files));
+    }
     let served = runtime.block_on(async move {
         let listener = evidence_wire_tokio::bind_http(address, &http_config)
             .await
@@ -740,7 +807,15 @@ fn serve_http(
         let local = listener
             .local_addr()
             .map_err(|error| Failure::usage(error.to_string()))?;
-        eprintln!("evidence-wire: serving HTTP on http://{local} (POST /rpc, POST /mcp)");
+        match files {
+            Some(files) => {
+                reload_on_hangup(files);
+                eprintln!("evidence-wire: serving HTTPS on https://{local} (POST /rpc, POST /mcp)");
+            }
+            None => {
+                eprintln!("evidence-wire: serving HTTP on http://{local} (POST /rpc, POST /mcp)");
+            }
+        }
         // SIGTERM or SIGINT: /readyz 503, new calls 503 + Retry-After,
         // the calls in flight finish (up to the drain timeout), exit 0.
         let signal = termination_signal();
@@ -757,6 +832,37 @@ fn serve_http(
     runtime.shutdown_background();
     served?;
     Ok(0)
+}
+
+/// On SIGHUP (Unix), reads the TLS files again and says on stderr whether
+/// the new pair is served (a pair that cannot be used leaves the working
+/// one in place).
+fn reload_on_hangup(files: std::sync::Arc<evidence_wire_tokio::TlsFiles>) {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::hangup()) {
+            Ok(mut hangups) => {
+                tokio::spawn(async move {
+                    while hangups.recv().await.is_some() {
+                        match files.reload() {
+                            Ok(()) => eprintln!(
+                                "evidence-wire: SIGHUP: reloaded the TLS certificate and key; new connections use them"
+                            ),
+                            Err(error) => eprintln!(
+                                "evidence-wire: SIGHUP: serving with the previous TLS files: {error}"
+                            ),
+                        }
+                    }
+                });
+            }
+            Err(error) => eprintln!(
+                "evidence-wire: cannot watch for SIGHUP (the TLS files are still reloaded when they change): {error}"
+            ),
+        }
+    }
+    #[cfg(not(unix))]
+    drop(files);
 }
 
 fn now_millis() -> i64 {

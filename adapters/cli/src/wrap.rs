@@ -102,6 +102,8 @@ pub(crate) struct WrapArgs {
     /// SIGTERM or SIGINT drains.
     #[arg(long, value_name = "ADDR")]
     http: Option<std::net::SocketAddr>,
+    #[command(flatten)]
+    tls: crate::TlsArgs,
     /// Do not write the envelope validation log (default: [logging] enabled, on).
     #[arg(long, conflicts_with = "log_dir")]
     no_log: bool,
@@ -161,6 +163,10 @@ pub(crate) fn main(args: WrapArgs, config: &Config) -> Result<u8, Failure> {
         .http
         .or((config.server.transport == evidence_wire::Transport::Http)
             .then_some(config.server.bind));
+    let tls = args.tls.files(config);
+    if http.is_none() && tls.is_some() {
+        return Err(Failure::usage(crate::TLS_NEEDS_HTTP));
+    }
     let metrics = evidence_wire_tokio::Metrics::new();
     let timeout = Duration::from_millis(args.timeout_ms);
     let upstream = upstream(&args, &provider_id, &metrics, server_config.limits)?;
@@ -193,16 +199,19 @@ pub(crate) fn main(args: WrapArgs, config: &Config) -> Result<u8, Failure> {
     let drain = Duration::from_millis(config.server.drain_timeout_ms);
     let outcome = match http {
         Some(address) => crate::serve_http(
-            // The HTTP side's async threads (`serve`'s default); forwarded
-            // queries wait on its blocking pool.
-            4,
-            address,
+            crate::HttpServe {
+                // The HTTP side's async threads (`serve`'s default);
+                // forwarded queries wait on its blocking pool.
+                workers: 4,
+                address,
+                drain,
+                behind_proxy: config.server.behind_proxy,
+                metrics,
+                tls,
+            },
             config,
             service,
             log.clone(),
-            drain,
-            config.server.behind_proxy,
-            metrics,
         ),
         None => {
             // SIGTERM or SIGINT: stop reading, answer every query read, exit 0.

@@ -11,6 +11,11 @@
 //!   carrying `X-Forwarded-For` or `Forwarded` is refused `403`, and
 //!   `--behind-proxy` refuses to start.
 //!
+//! - HTTPS (issue 40): `serve --http --tls-cert --tls-key` answers
+//!   `query --url https://… --ca-cert` with verified evidence; a renewed
+//!   certificate is served after SIGHUP without a restart (and one that
+//!   cannot be used keeps the working one); TLS without HTTP is refused.
+//!
 //! Bounded: every wait has a timeout, everything runs on loopback.
 
 #![allow(
@@ -160,7 +165,7 @@ fn spawn_serve(config: &PathBuf, args: &[&str], stdin: Stdio) -> (KillOnDrop, St
         let _ = stderr.read_to_end(&mut sink);
     });
     let address = line
-        .split("http://")
+        .split("://")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .unwrap_or_default()
@@ -689,4 +694,133 @@ fn cancelled_stdio_calls_still_queued_never_start() {
     drop(stdin);
     let status = child.wait_for_exit(Duration::from_secs(10));
     assert_eq!(status.code(), Some(0));
+}
+
+/// Writes a fresh self-signed certificate for 127.0.0.1 and its key as
+/// `cert.pem` and `key.pem` in `dir` (each written beside and renamed over
+/// the old one, as renewal tools do); returns the certificate file a
+/// client trusts (`ca-N.pem`, a copy).
+fn issue(dir: &TempDir, serial: usize) -> PathBuf {
+    let issued = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).expect("cert");
+    for (name, pem) in [
+        ("cert.pem", issued.cert.pem()),
+        ("key.pem", issued.signing_key.serialize_pem()),
+    ] {
+        let fresh = dir.write(&format!("{name}.new"), pem);
+        std::fs::rename(&fresh, dir.0.join(name)).expect("rename");
+    }
+    dir.write(&format!("ca-{serial}.pem"), issued.cert.pem())
+}
+
+/// `query --url https://{address}/rpc --check time_now`, trusting `ca`.
+fn query_https(address: &str, ca: Option<&PathBuf>) -> std::process::Output {
+    let mut command = Command::new(BIN);
+    command.args([
+        "query",
+        "--url",
+        &format!("https://{address}/rpc"),
+        "--check",
+        "time_now",
+        "--timeout-ms",
+        "5000",
+    ]);
+    if let Some(ca) = ca {
+        command.arg("--ca-cert").arg(ca);
+    }
+    command
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .env_remove("EVIDENCE_WIRE_BEARER_TOKEN")
+        .output()
+        .expect("run query")
+}
+
+#[test]
+fn serve_https_answers_verified_and_picks_up_a_renewed_certificate_on_sighup() {
+    let dir = TempDir::new();
+    let first = issue(&dir, 1);
+    let config = dir.write("evidence-wire.toml", "");
+    let cert = dir.0.join("cert.pem");
+    let key = dir.0.join("key.pem");
+    let (server, address) = spawn_serve(
+        &config,
+        &[
+            "--http",
+            "127.0.0.1:0",
+            "--tls-cert",
+            cert.to_str().unwrap(),
+            "--tls-key",
+            key.to_str().unwrap(),
+        ],
+        Stdio::null(),
+    );
+    assert!(!address.is_empty(), "the server announced no address");
+
+    let answered = query_https(&address, Some(&first));
+    assert!(answered.status.success(), "{answered:?}");
+    let result: Value = serde_json::from_slice(&answered.stdout).expect("JSON");
+    assert_eq!(result["evidence_hash"]["algorithm"], "sha256", "{result}");
+    // Not trusted without the certificate: a TLS failure, exit 1.
+    let untrusted = query_https(&address, None);
+    assert_eq!(untrusted.status.code(), Some(1), "{untrusted:?}");
+
+    // Renewed on disk, then SIGHUP: the next connection gets it.
+    let second = issue(&dir, 2);
+    server.signal("HUP");
+    let started = Instant::now();
+    loop {
+        if query_https(&address, Some(&second)).status.success() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "the renewed certificate is not served"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let stale = query_https(&address, Some(&first));
+    assert_eq!(stale.status.code(), Some(1), "{stale:?}");
+
+    // A renewal that cannot be used (a key that is not the certificate's)
+    // leaves the working pair in place.
+    let other = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    dir.write("key.pem", other.signing_key.serialize_pem());
+    server.signal("HUP");
+    std::thread::sleep(Duration::from_millis(300));
+    let kept = query_https(&address, Some(&second));
+    assert!(kept.status.success(), "{kept:?}");
+    drop(server);
+}
+
+#[test]
+fn tls_without_http_is_refused_saying_what_to_add() {
+    let dir = TempDir::new();
+    issue(&dir, 1);
+    let config = dir.write("evidence-wire.toml", "");
+    let output = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--no-log", "--tls-cert"])
+        .arg(dir.0.join("cert.pem"))
+        .arg("--tls-key")
+        .arg(dir.0.join("key.pem"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run serve");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("--http ADDR"), "{stderr}");
+    // A key file that does not exist: refused before serving, naming it.
+    let output = Command::new(BIN)
+        .arg("--config")
+        .arg(&config)
+        .args(["serve", "--no-log", "--http", "127.0.0.1:0", "--tls-cert"])
+        .arg(dir.0.join("cert.pem"))
+        .arg("--tls-key")
+        .arg(dir.0.join("missing-key.pem"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("run serve");
+    assert_eq!(output.status.code(), Some(2), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("missing-key.pem"), "{stderr}");
 }
