@@ -69,6 +69,7 @@ use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, Reque
 use evidence_wire::evidence::CONTENT_TYPE_JSON;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use evidence_wire_http::{self as http, BodyLimit};
+use futures_lite::future::or;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
@@ -779,15 +780,18 @@ impl Pool {
             if let Ok(slot) = Arc::clone(&self.slots).try_acquire_owned() {
                 return Ok(Checkout::Open(slot));
             }
-            tokio::select! {
-                slot = Arc::clone(&self.slots).acquire_owned() => {
-                    return slot.map(Checkout::Open).map_err(|_| {
-                        ProviderError::Query(QueryError::ConnectionLost(
-                            "the connection pool is closed".to_owned(),
-                        ))
-                    });
-                }
-                () = &mut returned => {}
+            // A free slot, or a connection coming back: whichever is first.
+            let slot = async { Some(Arc::clone(&self.slots).acquire_owned().await) };
+            let back = async {
+                returned.as_mut().await;
+                None
+            };
+            if let Some(slot) = or(slot, back).await {
+                return slot.map(Checkout::Open).map_err(|_| {
+                    ProviderError::Query(QueryError::ConnectionLost(
+                        "the connection pool is closed".to_owned(),
+                    ))
+                });
             }
         }
     }

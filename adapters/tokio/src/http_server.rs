@@ -73,6 +73,7 @@ use evidence_wire_http::{
 use evidence_wire_log::ValidationLog;
 use evidence_wire_metrics::Metrics;
 use evidence_wire_provider::{IntoService, ServeError};
+use futures_lite::future::or;
 use http_body_util::Full;
 use hyper::Request;
 use hyper::body::{Body, Frame, Incoming, SizeHint};
@@ -563,18 +564,28 @@ async fn accept_until<U: Future<Output = ()>>(
         if !wait_for_room(&shared.connections, &mut until, open).await {
             break;
         }
-        let stream = tokio::select! {
-            () = &mut until => break 'serve,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
-                Err(error) if is_transient(&error) => {
-                    // Out of file descriptors and the like: wait, then retry.
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-                Err(error) => return Err(HttpServeError::Io(error)),
+        // The stop first, then a new connection, then a finished one reaped.
+        let next = or(
+            async {
+                until.as_mut().await;
+                None
             },
-            Some(_) = open.join_next(), if !open.is_empty() => continue,
+            or(async { Some(Some(listener.accept().await)) }, async {
+                reap_one(open).await;
+                Some(None)
+            }),
+        )
+        .await;
+        let stream = match next {
+            None => break 'serve,
+            Some(None) => continue,
+            Some(Some(Ok((stream, _peer)))) => stream,
+            Some(Some(Err(error))) if is_transient(&error) => {
+                // Out of file descriptors and the like: wait, then retry.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+            Some(Some(Err(error))) => return Err(HttpServeError::Io(error)),
         };
         // Counting it sheds what must give way. The room seen above can
         // only have shrunk if a waiting connection got its head meanwhile;
@@ -615,12 +626,34 @@ async fn wait_for_room<F: Future<Output = ()>>(
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            () = until.as_mut() => return false,
-            () = later => {}
-            () = connections.room.notified() => {}
-            Some(_) = open.join_next(), if !open.is_empty() => {}
+        // Stopped, else woken by the retry time, a closed connection or a
+        // finished connection task.
+        let stop = async {
+            until.as_mut().await;
+            true
+        };
+        let woken = async {
+            or(later, or(connections.room.notified(), reap_one(open))).await;
+            false
+        };
+        if or(stop, woken).await {
+            return false;
         }
+    }
+}
+
+/// Completes when a finished connection task has been reaped; never when
+/// none is open.
+async fn reap_one(open: &mut JoinSet<()>) {
+    if open.join_next().await.is_none() {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Completes when the connection is shed; never once the shedder is gone.
+async fn shed_signal(shed: &mut oneshot::Receiver<()>) {
+    if shed.await.is_err() {
+        std::future::pending::<()>().await;
     }
 }
 
@@ -673,17 +706,19 @@ async fn serve_connection(
             polled
         });
         let mut shed = shed;
-        let tls = tokio::select! {
-            biased;
-            Ok(()) = &mut shed => {
+        // Shed first (biased), else the handshake's outcome.
+        let shed_first = async {
+            shed_signal(&mut shed).await;
+            None
+        };
+        let tls = match or(shed_first, async { Some(handshake.await) }).await {
+            None => {
                 reset.store(true, Ordering::Relaxed);
                 return;
             }
-            accepted = handshake => match accepted {
-                Ok(Ok(tls)) => tls,
-                // A failed or slow handshake: nothing to answer.
-                _ => return,
-            },
+            Some(Ok(Ok(tls))) => tls,
+            // A failed or slow handshake: nothing to answer.
+            Some(_) => return,
         };
         // Past the handshake, the connection waits for its head as any
         // other: the same shed signal still closes it.
@@ -759,24 +794,31 @@ async fn serve_stream<I>(
         }
         polled
     });
-    let closing = tokio::select! {
-        // A shed connection is no longer counted: it goes before anything
-        // else it might do.
-        biased;
+    // In this order (each polled before the next): a shed connection is
+    // no longer counted, so it goes before anything else it might do.
+    let mut shed = shed;
+    let shed_first = async {
         // Shed to make room: close at once, without an answer, with a
         // reset (as nginx's reset_timedout_connection does) so no TIME_WAIT
         // is left behind for a peer that reconnects at once.
-        Ok(()) = shed => {
-            reset.store(true, Ordering::Relaxed);
-            false
-        }
-        () = async {
-            // The guard wait_for returns must not live across the drain below.
-            let _ = stopped.wait_for(|stop| *stop).await;
-        } => true,
-        () = idle_for(&mut in_progress, header_read_timeout) => true,
-        _ = &mut served => false,
+        shed_signal(&mut shed).await;
+        reset.store(true, Ordering::Relaxed);
+        false
     };
+    let stopping = async {
+        // The guard wait_for returns must not live across the drain below.
+        let _ = stopped.wait_for(|stop| *stop).await;
+        true
+    };
+    let idle = async {
+        idle_for(&mut in_progress, header_read_timeout).await;
+        true
+    };
+    let ended = async {
+        let _ = (&mut served).await;
+        false
+    };
+    let closing = or(shed_first, or(stopping, or(idle, ended))).await;
     drop(served);
     if closing {
         // Finish what is in progress, take nothing new.

@@ -59,6 +59,7 @@ use evidence_wire_log::HttpCall;
 use evidence_wire_log::record::Channel;
 use evidence_wire_metrics::Transport;
 use evidence_wire_provider::{CancelReason, Completion, IntoService, Service, complete, dispatch};
+use futures_lite::future::or;
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{
@@ -408,16 +409,16 @@ where
     let mut expired = shared.expired.clone();
     let timeout = shared.config.body_read_timeout;
     let read = tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit));
-    let body = tokio::select! {
-        // The body first: when it is already here (a small request), the
-        // drain watch is not polled at all (no waiter registered on it).
-        biased;
-        read = read => read,
+    // The body first: when it is already here (a small request), the drain
+    // watch is not polled at all (no waiter registered on it).
+    let expiry = async {
+        let _ = expired.wait_for(|expired| *expired).await;
+        None
+    };
+    let Some(body) = or(async { Some(read.await) }, expiry).await else {
         // The drain deadline passed while the body was still arriving.
-        _ = expired.wait_for(|expired| *expired) => {
-            metrics.overload_refused(Transport::Http);
-            return http::draining_reply();
-        }
+        metrics.overload_refused(Transport::Http);
+        return http::draining_reply();
     };
     let body = match body {
         Err(_) => {
@@ -469,15 +470,16 @@ where
         if exchange.is_finished() {
             break;
         }
-        let finished = tokio::select! {
-            finished = tasks.next() => finished,
+        let expiry = async {
+            let _ = expired.wait_for(|expired| *expired).await;
+            None
+        };
+        let Some(finished) = or(async { Some(tasks.next().await) }, expiry).await else {
             // The drain deadline: answer what still runs, retryably.
-            _ = expired.wait_for(|expired| *expired) => {
-                tasks.cancel_all(CancelReason::Shutdown);
-                exchange.expire();
-                counts.expired();
-                continue;
-            }
+            tasks.cancel_all(CancelReason::Shutdown);
+            exchange.expire();
+            counts.expired();
+            continue;
         };
         let Some((ticket, completion)) = finished else {
             break;

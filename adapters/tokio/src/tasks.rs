@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use evidence_wire::server::{Server, Ticket};
 use evidence_wire_provider::{Answer, CallKind, CancelReason, Cancellation, Completion, Job, Work};
+use futures_lite::future::or;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, Id, JoinSet};
 #[cfg(feature = "http-server")]
@@ -395,12 +396,19 @@ impl RequestTasks {
                 OneWork::Cancelled => Completion::cancelled(kind),
             }
         };
-        tokio::select! {
-            completion = mine => {
+        // Whichever ends first; `more` running dry leaves only `mine`.
+        let more = async {
+            match more.await {
+                Some(finished) => Err(finished),
+                None => std::future::pending().await,
+            }
+        };
+        match or(async { Ok(mine.await) }, more).await {
+            Ok(completion) => {
                 self.one = None;
                 Some((ticket, completion))
             }
-            Some(finished) = more => Some(finished),
+            Err(finished) => Some(finished),
         }
     }
 }
