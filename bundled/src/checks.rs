@@ -5,9 +5,9 @@
 //! [`table`] declares the provider with the SDK: one typed [`Check`] per
 //! check id. Everything else is generated from it: the capabilities
 //! contract (`evidence-wire contract`, checked against a golden file and
-//! Decision Gate's rules in `tests/contract.rs`), the `tools/list` schema,
+//! Decision Gate's rules in `tests/it/contract.rs`), the `tools/list` schema,
 //! the table of checks in `spec/bundled-provider.md` (checked in
-//! `tests/docs.rs`) and the CLI's help ([`crate::BundledProvider::checks_help`]).
+//! `tests/it/docs.rs`) and the CLI's help ([`crate::BundledProvider::checks_help`]).
 //!
 //! Params and result schemas are derived from the types below (`schemars`,
 //! bounds as schemars attributes); the comparators are the SDK's defaults

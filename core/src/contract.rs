@@ -639,6 +639,7 @@ impl CheckContract {
 
     /// Compiles `params_schema` once for validating many queries.
     #[cfg(feature = "json-schema")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "json-schema")))]
     pub fn params_validator(&self) -> Result<ParamsValidator, ParamsError> {
         let validator = jsonschema::draft202012::new(&self.params_schema).map_err(|error| {
             ParamsError::InvalidSchema {
@@ -656,6 +657,7 @@ impl CheckContract {
 
 /// A check's compiled `params_schema` (see [`CheckContract::params_validator`]).
 #[cfg(feature = "json-schema")]
+#[cfg_attr(docsrs, doc(cfg(feature = "json-schema")))]
 pub struct ParamsValidator {
     check_id: String,
     params_required: bool,

@@ -517,6 +517,7 @@ impl EvidenceResult {
 
 /// The public keys a caller trusts, by `key_id`.
 #[cfg(feature = "signatures")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
 #[derive(Clone, Debug, Default)]
 pub struct KeySet {
     keys: alloc::collections::BTreeMap<String, ed25519_dalek::VerifyingKey>,
@@ -847,6 +848,7 @@ impl Signer {
 /// Hash (with `profile`) and sign `result` with `key` under `key_id`.
 /// A result without a value is returned unchanged.
 #[cfg(feature = "signatures")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
 pub fn sign(
     result: EvidenceResult,
     key_id: &str,
@@ -876,6 +878,7 @@ pub fn sign(
 /// that string when Decision Gate is the caller; evidence-wire's own client
 /// accepts the file stem or that path.
 #[cfg(feature = "signatures")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
 #[derive(Clone)]
 pub struct EvidenceSigner {
     key_id: String,

@@ -5,7 +5,7 @@
 //! The bodies are copies kept inside this crate (`corpus/`, the same paths
 //! as under `spec/`), so the crate packages and builds on its own;
 //! `scripts/sync-embedded` refreshes them from `spec/`, and
-//! `tests/embedded_copies.rs` fails while a copy differs from its original.
+//! `tests/it/embedded_copies.rs` fails while a copy differs from its original.
 //! A document joins by copying it to `corpus/` and adding one entry here.
 
 use super::DocRole;
@@ -132,6 +132,13 @@ pub(super) const DEFAULT_CORPUS: &[Embedded] = &[
         role: DocRole::Pattern,
         description: "Steps to run evidence-wire serve --http as N replicas behind nginx: configuration, retries of the idempotent evidence_query, health checks, graceful drain on SIGTERM, body limits, timeouts and Prometheus metrics.",
         body: include_str!("../corpus/guides/deployment.md"),
+    },
+    Embedded {
+        id: "mounting-a-provider",
+        title: "Mounting a provider in your application",
+        role: DocRole::Pattern,
+        description: "evidence_wire_tokio::ProviderService, a tower Service: mount a provider in an axum Router or a plain hyper server next to the application's own routes, with its policy, call cap, drain, metrics in the application's registry, HTTPS and tracing.",
+        body: include_str!("../corpus/guides/mounting-a-provider.md"),
     },
     Embedded {
         id: "checking-a-provider",

@@ -3,7 +3,7 @@
 //! temporary root, timestamps as text and as integers, and any params for
 //! any check, each through the contract check and `BundledProvider::answer`.
 //! The checks are in `common/bundled_params.rs`, shared with the corpus
-//! replay in `bundled/tests/bundled_fuzz_corpus.rs`.
+//! replay in `bundled/tests/it/bundled_fuzz_corpus.rs`.
 #![no_main]
 
 #[path = "common/bundled_params.rs"]

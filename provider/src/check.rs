@@ -36,8 +36,9 @@ use crate::handler::{Answer, CallContext};
 /// passed the derived schema; a schema the type does not fully describe).
 pub const INVALID_PARAMS: &str = "invalid_params";
 
-/// The `error.code` of a result that cannot be encoded as JSON.
-pub const INTERNAL_ERROR: &str = "internal_error";
+// `internal_error` (a result that cannot be encoded as JSON) is the
+// handler's code for any failure of the provider itself: one constant.
+use crate::handler::INTERNAL_ERROR;
 
 /// An expected failure of a check: a code a gate can match on, a message
 /// for a person, and optional structured details. It becomes the

@@ -56,7 +56,8 @@ use serde_json::Value;
 
 use crate::cancel::Cancellation;
 
-/// The `error.code` of an answer whose handler panicked or was aborted.
+/// The `error.code` of an answer the provider itself failed to give: its
+/// handler panicked or was aborted, or its result cannot be encoded as JSON.
 pub const INTERNAL_ERROR: &str = "internal_error";
 
 /// A boxed future that can move between threads.

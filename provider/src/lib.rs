@@ -51,6 +51,7 @@
 //! servers write to [`stdout::unbuffered_stdout`].
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 pub mod caller;

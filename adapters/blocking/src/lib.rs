@@ -50,6 +50,7 @@
 //! rule lives here.
 
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
 
 pub use evidence_wire as wire;

@@ -104,8 +104,10 @@ pub use tls::{MAX_PEM_BYTES, TlsError, TlsFiles};
 /// adapter's entry points.
 pub mod prelude {
     #[cfg(feature = "http-client")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
     pub use crate::{HttpProvider, HttpProviderConfig};
     #[cfg(feature = "http-server")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "http-server")))]
     pub use crate::{HttpServerConfig, ProviderService, bind_http, serve_http};
     pub use crate::{ProcessConfig, ProcessProvider, ProviderError, serve_stdio};
     pub use evidence_wire::evidence::{EvidenceQuery, VerifiedEvidence};

@@ -30,6 +30,58 @@
 //! # }
 //! ```
 //!
+//! With hyper alone (HTTP/1.1 and HTTP/2 on one port through hyper-util's
+//! auto builder), routing the provider's path to it and anything else to
+//! the application:
+//!
+//! ```no_run
+//! # async fn run(provider: evidence_wire_tokio::Provider) -> Result<(), Box<dyn std::error::Error>> {
+//! use evidence_wire_tokio::{HttpServerConfig, ProviderService};
+//! use http_body_util::Full;
+//! use hyper::body::{Bytes, Incoming};
+//! use hyper::{Request, Response};
+//! use hyper_util::rt::{TokioExecutor, TokioIo};
+//! use tower_service::Service as _;
+//!
+//! let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+//! let evidence = ProviderService::new(provider, HttpServerConfig::default())?
+//!     .listening_on(listener.local_addr()?)?;
+//! loop {
+//!     let (stream, _) = listener.accept().await?;
+//!     let evidence = evidence.clone();
+//!     let app = hyper::service::service_fn(move |request: Request<Incoming>| {
+//!         let mut evidence = evidence.clone();
+//!         async move {
+//!             match request.uri().path() {
+//!                 "/evidence" => evidence.call(request).await,
+//!                 _ => Ok(Response::new(Full::new(Bytes::from_static(b"the app")))),
+//!             }
+//!         }
+//!     });
+//!     tokio::spawn(async move {
+//!         let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+//!         let _ = builder.serve_connection(TokioIo::new(stream), app).await;
+//!     });
+//! }
+//! # }
+//! ```
+//!
+//! The provider's metrics in the application's own `prometheus-client`
+//! registry (the mounted service serves no `/metrics` of its own; the
+//! application serves its registry where it likes):
+//!
+//! ```
+//! use evidence_wire_tokio::metrics::{Metrics, prometheus_client::registry::Registry};
+//! use evidence_wire_tokio::{HttpServerConfig, http::MetricsAccess};
+//!
+//! let metrics = Metrics::new();
+//! let mut registry = Registry::default();
+//! metrics.register(&mut registry);
+//! // `Off`: no `GET /metrics` of the provider's own (mounted, it has none).
+//! let config = HttpServerConfig::default().with_metrics(metrics, MetricsAccess::Off);
+//! # let _ = config;
+//! ```
+//!
 //! Draining: [`ProviderService::drain`] refuses new calls (`503
 //! OVERLOADED` with `Retry-After`), lets the calls in flight finish up to
 //! [`HttpServerConfig::drain_timeout`], answers what still runs retryably

@@ -1,5 +1,5 @@
 //! The checks of the `bundled_params` fuzz target, shared with
-//! `bundled/tests/bundled_fuzz_corpus.rs` (which replays the corpus through
+//! `bundled/tests/it/bundled_fuzz_corpus.rs` (which replays the corpus through
 //! them).
 //!
 //! Input: one selector byte, then text (lossy UTF-8) that becomes one

@@ -1,5 +1,5 @@
 //! `tokio-test-provider`: a provider for the tokio process client's tests
-//! (tests/tokio_process.rs), served with the tokio adapter's stdio server:
+//! (tests/it/tokio_process.rs), served with the tokio adapter's stdio server:
 //! each `check_id` picks a behaviour (`echo`, `slow`, `stderr`, `crash`,
 //! `hang`, `garbage`, `wrong_id`, `panic`). Framing is detected from the
 //! input. Not for production use.

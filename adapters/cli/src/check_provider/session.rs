@@ -268,6 +268,9 @@ impl ChildIo {
 
 struct HttpIo {
     provider: HttpProvider,
+    /// Each exchange's deadline (the request timeout): past it the client
+    /// has timed the request out, and the exchange gives its connection back.
+    deadline: Duration,
     runtime: tokio::runtime::Runtime,
     answers: Receiver<Input>,
     sender: Sender<Input>,
@@ -300,6 +303,7 @@ impl Session {
                 let (sender, answers) = mpsc::channel();
                 Io::Http(HttpIo {
                     provider: provider.clone(),
+                    deadline: Duration::from_millis(config.timeout_ms),
                     runtime,
                     answers,
                     sender,
@@ -491,9 +495,14 @@ impl Session {
                     };
                     let provider = http.provider.clone();
                     let sender = http.sender.clone();
+                    let deadline = http.deadline;
                     http.runtime.spawn(async move {
-                        let answer = provider.post_message(body, None).await;
-                        let _ = sender.send(Input::Http { id, answer });
+                        let exchange = provider.post_message(body, None);
+                        // Past the deadline the client has already timed the
+                        // request out: nothing to report, the connection is freed.
+                        if let Ok(answer) = tokio::time::timeout(deadline, exchange).await {
+                            let _ = sender.send(Input::Http { id, answer });
+                        }
                     });
                 }
             }

@@ -1,14 +1,20 @@
 //! Shared helpers for this crate's integration tests: a handler with a few
 //! behaviours, request builders, and a frame reader.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use evidence_wire::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, EvidenceValue, TriggerTime,
 };
 use evidence_wire::frame::{Decoder, Limits};
-use evidence_wire_tokio::{Answer, Handler};
+use evidence_wire_provider::IntoService;
+use evidence_wire_tokio::{
+    Answer, Handler, HttpServeError, HttpServerConfig, bind_http, serve_http,
+};
 use serde_json::{Value, json};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
 
 /// Answers `echo` (its params), `slow` (after `params.ms`), `panic`, and
 /// anything else with an `unknown_check` error result.
@@ -99,4 +105,61 @@ pub fn frames(bytes: &[u8]) -> Vec<Value> {
 /// The EvidenceResult inside a Decision Gate style answer.
 pub fn dg_result(answer: &Value) -> &Value {
     &answer["result"]["content"][0]["json"]
+}
+
+/// How long a test server may take to stop.
+const STOP_LIMIT: Duration = Duration::from_secs(10);
+
+/// A `serve_http` server on a loopback port, as the HTTP tests start it;
+/// [`Running::stop`] ends it and reports how it ended.
+pub struct Running {
+    /// Where it listens.
+    pub address: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), HttpServeError>>,
+}
+
+impl Running {
+    /// `service` served over HTTP with `config` on `bind` (port 0 picks one).
+    pub async fn start_on(
+        bind: SocketAddr,
+        service: impl IntoService + Send + 'static,
+        config: HttpServerConfig,
+    ) -> Running {
+        let listener = bind_http(bind, &config).await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve_http(listener, service, config, async move {
+            let _ = stopped.await;
+        }));
+        Running {
+            address,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// `service` served over HTTP with `config` on a loopback port.
+    pub async fn start(
+        service: impl IntoService + Send + 'static,
+        config: HttpServerConfig,
+    ) -> Running {
+        Running::start_on(SocketAddr::from(([127, 0, 0, 1], 0)), service, config).await
+    }
+
+    /// `http://` URL of `path` on this server.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.address)
+    }
+
+    /// Stops the server: how it ended (it must end within 10 s).
+    pub async fn stop(mut self) -> Result<(), HttpServeError> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        tokio::time::timeout(STOP_LIMIT, self.task)
+            .await
+            .expect("shut down in time")
+            .expect("server task")
+    }
 }

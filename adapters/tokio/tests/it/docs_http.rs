@@ -1,6 +1,6 @@
 //! The `[docs]`, `[server.tools]` and `[server.auth]` toggles over HTTP
 //! (issue 8), with the same configuration files as the stdio side
-//! (`docs/tests/docs_server.rs`, `docs/tests/policy_tools.rs`): each flag's
+//! (`docs/tests/it/docs_server.rs`, `docs/tests/it/policy_tools.rs`): each flag's
 //! effect on `tools/list`, `tools/call` and `resources/*` on `POST /rpc`; a
 //! hidden tool answered byte for byte like an unknown one (body and
 //! status); `FORBIDDEN` from `allowed_tools` only for visible tools. Every
@@ -8,21 +8,18 @@
 //! the handler) must also be byte-identical to the HTTP body, so both
 //! transports are held to one behaviour. Every network wait is bounded.
 
-use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::common::TestHandler;
+use crate::common::{Running, TestHandler};
 use evidence_wire::server::{Server, ServerConfig, ToolDefinition};
 use evidence_wire_config::{Config, ServerAuthMode};
 use evidence_wire_docs::{DocsSurface, SEARCH_TOOL_NAME};
-use evidence_wire_tokio::{HttpServeError, HttpServerConfig, Service, bind_http, serve_http};
+use evidence_wire_tokio::{HttpServerConfig, Service};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const LIMIT: Duration = Duration::from_secs(10);
 const TOKEN: &str = "docs-http-test-token";
@@ -78,49 +75,28 @@ impl Setup {
         Server::new(self.server_config.clone())
     }
 
-    async fn http(&self) -> Running {
+    async fn http(&self) -> DocsServer {
         let mut config = HttpServerConfig::default();
         if let Some(token) = &self.token {
             config = config.with_bearer_token(token.clone());
         }
-        let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-        let listener = bind_http(loopback, &config).await.expect("bind loopback");
-        let address = listener.local_addr().expect("address");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve_http(
-            listener,
-            Service::new(self.server_config.clone(), TestHandler),
-            config,
-            async move {
-                let _ = stopped.await;
-            },
-        ));
-        Running {
-            address,
+        let service = Service::new(self.server_config.clone(), TestHandler);
+        DocsServer {
+            server: Running::start(service, config).await,
             token: self.token.clone(),
-            stop: Some(stop),
-            task,
         }
     }
 }
 
-struct Running {
-    address: SocketAddr,
+/// The docs surface served over HTTP, with the token its callers send.
+struct DocsServer {
+    server: Running,
     token: Option<String>,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), HttpServeError>>,
 }
 
-impl Running {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        tokio::time::timeout(LIMIT, self.task)
-            .await
-            .expect("shut down in time")
-            .expect("server task")
-            .expect("the server stops cleanly");
+impl DocsServer {
+    async fn stop(self) {
+        self.server.stop().await.expect("the server stops cleanly");
     }
 
     /// `POST /rpc` with `message` (with the bearer token when one is
@@ -133,7 +109,7 @@ impl Running {
         let body = serde_json::to_vec(message).expect("json");
         let mut head = format!(
             "POST /rpc HTTP/1.1\r\nHost: {}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n",
-            self.address,
+            self.server.address,
             body.len()
         );
         if let Some(token) = token {
@@ -142,7 +118,7 @@ impl Running {
         head.push_str("\r\n");
         let mut request = head.into_bytes();
         request.extend_from_slice(&body);
-        let address = self.address;
+        let address = self.server.address;
         let exchange = async move {
             let mut stream = TcpStream::connect(address).await.expect("connect");
             stream.write_all(&request).await.expect("send");
@@ -202,7 +178,7 @@ fn call(name: &str) -> Value {
 /// The request over HTTP and over the stdio pipeline of the same setup.
 /// When stdio answers at once, the HTTP body must be exactly its bytes.
 /// Returns the HTTP status and the answer.
-async fn both(stdio: &mut Server, http: &Running, message: &Value) -> (u16, Value) {
+async fn both(stdio: &mut Server, http: &DocsServer, message: &Value) -> (u16, Value) {
     let (status, body) = http.post(message).await;
     let mut line = serde_json::to_vec(message).expect("json");
     line.push(b'\n');
@@ -254,7 +230,7 @@ const ALL: [&str; 4] = ["evidence_query", SEARCH_TOOL_NAME, "alpha", "beta"];
 /// Runs `check` against both transports of the setup `toml` makes.
 async fn with_setup<F>(toml: &str, registered: &[&str], check: F)
 where
-    F: AsyncFnOnce(&Setup, &mut Server, &Running),
+    F: AsyncFnOnce(&Setup, &mut Server, &DocsServer),
 {
     let setup = Setup::new(toml, registered);
     let mut stdio = setup.stdio();

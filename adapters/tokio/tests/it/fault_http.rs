@@ -17,19 +17,16 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::common::{call, context, json_result, query};
+use crate::common::{Running, call, context, json_result, query};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
 use evidence_wire_tokio::{
-    Answer, Handler, HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig,
-    ProviderError, Service, bind_http, serve_http,
+    Answer, Handler, HttpProvider, HttpProviderConfig, HttpServerConfig, ProviderError, Service,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 /// The bound on every wait in this file.
 const LIMIT: Duration = Duration::from_secs(10);
@@ -337,43 +334,8 @@ impl Handler for CountingHandler {
     }
 }
 
-struct Running {
-    address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), HttpServeError>>,
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        tokio::time::timeout(LIMIT, self.task)
-            .await
-            .expect("shut down in time")
-            .expect("server task")
-            .expect("clean stop");
-    }
-}
-
 async fn start(config: HttpServerConfig, handler: CountingHandler) -> Running {
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener = bind_http(loopback, &config).await.expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve_http(
-        listener,
-        Service::new(ServerConfig::default(), handler),
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    Running {
-        address,
-        stop: Some(stop),
-        task,
-    }
+    Running::start(Service::new(ServerConfig::default(), handler), config).await
 }
 
 /// `POST /rpc` of `message` to the server at `address` (named in `Host`).
@@ -499,7 +461,7 @@ async fn slowloris_headers_are_cut_off_while_others_are_served() {
     );
     let (status, _) = normal(address, 99).await;
     assert_eq!(status, 200, "the next request succeeds");
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -563,7 +525,7 @@ async fn half_bodies_release_their_permits() {
         2,
         "only the normal requests reached the handler"
     );
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -619,7 +581,7 @@ async fn disconnect_while_handled_aborts_the_call_and_frees_the_permit() {
         3 * LIMIT_CALLS + 3,
         "slow calls started plus the normal ones"
     );
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -655,5 +617,5 @@ async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
         "{} bytes reached the hog",
         received.len()
     );
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }

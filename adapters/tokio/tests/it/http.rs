@@ -7,61 +7,22 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::common::{TestHandler, call, context, query};
+use crate::common::{Running, TestHandler, call, context, query};
 use evidence_wire::client::{ClientConfig, QueryError};
 use evidence_wire::server::{Server, ServerConfig};
 use evidence_wire_tokio::{
     HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, Service,
-    bind_http, serve_http,
+    bind_http,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const LIMIT: Duration = Duration::from_secs(10);
 
-struct Running {
-    address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), HttpServeError>>,
-}
-
-impl Running {
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.address)
-    }
-
-    async fn stop(mut self) -> Result<(), HttpServeError> {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        tokio::time::timeout(LIMIT, self.task)
-            .await
-            .expect("shut down in time")
-            .expect("server task")
-    }
-}
-
 async fn start(config: HttpServerConfig) -> Running {
-    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
-    let listener = bind_http(loopback, &config).await.expect("bind loopback");
-    let address = listener.local_addr().expect("address");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve_http(
-        listener,
-        Service::new(ServerConfig::default(), TestHandler),
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    Running {
-        address,
-        stop: Some(stop),
-        task,
-    }
+    let service = Service::new(ServerConfig::default(), TestHandler);
+    Running::start(service, config).await
 }
 
 struct Reply {
@@ -499,7 +460,7 @@ fn plain_http_is_refused_without_the_flag_and_https_accepted() {
     let error = HttpProvider::new(HttpProviderConfig::new("http://127.0.0.1:9/rpc")).unwrap_err();
     assert!(matches!(error, ProviderError::Url { .. }), "{error:?}");
     assert!(error.to_string().contains("allow_insecure_http"));
-    // TLS itself is tested in tests/http_tls.rs.
+    // TLS itself is tested in tests/it/http_tls.rs.
     HttpProvider::new(HttpProviderConfig::new("https://127.0.0.1:9/rpc")).expect("https accepted");
     let scheme = HttpProvider::new(HttpProviderConfig::new("ftp://host/rpc")).unwrap_err();
     assert!(matches!(scheme, ProviderError::Url { .. }));

@@ -21,57 +21,21 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::common::{TestHandler, context, json_result, query};
+use crate::common::{Running, TestHandler, context, json_result, query};
 use evidence_wire::server::{Server, ServerConfig, ServerEvent};
 use evidence_wire_tokio::{
-    HttpProvider, HttpProviderConfig, HttpServeError, HttpServerConfig, ProviderError, Service,
-    bind_http, serve_http,
+    HttpProvider, HttpProviderConfig, HttpServerConfig, ProviderError, Service,
 };
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
 
 const LIMIT: Duration = Duration::from_secs(10);
 const TOKEN: &str = "hardening-token";
 
-struct Running {
-    address: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), HttpServeError>>,
-}
-
-impl Running {
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        tokio::time::timeout(LIMIT, self.task)
-            .await
-            .expect("shut down in time")
-            .expect("server task")
-            .expect("clean stop");
-    }
-}
-
 async fn start_on(bind: SocketAddr, config: HttpServerConfig) -> Running {
-    let listener = bind_http(bind, &config).await.expect("bind");
-    let address = listener.local_addr().expect("address");
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(serve_http(
-        listener,
-        Service::new(ServerConfig::default(), TestHandler),
-        config,
-        async move {
-            let _ = stopped.await;
-        },
-    ));
-    Running {
-        address,
-        stop: Some(stop),
-        task,
-    }
+    let service = Service::new(ServerConfig::default(), TestHandler);
+    Running::start_on(bind, service, config).await
 }
 
 async fn start(config: HttpServerConfig) -> Running {
@@ -234,7 +198,7 @@ async fn headers_that_must_appear_once_are_refused_when_repeated() {
         "GET /healthz HTTP/1.1\r\nHost: {address}\r\nHost: {address}\r\nConnection: close\r\n\r\n"
     );
     assert_eq!(send(address, probe.as_bytes()).await.status, 200);
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 #[tokio::test]
@@ -283,7 +247,7 @@ async fn host_must_name_the_loopback_server_or_an_allowed_host() {
     assert_eq!(send(address, &rebound).await.status, 421);
     let probe = "GET /healthz HTTP/1.1\r\nHost: attacker.example\r\nConnection: close\r\n\r\n";
     assert_eq!(send(address, probe.as_bytes()).await.status, 200);
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 
     // A configured host is accepted besides the loopback names.
     let config =
@@ -316,7 +280,7 @@ async fn host_must_name_the_loopback_server_or_an_allowed_host() {
         serde_json::to_value(answer.result()).expect("json")["value"]["value"]["params"],
         1
     );
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 #[tokio::test]
@@ -341,7 +305,7 @@ async fn host_on_an_ipv6_loopback_bind() {
         let reply = send(address, &post_with("/mcp", &[("Host", host.clone())])).await;
         assert_eq!(reply.status, status, "Host {host}");
     }
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 /// How the fake provider shapes its answers.
@@ -536,7 +500,7 @@ async fn probes_are_answered_while_every_call_slot_is_taken() {
         assert!(asked.elapsed() < Duration::from_secs(1), "{path}");
     }
     assert_eq!(holder.await.expect("holder"), 200);
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 /// A client that sends a head declaring a body over the limit, waits for
@@ -601,7 +565,7 @@ async fn a_refused_oversized_body_is_drained_so_the_client_reads_the_413() {
         "reading the answer failed: {read_error:?}"
     );
     assert!(text.starts_with("HTTP/1.1 413"), "{text}");
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }
 
 /// The lingering close is bounded in time: a client that got its `413`
@@ -647,5 +611,5 @@ async fn a_lingering_close_ends_within_its_time_while_the_client_trickles() {
         took < Duration::from_secs(3),
         "cut off after {took:?}; the linger time is 1 s"
     );
-    server.stop().await;
+    server.stop().await.expect("clean stop");
 }

@@ -7,7 +7,7 @@
 //!   params, and p50/p99 latencies go to stderr. The default (64 x 500 =
 //!   32,000 requests) keeps CI short; the full 64 x 2,000 run is
 //!   `EVIDENCE_WIRE_LOAD_REQUESTS=2000 cargo test -p evidence-wire-tokio
-//!   --test load -- --nocapture` (about 70 s in a debug build on 2 busy
+//!   --test it load:: -- --nocapture` (about 70 s in a debug build on 2 busy
 //!   cores, 1,850 requests/s).
 //! - stdio: [`PIPELINED`] queries written back to back to the tokio stdio
 //!   server over a duplex pipe; the handler sleeps a pseudo-random time per

@@ -1,0 +1,23 @@
+//! Integration tests of the `evidence-wire` binary.
+//!
+//! One test binary for the crate (each binary is a link step): every
+//! module below was a test binary of its own; run one with
+//! `cargo test -p <crate> --test it <module>::`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
+mod cli;
+mod common;
+mod contract_golden;
+mod hardening;
+mod hash_memory;
+mod keygen;
+mod not_regular_files;
+mod peer_text;
+mod production;
+mod signing;

@@ -1,0 +1,15 @@
+//! Integration tests of the smol adapter.
+//!
+//! One test binary for the crate (each binary is a link step): every
+//! module below was a test binary of its own; run one with
+//! `cargo test -p <crate> --test it <module>::`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+
+mod server;
+mod validation_log;

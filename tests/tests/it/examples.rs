@@ -1,0 +1,761 @@
+//! Every cargo example of the family answers a real query (issue 23 item 4).
+//!
+//! The examples are the ones `cargo test --workspace` builds into
+//! `target/debug/examples/` (cargo builds every example of the packages it
+//! tests, to prove they compile); this test runs those binaries. Run alone
+//! (`cargo test -p evidence-wire-tests --test it examples::`), it needs them built
+//! first: `cargo build --examples -p evidence-wire -p evidence-wire-tokio
+//! -p evidence-wire-blocking -p evidence-wire-smol`, and says so.
+//!
+//! - `git_provider` (tokio, stdio): `head_commit` equals `git rev-parse
+//!   HEAD`, `is_clean` flips when a file appears, params outside the derived
+//!   schema never reach the function; its source is at most 30 lines and is
+//!   the README's "Write your own provider" listing, byte for byte.
+//! - `blocking_provider`, `smol_provider`: a typed check each, queried
+//!   through our client (hash verified).
+//! - `http_provider`: bearer token required (401 without it), answered with
+//!   it, through `evidence-wire query --url`.
+//! - `axum_app` (tokio, issue 40): the provider mounted in an axum `Router`
+//!   at `/evidence` answers `evidence-wire query --url` (Decision Gate's
+//!   exchange, hash verified) and the official MCP Python SDK (both
+//!   handshakes), while the app's own `GET /hello` is the app's; Ctrl-C
+//!   (SIGINT) stops it promptly.
+//! - `caller`: spawns the bundled provider and the git provider, prints
+//!   verified evidence, names the profile it verified.
+//! - `by_hand`: the core's own output, two Content-Length frames whose hash
+//!   verifies.
+//! - The README's example command lines, run as written.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic,
+    clippy::indexing_slicing
+)] // test code may panic
+#![cfg(unix)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use evidence_wire::canonical::Profile;
+use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult, TriggerTime};
+use evidence_wire_blocking::{ProcessConfig, ProcessProvider};
+use serde_json::{Value, json};
+
+const CLI: &str = env!("CARGO_BIN_EXE_evidence-wire-cli");
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// `target/debug` (or wherever cargo put this test binary's profile).
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    // target/debug/deps/examples-HASH -> target/debug
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
+}
+
+fn example(name: &str) -> PathBuf {
+    let path = profile_dir().join("examples").join(name);
+    assert!(
+        path.is_file(),
+        "{} is missing: `cargo test --workspace` builds every example; run alone, first run \
+         `cargo build --examples -p evidence-wire -p evidence-wire-tokio -p evidence-wire-blocking -p evidence-wire-smol`",
+        path.display()
+    );
+    path
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn new(what: &str) -> TempDir {
+        static COUNTER: AtomicUsize = AtomicUsize::new(0);
+        let path = std::env::temp_dir().join(format!(
+            "evidence-wire-examples-{what}-{}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path).expect("temp dir");
+        TempDir(path)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git is needed by this test (and by the example it runs)");
+    assert!(output.status.success(), "git {args:?}: {output:?}");
+    String::from_utf8(output.stdout)
+        .expect("UTF-8")
+        .trim()
+        .to_owned()
+}
+
+/// Commits what is staged in `dir`, as a throwaway author.
+fn commit(dir: &Path, message: &str) {
+    let author = ["-c", "user.name=t", "-c", "user.email=t@example.invalid"];
+    let mut args = author.to_vec();
+    args.extend(["commit", "-q", "-m", message]);
+    git(dir, &args);
+}
+
+/// A repository with one commit, clean.
+fn git_repo() -> TempDir {
+    let dir = TempDir::new("repo");
+    git(&dir.0, &["init", "-q"]);
+    std::fs::write(dir.0.join("README"), "hello\n").expect("write");
+    git(&dir.0, &["add", "README"]);
+    commit(&dir.0, "first");
+    dir
+}
+
+fn context() -> EvidenceContext {
+    EvidenceContext::adhoc(TriggerTime::Logical(1))
+}
+
+fn provider(program: &Path) -> ProcessProvider {
+    ProcessProvider::spawn(ProcessConfig::new(vec![program.display().to_string()]))
+        .expect("spawn the example")
+}
+
+fn ask(
+    provider: &ProcessProvider,
+    provider_id: &str,
+    check_id: &str,
+    params: Value,
+) -> EvidenceResult {
+    let query = EvidenceQuery::new(provider_id, check_id).with_params(params);
+    provider
+        .query(query, context())
+        .unwrap_or_else(|error| panic!("{provider_id}/{check_id}: {error}"))
+        .into_result()
+}
+
+fn value(result: &EvidenceResult) -> Value {
+    let json = serde_json::to_value(result).expect("serialize");
+    assert!(json["error"].is_null(), "an error: {json:#}");
+    assert!(
+        json["evidence_hash"]["value"].is_string(),
+        "the server fills the hash: {json:#}"
+    );
+    json["value"]["value"].clone()
+}
+
+fn error_code(result: &EvidenceResult) -> String {
+    let json = serde_json::to_value(result).expect("serialize");
+    json["error"]["code"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error: {json:#}"))
+        .to_owned()
+}
+
+#[test]
+fn git_provider_answers_head_commit_and_is_clean() {
+    let repo = git_repo();
+    let path = repo.0.display().to_string();
+    let provider = provider(&example("git_provider"));
+
+    let head = ask(&provider, "git", "head_commit", json!({"path": path}));
+    assert_eq!(value(&head), json!(git(&repo.0, &["rev-parse", "HEAD"])));
+    let clean = ask(&provider, "git", "is_clean", json!({"path": path}));
+    assert_eq!(value(&clean), json!(true));
+
+    std::fs::write(repo.0.join("new-file"), "x").expect("write");
+    let dirty = ask(&provider, "git", "is_clean", json!({"path": path}));
+    assert_eq!(value(&dirty), json!(false));
+
+    // The function's own failure, as the author wrote it.
+    let outside = TempDir::new("not-a-repo");
+    let failed = ask(
+        &provider,
+        "git",
+        "head_commit",
+        json!({"path": outside.0.display().to_string()}),
+    );
+    assert_eq!(error_code(&failed), "git_failed");
+    // Params outside the derived schema never reach the function.
+    let invalid = ask(&provider, "git", "head_commit", json!({"path": 7}));
+    assert_eq!(error_code(&invalid), "invalid_params");
+    let missing = ask(&provider, "git", "is_clean", json!({}));
+    assert_eq!(error_code(&missing), "invalid_params");
+}
+
+#[test]
+fn git_provider_is_at_most_30_lines_and_is_the_readme_listing() {
+    let source =
+        std::fs::read_to_string(repo_root().join("adapters/tokio/examples/git_provider.rs"))
+            .expect("the example");
+    let lines = source.lines().count();
+    assert!(
+        lines <= 30,
+        "git_provider.rs has {lines} lines; the SDK promises at most 30"
+    );
+    assert!(
+        !source.contains("json!") && !source.contains("serde_json"),
+        "no hand-written JSON: the contract is derived"
+    );
+
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let listing = rust_blocks(&readme)
+        .into_iter()
+        .find(|block| block.contains("head_commit"))
+        .expect("README's \"Write your own provider\" shows the git provider");
+    assert_eq!(
+        listing.trim(),
+        source.trim(),
+        "README's listing and adapters/tokio/examples/git_provider.rs differ: copy the example into the README"
+    );
+}
+
+#[test]
+fn readme_example_table_names_every_example_with_its_line_count() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let mut named = 0;
+    for row in readme
+        .lines()
+        .filter(|line| line.starts_with("| `") && line.contains("/examples/"))
+    {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let path = cells[1].trim_matches('`');
+        let source = std::fs::read_to_string(repo_root().join(path))
+            .unwrap_or_else(|error| panic!("README names {path}: {error}"));
+        assert_eq!(
+            cells[2],
+            source.lines().count().to_string(),
+            "README's line count of {path} is stale"
+        );
+        named += 1;
+    }
+    let on_disk = [
+        "core",
+        "adapters/tokio",
+        "adapters/blocking",
+        "adapters/smol",
+    ]
+    .iter()
+    .filter_map(|dir| std::fs::read_dir(repo_root().join(dir).join("examples")).ok())
+    .flat_map(|entries| entries.filter_map(Result::ok))
+    .filter(|entry| entry.path().extension().is_some_and(|ext| ext == "rs"))
+    .count();
+    assert_eq!(named, on_disk, "every example has a README row");
+}
+
+fn rust_blocks(markdown: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in markdown.lines() {
+        match (&mut current, line.trim_start().starts_with("```")) {
+            (None, true) if line.trim() == "```rust" => current = Some(String::new()),
+            (Some(block), true) => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            (Some(block), false) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            _ => {}
+        }
+    }
+    blocks
+}
+
+#[test]
+fn blocking_provider_measures_a_file() {
+    let dir = TempDir::new("blocking");
+    let file = dir.0.join("data.bin");
+    std::fs::write(&file, [0u8; 1234]).expect("write");
+    let provider = provider(&example("blocking_provider"));
+    let result = ask(
+        &provider,
+        "disk",
+        "file_size",
+        json!({"path": file.display().to_string()}),
+    );
+    assert_eq!(value(&result), json!(1234));
+    assert_eq!(
+        result.evidence_ref.as_ref().map(|r| r.uri.clone()),
+        Some(format!("file://{}", file.display()))
+    );
+    let missing = ask(
+        &provider,
+        "disk",
+        "file_size",
+        json!({"path": dir.0.join("absent").display().to_string()}),
+    );
+    assert_eq!(error_code(&missing), "file_unreadable");
+}
+
+#[test]
+fn smol_provider_counts_lines_with_an_async_check() {
+    let dir = TempDir::new("smol");
+    let file = dir.0.join("text.txt");
+    std::fs::write(&file, "one\ntwo\nthree\n").expect("write");
+    let provider = provider(&example("smol_provider"));
+    let result = ask(
+        &provider,
+        "text",
+        "line_count",
+        json!({"path": file.display().to_string()}),
+    );
+    assert_eq!(value(&result), json!(3));
+}
+
+/// Kills the child when the test ends, however it ends.
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+use crate::interop_support;
+
+/// The first stderr line of `child`, `listening on http://ADDR/PATH`: the URL.
+fn announced_url(child: &mut Child) -> String {
+    let stderr = child.stderr.take().expect("stderr");
+    let mut first = String::new();
+    BufReader::new(stderr)
+        .read_line(&mut first)
+        .expect("read the announced address");
+    first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address announced: {first:?}"))
+        .to_owned()
+}
+
+/// A plain `GET` over HTTP/1.1: the status line and the body.
+fn http_get(address: &str, path: &str) -> (String, String) {
+    use std::io::Write;
+    let mut stream = std::net::TcpStream::connect(address).expect("connect");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .expect("timeout");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {address}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("send");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("read");
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_owned(),
+        body.to_owned(),
+    )
+}
+
+#[test]
+fn axum_app_serves_decision_gate_and_mcp_clients_beside_its_own_routes() {
+    let mut child = Killed(
+        Command::new(example("axum_app"))
+            .env("EW_ADDR", "127.0.0.1:0")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn axum_app"),
+    );
+    let url = announced_url(&mut child.0);
+    let address = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/evidence"))
+        .unwrap_or_else(|| panic!("{url}"))
+        .to_owned();
+
+    // The application's own route.
+    let (status, body) = http_get(&address, "/hello");
+    assert!(status.contains(" 200 "), "{status}");
+    assert_eq!(body, "hello from the app");
+    // The provider's path answers calls only.
+    let (status, _) = http_get(&address, "/evidence");
+    assert!(status.contains(" 405 "), "{status}");
+
+    // Decision Gate's exchange, verified as Decision Gate verifies it.
+    let answered = Command::new(CLI)
+        .args(["query", "--url", &url, "--allow-insecure-http"])
+        .args(["--provider-id", "greeter", "--check", "greeting"])
+        .args(["--params", r#"{"name":"Ada"}"#, "--timeout-ms", "5000"])
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .env_remove("EVIDENCE_WIRE_BEARER_TOKEN")
+        .output()
+        .expect("run evidence-wire query");
+    assert!(answered.status.success(), "{answered:?}");
+    let result: Value = serde_json::from_slice(&answered.stdout).expect("JSON");
+    assert_eq!(result["value"]["value"], json!("hello, Ada"), "{result:#}");
+    assert!(result["evidence_hash"]["value"].is_string(), "{result:#}");
+
+    // An MCP host: the official Python SDK, with either handshake.
+    if let Some(python) = interop_support::venv_python() {
+        for mode in ["auto", "legacy"] {
+            let mut command = Command::new(&python);
+            command
+                .arg(interop_support::peer_script("mcp_python_query.py"))
+                .args(["--mode", mode, "--http", &url, "--query"])
+                .arg(
+                    r#"{"provider_id":"greeter","check_id":"greeting","params":{"name":"Grace"}}"#,
+                );
+            let output = interop_support::run(&mut command, b"", interop_support::PEER_TIMEOUT);
+            let report = output.report(&format!("mcp_python_query.py ({mode})"));
+            assert_eq!(report["tools"], json!(["evidence_query"]), "{report:#}");
+            assert_eq!(report["is_error"], json!(false), "{report:#}");
+            let evidence: Value =
+                serde_json::from_str(report["text"].as_str().expect("a text item"))
+                    .expect("the text item is the EvidenceResult");
+            let evidence: EvidenceResult = serde_json::from_value(evidence).expect("result");
+            assert_eq!(
+                evidence
+                    .value
+                    .as_ref()
+                    .map(|value| serde_json::to_value(value).expect("JSON")),
+                Some(json!({"kind": "json", "value": "hello, Grace"})),
+                "{report:#}"
+            );
+            let recomputed = evidence
+                .clone()
+                .with_computed_hash(Profile::DecisionGate)
+                .expect("hash");
+            assert!(evidence.evidence_hash.is_some(), "{report:#}");
+            assert_eq!(
+                evidence.evidence_hash, recomputed.evidence_hash,
+                "{report:#}"
+            );
+        }
+    }
+
+    // Ctrl-C: the provider drains, the app stops, promptly.
+    let pid = child.0.id().to_string();
+    let interrupted = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill");
+    assert!(interrupted.success());
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.0.try_wait().expect("wait") {
+            assert!(status.success(), "{status:?}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "axum_app still runs 10 s after SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn http_provider_requires_its_bearer_token() {
+    let mut child = Killed(
+        Command::new(example("http_provider"))
+            .arg("127.0.0.1:0")
+            .env("EVIDENCE_WIRE_TOKEN", "s3cret-token")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn http_provider"),
+    );
+    let stderr = child.0.stderr.take().expect("stderr");
+    let mut first = String::new();
+    BufReader::new(stderr)
+        .read_line(&mut first)
+        .expect("read the announced address");
+    let url = first
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no address announced: {first:?}"))
+        .to_owned();
+
+    let query = |token: Option<&str>| -> Output {
+        let mut command = Command::new(CLI);
+        command.args([
+            "query",
+            "--url",
+            &url,
+            "--allow-insecure-http",
+            "--provider-id",
+            "files",
+            "--check",
+            "file_exists",
+            "--params",
+            r#"{"path":"/"}"#,
+            "--timeout-ms",
+            "5000",
+        ]);
+        if let Some(token) = token {
+            command.args(["--bearer-token", token]);
+        }
+        command
+            .env_remove("EVIDENCE_WIRE_CONFIG")
+            .env_remove("EVIDENCE_WIRE_BEARER_TOKEN")
+            .output()
+            .expect("run evidence-wire query")
+    };
+    let answered = query(Some("s3cret-token"));
+    assert!(answered.status.success(), "{answered:?}");
+    let result: Value = serde_json::from_slice(&answered.stdout).expect("JSON");
+    assert_eq!(result["value"]["value"], json!(true), "{result:#}");
+
+    let refused = query(None);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("401"), "no token, 401: {stderr}");
+    let wrong = query(Some("not-the-token"));
+    assert_eq!(wrong.status.code(), Some(1), "{wrong:?}");
+
+    // Without a token the example refuses to start, saying why.
+    let refused_start = Command::new(example("http_provider"))
+        .arg("127.0.0.1:0")
+        .env_remove("EVIDENCE_WIRE_TOKEN")
+        .output()
+        .expect("run http_provider");
+    assert!(!refused_start.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused_start.stderr).contains("EVIDENCE_WIRE_TOKEN"),
+        "{refused_start:?}"
+    );
+}
+
+fn run_with_deadline(mut command: Command, deadline: Duration) -> Output {
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut stderr = child.stderr.take().expect("stderr");
+    let out = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stdout.read_to_end(&mut bytes);
+        bytes
+    });
+    let err = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        let _ = stderr.read_to_end(&mut bytes);
+        bytes
+    });
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        if started.elapsed() > deadline {
+            let _ = child.kill();
+            panic!("{command:?} did not finish within {deadline:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        status,
+        stdout: out.join().expect("stdout reader"),
+        stderr: err.join().expect("stderr reader"),
+    }
+}
+
+#[test]
+fn caller_spawns_queries_and_verifies() {
+    let dir = TempDir::new("caller");
+    let mut command = Command::new(example("caller"));
+    command
+        .args(["evidence-wire", "time_now", "--", CLI, "serve", "--no-log"])
+        .current_dir(&dir.0)
+        .env_remove("EVIDENCE_WIRE_CONFIG");
+    let output = run_with_deadline(command, Duration::from_secs(20));
+    assert!(output.status.success(), "{output:?}");
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON evidence");
+    assert!(result["value"]["value"].is_i64(), "{result:#}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("verified: sha256 ") && stderr.contains("decision-gate profile"),
+        "the caller names what it verified: {stderr}"
+    );
+
+    // An unknown check is the provider's answer, not a crash of the caller.
+    let mut command = Command::new(example("caller"));
+    command
+        .args([
+            "evidence-wire",
+            "no_such_check",
+            "--",
+            CLI,
+            "serve",
+            "--no-log",
+        ])
+        .current_dir(&dir.0)
+        .env_remove("EVIDENCE_WIRE_CONFIG");
+    let output = run_with_deadline(command, Duration::from_secs(20));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON evidence");
+    assert_eq!(result["error"]["code"], "unknown_check", "{result:#}");
+
+    // A usage mistake says how to call it.
+    let output = run_with_deadline(Command::new(example("caller")), Duration::from_secs(20));
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("usage: caller"));
+}
+
+/// The readiness-loop example serves 1,000 pipelined calls to a slow reader
+/// and closes only once every byte is written.
+#[test]
+fn nonblocking_serves_a_slow_reader_every_answer() {
+    let output = run_with_deadline(
+        Command::new(example("nonblocking")),
+        Duration::from_secs(60),
+    );
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.starts_with("1000 answers over 1 connection(s)"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn by_hand_writes_two_framed_answers_whose_hash_verifies() {
+    let output = run_with_deadline(Command::new(example("by_hand")), Duration::from_secs(20));
+    assert!(output.status.success(), "{output:?}");
+    let mut decoder = evidence_wire::frame::Decoder::new(evidence_wire::frame::Limits::default());
+    decoder.push(&output.stdout);
+    let mut answers = Vec::new();
+    while let Some(frame) = decoder.poll_frame() {
+        let frame = frame.expect("a well-formed frame");
+        answers.push(serde_json::from_slice::<Value>(&frame.body).expect("JSON"));
+    }
+    assert_eq!(answers.len(), 2, "{output:?}");
+    assert_eq!(
+        decoder.framing(),
+        Some(evidence_wire::frame::Framing::ContentLength)
+    );
+    let first = &answers[0]["result"]["content"][0]["json"];
+    let result: EvidenceResult = serde_json::from_value(first.clone()).expect("EvidenceResult");
+    let recomputed = result
+        .clone()
+        .with_computed_hash(Profile::DecisionGate)
+        .expect("hash");
+    assert_eq!(result.evidence_hash, recomputed.evidence_hash, "{first:#}");
+    assert!(result.evidence_hash.is_some());
+    assert_eq!(
+        answers[1]["result"]["content"][0]["json"]["error"]["code"],
+        "unknown_check"
+    );
+}
+
+/// README lines that build or run the examples (`tests/it/cli_documented.rs`
+/// leaves these to this test).
+fn readme_example_lines() -> Vec<String> {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("README.md");
+    let mut lines = Vec::new();
+    let mut in_sh = false;
+    for line in readme.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with("```") {
+            in_sh = !in_sh && trimmed == "```sh";
+            continue;
+        }
+        let command = trimmed.split("  #").next().unwrap_or_default().trim();
+        if in_sh
+            && (command.starts_with("cargo build") || command.starts_with("target/debug/examples/"))
+        {
+            lines.push(command.to_owned());
+        }
+    }
+    lines
+}
+
+#[test]
+fn readme_example_lines_run_as_written() {
+    let lines = readme_example_lines();
+    assert!(
+        lines.len() >= 2,
+        "README shows how to build and run the examples: {lines:?}"
+    );
+    // Run in a git repository whose `target` is this build's, so
+    // `target/debug/examples/...` and `"path":"."` mean what they say.
+    let repo = git_repo();
+    let target = profile_dir().parent().expect("target dir").to_path_buf();
+    std::os::unix::fs::symlink(&target, repo.0.join("target")).expect("symlink target");
+    std::fs::write(repo.0.join(".gitignore"), "target\n").expect("write");
+    git(&repo.0, &["add", ".gitignore"]);
+    commit(&repo.0, "ignore target");
+    for line in &lines {
+        let words = shell_words(line);
+        if words.first().map(String::as_str) == Some("cargo") {
+            // `cargo build --examples`: `cargo test` already built them (a
+            // nested cargo would wait on this run's own build lock); what
+            // the line promises is that the binaries are there.
+            assert!(
+                line.contains("--examples"),
+                "{line}: only `cargo build ... --examples` is understood"
+            );
+            for name in ["git_provider", "http_provider", "caller"] {
+                example(name);
+            }
+            continue;
+        }
+        let mut command = Command::new(repo.0.join(&words[0]));
+        command.args(&words[1..]).current_dir(&repo.0);
+        let output = run_with_deadline(command, Duration::from_secs(20));
+        assert!(output.status.success(), "README `{line}`: {output:?}");
+        let result: Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|error| panic!("README `{line}`: not JSON ({error}): {output:?}"));
+        assert_eq!(
+            result["value"]["value"],
+            json!(git(&repo.0, &["rev-parse", "HEAD"])),
+            "README `{line}`"
+        );
+    }
+}
+
+/// Splits a line the way sh does for the quoting the README uses (single
+/// quotes, plain words).
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    let mut any = false;
+    for c in line.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                any = true;
+            }
+            c if c.is_whitespace() && !quoted => {
+                if any {
+                    words.push(std::mem::take(&mut current));
+                    any = false;
+                }
+            }
+            c => {
+                current.push(c);
+                any = true;
+            }
+        }
+    }
+    if any {
+        words.push(current);
+    }
+    words
+}
