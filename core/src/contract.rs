@@ -609,19 +609,59 @@ impl CheckContract {
     /// Checks the `query.params` of a query against this check, before the
     /// provider is called. `Value::Null` stands for absent params.
     ///
-    /// Without `json-schema` only presence and object shape are checked; with it
-    /// the params are validated against `params_schema` and the error names
-    /// the JSON pointer of the first failure. This compiles the schema on
-    /// every call; with the `json-schema` feature, keep a
-    /// `ParamsValidator` (`CheckContract::params_validator`) to validate
-    /// many queries.
+    /// Without `json-schema`, presence, object shape and unknown members
+    /// are checked (a member `params_schema` does not list is refused
+    /// when the schema closes the object with `"additionalProperties":
+    /// false` and has no `patternProperties`, with the message the
+    /// `json-schema` path gives); with it the params are validated against
+    /// `params_schema` and the error names the JSON pointer of the first
+    /// failure. This compiles the schema on every call; with the
+    /// `json-schema` feature, keep a `ParamsValidator`
+    /// (`CheckContract::params_validator`) to validate many queries.
     pub fn validate_params(&self, params: &Value) -> Result<(), ParamsError> {
         self.validate_params_presence(params)?;
         #[cfg(feature = "json-schema")]
         if !params.is_null() {
             return self.params_validator()?.validate(params);
         }
+        #[cfg(not(feature = "json-schema"))]
+        self.validate_params_members(params)?;
         Ok(())
+    }
+
+    /// The members of `params` a closed `params_schema` (top-level
+    /// `"additionalProperties": false`, no `patternProperties`) does not
+    /// list in `properties` are refused, all named, as JSON Schema
+    /// validation words it.
+    #[cfg(not(feature = "json-schema"))]
+    fn validate_params_members(&self, params: &Value) -> Result<(), ParamsError> {
+        let (Value::Object(params), Value::Object(schema)) = (params, &self.params_schema) else {
+            return Ok(());
+        };
+        if schema.get("additionalProperties") != Some(&Value::Bool(false))
+            || schema.contains_key("patternProperties")
+        {
+            return Ok(());
+        }
+        let listed = schema.get("properties").and_then(Value::as_object);
+        let unknown: Vec<&str> = params
+            .keys()
+            .filter(|name| !listed.is_some_and(|listed| listed.contains_key(name.as_str())))
+            .map(String::as_str)
+            .collect();
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        let quoted: Vec<String> = unknown.iter().map(|name| format!("'{name}'")).collect();
+        Err(ParamsError::SchemaMismatch {
+            check_id: self.check_id.clone(),
+            pointer: String::new(),
+            detail: format!(
+                "Additional properties are not allowed ({} {} unexpected)",
+                quoted.join(", "),
+                if unknown.len() == 1 { "was" } else { "were" }
+            ),
+        })
     }
 
     fn validate_params_presence(&self, params: &Value) -> Result<(), ParamsError> {

@@ -11,12 +11,21 @@
 //! methods. The function never sees params that failed the derived schema:
 //! the server checks them against the contract first.
 //!
+//! Params are strict: a member the params type does not declare is refused
+//! (`invalid_params`), because the derived schema closes the object
+//! (`"additionalProperties": false`, see [`close_params_schema`]) and the
+//! server enforces it with or without the `json-schema` feature. A type
+//! that accepts other members says so with
+//! `#[schemars(extend("additionalProperties" = true))]` or a
+//! `#[serde(flatten)]` map member.
+//!
 //! Limits: none of its own; params are bounded by the frame limits before
 //! they reach a check, and the answer by [`evidence_wire::server`]'s answer
 //! guards.
 
 use std::fmt;
 use std::future::Future;
+use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use evidence_wire::contract::{CheckContract, CheckExample, Comparator, Determinism};
@@ -113,6 +122,7 @@ struct ContextInner {
     query: EvidenceQuery,
     context: EvidenceContext,
     call: CallContext,
+    root_dir: Option<Arc<Path>>,
     provenance: Mutex<Provenance>,
 }
 
@@ -126,14 +136,34 @@ struct Provenance {
 impl CheckContext {
     /// The context of `query` asked under `context`, in `call`.
     pub fn new(query: EvidenceQuery, context: EvidenceContext, call: CallContext) -> Self {
+        CheckContext::with_root_dir(query, context, call, None)
+    }
+
+    /// [`CheckContext::new`] for a provider whose checks read from
+    /// `root_dir` ([`crate::Provider::with_root_dir`]).
+    pub fn with_root_dir(
+        query: EvidenceQuery,
+        context: EvidenceContext,
+        call: CallContext,
+        root_dir: Option<Arc<Path>>,
+    ) -> Self {
         CheckContext {
             inner: Arc::new(ContextInner {
                 query,
                 context,
                 call,
+                root_dir,
                 provenance: Mutex::new(Provenance::default()),
             }),
         }
+    }
+
+    /// The directory the provider's checks read from, when one is set
+    /// ([`crate::Provider::with_root_dir`]; `serve --root DIR` of the
+    /// tokio adapter's ready command line). A check that reads files
+    /// resolves its params' paths against it.
+    pub fn root_dir(&self) -> Option<&Path> {
+        self.inner.root_dir.as_deref()
     }
 
     /// The call's cancellation: cancelled once nobody waits for the answer.
@@ -390,6 +420,8 @@ impl Check {
 
     /// Replaces the derived params schema (say, to add bounds the type
     /// cannot express); `params_required` follows its `required` list.
+    /// The schema is used as written: say `"additionalProperties": false`
+    /// to keep unknown members out.
     pub fn params_schema(mut self, schema: Value) -> Self {
         self.contract.params_required = schema
             .get("required")
@@ -448,9 +480,10 @@ impl Check {
         query: EvidenceQuery,
         context: EvidenceContext,
         call: CallContext,
+        root_dir: Option<Arc<Path>>,
     ) -> Answer<EvidenceResult> {
         let params = query.params.clone().unwrap_or(Value::Null);
-        let context = CheckContext::new(query, context, call);
+        let context = CheckContext::with_root_dir(query, context, call, root_dir);
         // An inline blocking check runs inside `start` (see `Check::new`).
         (self.start)(params, context, self.inline)
     }
@@ -472,11 +505,56 @@ fn read_params<P: DeserializeOwned>(params: Value) -> Result<P, CheckError> {
 }
 
 /// The params schema of `P`: the derived JSON Schema (2020-12) without the
-/// generator's `$schema` and `title` decorations.
+/// generator's `$schema` and `title` decorations, closed to unknown
+/// members ([`close_params_schema`]).
 pub fn params_schema<P: JsonSchema>() -> Value {
     let mut schema = schemars::schema_for!(P).to_value();
     tidy(&mut schema);
+    close_params_schema(&mut schema);
     schema
+}
+
+/// Schema keywords after which a params schema is left as it is: the
+/// schema already says what happens to members it does not list, or
+/// lists them somewhere `additionalProperties` does not look.
+const OPEN_PARAMS_KEYWORDS: [&str; 10] = [
+    "additionalProperties",
+    "unevaluatedProperties",
+    "patternProperties",
+    "propertyNames",
+    "allOf",
+    "anyOf",
+    "oneOf",
+    "$ref",
+    "if",
+    "dependentSchemas",
+];
+
+/// Params are strict by default: an object schema that lists its
+/// `properties` and says nothing of other members gets
+/// `"additionalProperties": false`, so a query with a member the type
+/// does not declare (a misspelt `pth` for `path`) is refused
+/// `invalid_params` before the check runs, by every caller that reads the
+/// contract (Decision Gate validates params against it too).
+///
+/// A params type opts out by saying what other members are:
+/// `#[schemars(extend("additionalProperties" = true))]` on the type, or a
+/// `#[serde(flatten)]` map member (its schema carries
+/// `additionalProperties`). A schema built from `allOf`/`anyOf`/`oneOf`
+/// (enums, flattened enums) or a `$ref` is left as derived: close its
+/// variants with `#[serde(deny_unknown_fields)]`.
+pub fn close_params_schema(schema: &mut Value) {
+    let Some(object) = schema.as_object_mut() else {
+        return;
+    };
+    let is_object = object.get("type").and_then(Value::as_str) == Some("object");
+    let listed = object.get("properties").is_some_and(Value::is_object);
+    let open = OPEN_PARAMS_KEYWORDS
+        .iter()
+        .any(|keyword| object.contains_key(*keyword));
+    if is_object && listed && !open {
+        object.insert("additionalProperties".to_owned(), Value::Bool(false));
+    }
 }
 
 /// The result schema of `R`, ready for Decision Gate's strict validation:

@@ -526,6 +526,36 @@ impl Service {
         Arc::make_mut(&mut self.config)
     }
 
+    /// Signs every result that carries a value with the ed25519 secret
+    /// seed in the file `path` (what `evidence-wire keygen --out PREFIX`
+    /// writes to PREFIX), under `key_id` (for Decision Gate: the public
+    /// key's path exactly as its `require_signature` `keys` list writes
+    /// it); see [`crate::signing`]. The error names the file and what is
+    /// wrong with it.
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub fn signing_key_file(
+        mut self,
+        path: impl AsRef<std::path::Path>,
+        key_id: impl Into<String>,
+    ) -> Result<Self, crate::signing::SigningKeyError> {
+        self.config_mut().signer = Some(crate::signing::signer_from_file(path, key_id)?);
+        Ok(self)
+    }
+
+    /// [`Service::signing_key_file`] with the key file's contents (32 raw
+    /// bytes or 64 hex digits) in `bytes`.
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub fn signing_key(
+        mut self,
+        bytes: &[u8],
+        key_id: impl Into<String>,
+    ) -> Result<Self, crate::signing::SigningKeyError> {
+        self.config_mut().signer = Some(crate::signing::signer_from_bytes(bytes, key_id)?);
+        Ok(self)
+    }
+
     /// The handler.
     pub fn handler(&self) -> &Arc<dyn Handler> {
         &self.handler

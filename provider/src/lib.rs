@@ -35,7 +35,8 @@
 //!   params outside the schema) and answers a refusal itself.
 //! - **Hashing and signing.** The server fills `evidence_hash` with the
 //!   canonicalization profile the caller verifies with and signs when a key
-//!   is configured ([`evidence_wire::server::ServerConfig`]).
+//!   is set (`Provider::signing_key_file` reads the key
+//!   `evidence-wire keygen` writes; see the `signing` module).
 //! - **Runtime-neutral answers.** Sync checks run on the adapter's
 //!   blocking pool (or inline, [`Check::inline`]), async checks
 //!   ([`Check::new_async`]) on its executor; a panic is answered as an
@@ -53,6 +54,7 @@
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod caller;
 pub mod cancel;
@@ -60,6 +62,9 @@ pub mod check;
 pub mod handler;
 mod provider;
 pub mod serve;
+#[cfg(feature = "signatures")]
+#[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+pub mod signing;
 pub mod stdout;
 
 pub use cancel::{CancelReason, Cancellation, OnCancel};
@@ -76,6 +81,9 @@ pub mod prelude {
     pub use crate::check::{Check, CheckContext, CheckError, NoParams};
     pub use crate::handler::{IntoService, ServeError, Service};
     pub use crate::provider::Provider;
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub use crate::signing::{EvidenceSigner, SigningKeyError};
     pub use evidence_wire::contract::{Comparator, Determinism};
     pub use evidence_wire::evidence::{EvidenceAnchor, EvidenceContext, TriggerTime};
 }

@@ -14,6 +14,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use evidence_wire::contract::{ContractError, ContractTransport, ProviderContract};
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
@@ -48,6 +50,11 @@ pub struct Provider {
     notes: Vec<String>,
     checks: Vec<Check>,
     index: BTreeMap<String, usize>,
+    /// The directory the checks read from ([`Provider::with_root_dir`]).
+    root_dir: Option<Arc<Path>>,
+    /// The key every result with a value is signed with.
+    #[cfg(feature = "signatures")]
+    signer: Option<crate::signing::EvidenceSigner>,
 }
 
 impl fmt::Debug for Provider {
@@ -55,6 +62,7 @@ impl fmt::Debug for Provider {
         f.debug_struct("Provider")
             .field("id", &self.id)
             .field("checks", &self.checks)
+            .field("root_dir", &self.root_dir)
             .finish_non_exhaustive()
     }
 }
@@ -72,6 +80,9 @@ impl Provider {
             notes: Vec::new(),
             checks: Vec::new(),
             index: BTreeMap::new(),
+            root_dir: None,
+            #[cfg(feature = "signatures")]
+            signer: None,
         }
     }
 
@@ -112,6 +123,72 @@ impl Provider {
     /// The provider id.
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The directory the checks read their files from: every check sees
+    /// it as [`CheckContext::root_dir`](crate::CheckContext::root_dir).
+    /// The ready command line of the tokio adapter (`serve --root DIR`)
+    /// sets it; a check resolves its params' paths against it.
+    pub fn with_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.root_dir = Some(Arc::from(dir.into()));
+        self
+    }
+
+    /// The directory set with [`Provider::with_root_dir`].
+    pub fn root_dir(&self) -> Option<&Path> {
+        self.root_dir.as_deref()
+    }
+
+    /// Signs every result that carries a value with `signer` (hashed under
+    /// the profile the caller verifies with, then signed by the server).
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub fn signer(mut self, signer: crate::signing::EvidenceSigner) -> Self {
+        self.signer = Some(signer);
+        self
+    }
+
+    /// Signs with the ed25519 secret seed in the file `path` (what
+    /// `evidence-wire keygen --out PREFIX` writes to PREFIX), under
+    /// `key_id`: for Decision Gate, the path of the public key
+    /// (`PREFIX.pub`) exactly as its `require_signature` `keys` list
+    /// writes it. The error names the file and what is wrong with it.
+    ///
+    /// ```no_run
+    /// # use evidence_wire_provider::prelude::*;
+    /// # fn main() -> Result<(), SigningKeyError> {
+    /// let provider = Provider::new("git", "Facts about a git working tree.")
+    ///     .signing_key_file("signing-key", "signing-key.pub")?;
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub fn signing_key_file(
+        self,
+        path: impl AsRef<Path>,
+        key_id: impl Into<String>,
+    ) -> Result<Self, crate::signing::SigningKeyError> {
+        Ok(self.signer(crate::signing::signer_from_file(path, key_id)?))
+    }
+
+    /// Signs with the seed in `bytes` (the contents of a key file: 32 raw
+    /// bytes or 64 hex digits), under `key_id` (see
+    /// [`Provider::signing_key_file`]).
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub fn signing_key(
+        self,
+        bytes: &[u8],
+        key_id: impl Into<String>,
+    ) -> Result<Self, crate::signing::SigningKeyError> {
+        Ok(self.signer(crate::signing::signer_from_bytes(bytes, key_id)?))
+    }
+
+    /// The key results are signed with, if one is set.
+    #[cfg(feature = "signatures")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
+    pub fn signing(&self) -> Option<&crate::signing::EvidenceSigner> {
+        self.signer.as_ref()
     }
 
     /// The checks, in the order they were added.
@@ -156,9 +233,16 @@ impl Provider {
         ServerContract::new(self.contract())
     }
 
-    /// A default server configuration serving this provider's contract.
+    /// A default server configuration serving this provider's contract
+    /// and signing with its key ([`Provider::signing_key_file`]), if any.
     pub fn server_config(&self) -> Result<ServerConfig, ContractError> {
-        Ok(ServerConfig::default().with_contract(self.server_contract()?))
+        #[allow(unused_mut)]
+        let mut config = ServerConfig::default().with_contract(self.server_contract()?);
+        #[cfg(feature = "signatures")]
+        if let Some(signer) = &self.signer {
+            config.signer = Some(signer.clone());
+        }
+        Ok(config)
     }
 
     /// Answers `query`: the check it names runs where its kind says
@@ -183,7 +267,7 @@ impl Provider {
                 ),
             )));
         };
-        check.start(query, context, call)
+        check.start(query, context, call, self.root_dir.clone())
     }
 }
 

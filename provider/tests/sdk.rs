@@ -331,3 +331,183 @@ fn only_a_ready_job_is_taken_where_it_was_read() {
         }
     }
 }
+
+/// Params are strict by default (issue 41 item 6): the derived schema
+/// closes the object, so a member the type does not declare (a misspelt
+/// one) is refused before the function runs; a type that says what other
+/// members are (an `extend`, a flattened map) keeps them; a schema the
+/// SDK cannot close soundly (an enum's `oneOf`) is left as derived.
+#[test]
+fn unknown_params_members_are_refused_unless_the_type_opts_out() {
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[schemars(extend("additionalProperties" = true))]
+    struct Open {
+        path: String,
+    }
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    struct WithExtras {
+        #[allow(dead_code)]
+        path: String,
+        #[serde(flatten)]
+        extras: std::collections::BTreeMap<String, Value>,
+    }
+    #[derive(serde::Deserialize, schemars::JsonSchema)]
+    #[serde(untagged)]
+    #[allow(dead_code)]
+    enum Either {
+        Path { path: String },
+        Url { url: String },
+    }
+    let calls = Arc::new(AtomicUsize::new(0));
+    let contract = provider(Arc::clone(&calls)).contract();
+    assert_eq!(
+        contract.checks[0].params_schema["additionalProperties"],
+        false
+    );
+    assert_eq!(
+        contract.checks[2].params_schema["additionalProperties"],
+        false
+    );
+    let answer = ask_with(
+        provider(Arc::clone(&calls)),
+        "lookup",
+        json!({"key": "k", "kee": "typo"}),
+    );
+    assert_eq!(answer["error"]["code"], "invalid_params", "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap();
+    assert!(message.contains("'kee' was unexpected"), "{message}");
+    assert_eq!(calls.load(Ordering::SeqCst), 0, "the function never ran");
+
+    let open = |params: Value| {
+        let provider = Provider::new("git", "Open params.")
+            .check(Check::new(
+                "open",
+                "Any members.",
+                |open: Open, _: &CheckContext| Ok(open.path),
+            ))
+            .check(Check::new(
+                "extras",
+                "Declared extras.",
+                |with: WithExtras, _: &CheckContext| Ok(with.extras.len() as u64),
+            ))
+            .check(Check::new(
+                "either",
+                "An untagged enum.",
+                |_: Either, _: &CheckContext| Ok(true),
+            ));
+        let contract = provider.contract();
+        (
+            contract,
+            ask_with(provider.clone(), "open", params.clone()),
+            ask_with(provider, "extras", params),
+        )
+    };
+    let (contract, answer, extras) = open(json!({"path": "p", "other": 1}));
+    assert_eq!(
+        contract.checks[0].params_schema["additionalProperties"],
+        true
+    );
+    assert_eq!(answer["value"]["value"], "p", "{answer}");
+    assert_eq!(extras["value"]["value"], 1, "{extras}");
+    assert!(
+        contract.checks[2]
+            .params_schema
+            .get("additionalProperties")
+            .is_none(),
+        "{}",
+        contract.checks[2].params_schema
+    );
+}
+
+/// `Provider::with_root_dir` reaches every check as `CheckContext::root_dir`.
+#[test]
+fn the_root_dir_reaches_the_checks() {
+    let provider = Provider::new("git", "Reads under a root.").check(Check::new(
+        "root",
+        "The root directory.",
+        |_: NoParams, context: &CheckContext| {
+            Ok(context
+                .root_dir()
+                .map(|dir| dir.display().to_string())
+                .unwrap_or_default())
+        },
+    ));
+    assert_eq!(
+        ask_with(provider.clone(), "root", json!({}))["value"]["value"],
+        ""
+    );
+    let rooted = provider.with_root_dir("/srv/evidence");
+    assert_eq!(
+        rooted.root_dir(),
+        Some(std::path::Path::new("/srv/evidence"))
+    );
+    assert_eq!(
+        ask_with(rooted, "root", json!({}))["value"]["value"],
+        "/srv/evidence"
+    );
+}
+
+/// One builder call signs (issue 41 item 2): the key `evidence-wire keygen`
+/// writes, read from a file or from its bytes, on a Provider or a
+/// Service; what the server answers verifies with the public key, under
+/// the key id given. An error result carries no value, so it is not signed.
+#[test]
+fn one_builder_call_signs_with_the_keygen_key() {
+    use evidence_wire::canonical::Profile;
+    use evidence_wire::evidence::{EvidenceResult, KeySet, TrustPolicy, verify};
+    let dir = std::env::temp_dir().join(format!("ew-sdk-signing-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seed = dir.join("signing-key");
+    std::fs::write(&seed, [7u8; 32]).unwrap();
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&seed, std::fs::Permissions::from_mode(0o600)).unwrap();
+    }
+    let public = EvidenceSigner::from_seed("x", &[7u8; 32]).public_key();
+    let mut keys = KeySet::new();
+    keys.insert_bytes("signing-key.pub", &public).unwrap();
+    let policy = TrustPolicy::RequireSignature { keys };
+    let check = |answer: Value| {
+        let result: EvidenceResult = serde_json::from_value(answer.clone()).unwrap();
+        assert_eq!(answer["signature"]["key_id"], "signing-key.pub", "{answer}");
+        verify(result, &policy, Profile::DecisionGate).expect("verifies with the public key");
+    };
+
+    let from_file = provider(Arc::default())
+        .signing_key_file(&seed, "signing-key.pub")
+        .unwrap();
+    assert_eq!(
+        from_file.signing().map(EvidenceSigner::public_key),
+        Some(public)
+    );
+    check(ask_with(
+        from_file.clone(),
+        "head_commit",
+        json!({"path": "/r"}),
+    ));
+    let from_bytes = provider(Arc::default())
+        .signing_key(&[7u8; 32], "signing-key.pub")
+        .unwrap();
+    check(ask_with(from_bytes, "head_commit", json!({"path": "/r"})));
+    // An error result has no value to sign.
+    let error = ask_with(from_file, "lookup", json!({"key": "k", "fail": true}));
+    assert_eq!(error["error"]["code"], "not_found");
+    assert!(error["signature"].is_null(), "{error}");
+
+    // A Service, the same way.
+    let service = provider(Arc::default())
+        .into_service()
+        .unwrap()
+        .signing_key_file(&seed, "signing-key.pub")
+        .unwrap();
+    assert!(service.config().signer.is_some());
+
+    // What is wrong is said with the file's name.
+    let text = provider(Arc::default())
+        .signing_key_file(dir.join("signing-key.pub"), "k")
+        .unwrap_err()
+        .to_string();
+    assert!(text.contains("signing-key.pub"), "{text}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

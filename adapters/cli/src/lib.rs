@@ -79,9 +79,9 @@ enum Command {
         after_help = "Examples:\n  echo '{\"b\":1,\"a\":2}' | evidence-wire hash\n  evidence-wire hash --canonical value.json\n  evidence-wire hash --bytes image.png"
     )]
     Hash(HashArgs),
-    /// Verify an EvidenceResult file: its hash and, with --key, its signature.
+    /// Verify an EvidenceResult file: its hash and, with --key-file or --key, its signature.
     #[command(
-        after_help = "Example:\n  evidence-wire verify result.json --key 'k1=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c'"
+        after_help = "Examples:\n  evidence-wire verify result.json --key-file k1.pub\n      the public key file keygen wrote (PREFIX.pub); key id: the path or its stem\n  evidence-wire verify result.json --key 'k1=ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c'\n      the same key inline"
     )]
     Verify(VerifyArgs),
     /// Print the bundled provider's capabilities contract (for Decision Gate's capabilities_path),
@@ -136,47 +136,38 @@ enum ConfigCommand {
     },
 }
 
+/// `serve`: the flags every provider built on the tokio adapter's ready
+/// command line shares (`evidence_wire_tokio::cli::ServeArgs`, one
+/// definition), with the configuration-file defaults named in their help,
+/// and the bundled provider's own.
 #[derive(clap::Args)]
+#[command(
+    mut_arg("http", |arg| arg.help("Serve HTTP on this address (POST /rpc and /mcp, GET /healthz and /readyz, GET /metrics with [server.metrics]) instead of stdio; default from [server] transport and bind. SIGTERM or SIGINT drains (see --drain-timeout-ms)")),
+    mut_arg("tls_cert", |arg| arg.help("Serve HTTPS with this certificate chain (PEM, leaf first; with --tls-key). Read again when it changes and on SIGHUP, so a renewed certificate needs no restart (default: [server.tls] cert_file)")),
+    mut_arg("tls_key", |arg| arg.help("The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1) (default: [server.tls] key_file)")),
+    mut_arg("root", |arg| arg.help("Directory the file checks read from (default: [bundled] root, or the current directory)")),
+    mut_arg("provider_id", |arg| arg.help("The provider id queries must carry and the contract declares (default: [bundled] provider_id, or evidence-wire)")),
+    mut_arg("signing_key", |arg| arg.help("Sign every successful result with this ed25519 secret seed file (`evidence-wire keygen` writes one; default: [bundled.signing] key_file)")),
+    mut_arg("key_id", |arg| arg.help("The key_id put in signatures (default: [bundled.signing] key_id, or the key file's stem). For Decision Gate: the public key's path exactly as its config lists it under require_signature keys")),
+    mut_arg("no_log", |arg| arg.help("Do not write the envelope validation log (default: [logging] enabled, on)")),
+    mut_arg("log_dir", |arg| arg.help("Directory of the validation log (default: [logging] dir, or runs/mcp_server/envelope_validation under the working directory)")),
+    mut_arg("drain_timeout_ms", |arg| arg.help("On SIGTERM or SIGINT, how long the queries in flight may run before they are answered with a retryable error (default: [server] drain_timeout_ms, or 25000)")),
+)]
 struct ServeArgs {
-    /// Directory the file checks read from (default: [bundled] root, or the current directory).
-    #[arg(long)]
-    root: Option<PathBuf>,
+    #[command(flatten)]
+    common: evidence_wire_tokio::cli::ServeArgs,
     /// Id of the root in evidence_ref URIs and anchors (default: [bundled] root_id, or evidence-root).
     #[arg(long)]
     root_id: Option<String>,
-    /// The provider id queries must carry and the contract declares (default: [bundled] provider_id, or evidence-wire).
-    #[arg(long)]
-    provider_id: Option<String>,
     /// Environment variable env_get may read (repeatable; adds to [bundled.env] allow; none by default).
     #[arg(long = "allow-env", value_name = "KEY")]
     allow_env: Vec<String>,
     /// Worker threads answering queries.
     #[arg(long, default_value_t = 4)]
     workers: usize,
-    /// Serve HTTP on this address (POST /rpc and /mcp, GET /healthz and /readyz,
-    /// GET /metrics with [server.metrics]) instead of stdio; default from
-    /// [server] transport and bind. SIGTERM or SIGINT drains (see --drain-timeout-ms).
-    #[arg(long, value_name = "ADDR")]
-    http: Option<std::net::SocketAddr>,
-    /// Do not write the envelope validation log (default: [logging] enabled, on).
-    #[arg(long, conflicts_with_all = ["log_dir", "deterministic_log", "log_max_bytes"])]
-    no_log: bool,
-    /// Directory of the validation log (default: [logging] dir, or
-    /// runs/mcp_server/envelope_validation under the working directory).
-    #[arg(long, value_name = "DIR")]
-    log_dir: Option<PathBuf>,
     /// Fixed clock and sequential ids in the validation log (byte-identical runs).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "no_log")]
     deterministic_log: bool,
-    /// Sign every successful result with this ed25519 secret seed file
-    /// (`evidence-wire keygen` writes one; default: [bundled.signing] key_file).
-    #[arg(long, value_name = "FILE")]
-    signing_key: Option<PathBuf>,
-    /// The key_id put in signatures (default: [bundled.signing] key_id, or
-    /// the key file's stem). For Decision Gate: the public key's path exactly
-    /// as its config lists it under require_signature keys.
-    #[arg(long, value_name = "ID")]
-    key_id: Option<String>,
     /// Canonicalization profile of evidence hashes and signatures (default:
     /// [server] hash_profile, auto: decision-gate for Decision Gate
     /// connections, rfc8785 after the MCP handshake).
@@ -185,50 +176,32 @@ struct ServeArgs {
     /// Total size cap of the validation log's run files in bytes; the current
     /// file is rotated at a quarter of it and the oldest files deleted
     /// (default: [logging] max_bytes, or 268435456 = 256 MiB; at least 16384).
-    #[arg(long, value_name = "BYTES", value_parser = clap::value_parser!(u64).range(16384..=1_099_511_627_776))]
+    #[arg(long, value_name = "BYTES", conflicts_with = "no_log", value_parser = clap::value_parser!(u64).range(16384..=1_099_511_627_776))]
     log_max_bytes: Option<u64>,
-    /// On SIGTERM or SIGINT, how long the queries in flight may run before
-    /// they are answered with a retryable error (default: [server]
-    /// drain_timeout_ms, or 25000).
-    #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=600_000))]
-    drain_timeout_ms: Option<u64>,
     /// The HTTP server runs behind a trusted reverse proxy: check the
     /// forwarded Host, trust no loopback Origin; needs a bearer token
     /// (default: [server] behind_proxy).
     #[arg(long)]
     behind_proxy: bool,
-    #[command(flatten)]
-    tls: TlsArgs,
 }
 
 /// Why `--tls-cert` without HTTP is refused.
 pub(crate) const TLS_NEEDS_HTTP: &str = "--tls-cert and --tls-key ([server.tls]) are for the HTTP server: add --http ADDR or set [server] transport = \"http\"";
 
-/// `--tls-cert` and `--tls-key`: HTTPS for `--http` (serve, wrap).
-#[derive(clap::Args, Clone, Default)]
-pub(crate) struct TlsArgs {
-    /// Serve HTTPS with this certificate chain (PEM, leaf first; with
-    /// --tls-key). Read again when it changes and on SIGHUP, so a renewed
-    /// certificate needs no restart (default: [server.tls] cert_file).
-    #[arg(long, value_name = "FILE", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The private key of --tls-cert (PEM: PKCS#8, PKCS#1 or SEC1)
-    /// (default: [server.tls] key_file).
-    #[arg(long, value_name = "FILE", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-}
+// `--tls-cert` and `--tls-key` of serve and wrap: one definition with
+// every provider's ready command line.
+pub(crate) use evidence_wire_tokio::cli::TlsArgs;
 
-impl TlsArgs {
-    /// The certificate and key files: the flags', else `[server.tls]`'s.
-    pub(crate) fn files(&self, config: &Config) -> Option<(PathBuf, PathBuf)> {
-        match (&self.tls_cert, &self.tls_key) {
-            (Some(cert), Some(key)) => Some((cert.clone(), key.clone())),
-            _ => config
-                .server
-                .tls
-                .files()
-                .map(|(cert, key)| (cert.to_owned(), key.to_owned())),
-        }
+/// The certificate and key files of `serve`/`wrap`: the flags', else
+/// `[server.tls]`'s.
+pub(crate) fn tls_files(tls: &TlsArgs, config: &Config) -> Option<(PathBuf, PathBuf)> {
+    match tls.files() {
+        Some((cert, key)) => Some((cert.to_owned(), key.to_owned())),
+        None => config
+            .server
+            .tls
+            .files()
+            .map(|(cert, key)| (cert.to_owned(), key.to_owned())),
     }
 }
 
@@ -336,6 +309,10 @@ struct QueryArgs {
     /// Root for the bundled provider's file checks.
     #[arg(long)]
     root: Option<PathBuf>,
+    // --key-file FILE, --key KEY_ID=HEX: require a signature (instead of
+    // the provider's configured trust).
+    #[command(flatten)]
+    keys: KeyArgs,
 }
 
 #[derive(clap::Args)]
@@ -353,18 +330,28 @@ struct HashArgs {
     profile: ProfileArg,
 }
 
+/// `--key` and `--key-file`: the public keys a command requires
+/// signatures by (verify, query, check-provider).
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct KeyArgs {
+    /// Require a signature by the public key in this file (raw, hex or base64,
+    /// as `keygen` writes PREFIX.pub); its key_id is the path as written here
+    /// or the file stem (repeatable).
+    #[arg(long, value_name = "FILE")]
+    pub(crate) key_file: Vec<PathBuf>,
+    /// Require a signature by this key, given inline: `KEY_ID=HEX` (32-byte
+    /// ed25519 public key in hex; repeatable).
+    #[arg(long, value_name = "KEY_ID=HEX")]
+    pub(crate) key: Vec<String>,
+}
+
 #[derive(clap::Args)]
 struct VerifyArgs {
     /// File holding an EvidenceResult (or a tools/call result); `-` reads stdin.
     file: PathBuf,
-    /// Require a signature by this key: `KEY_ID=HEX` (32-byte ed25519 public key; repeatable).
-    #[arg(long, value_name = "KEY_ID=HEX")]
-    key: Vec<String>,
-    /// Require a signature by the public key in this file (raw, hex or base64,
-    /// as `keygen` writes PREFIX.pub); its key_id is the file stem or the
-    /// path as written here (repeatable).
-    #[arg(long, value_name = "FILE")]
-    key_file: Vec<PathBuf>,
+    // --key-file FILE, --key KEY_ID=HEX.
+    #[command(flatten)]
+    keys: KeyArgs,
     /// Canonicalization profile (default: auto, accepting a hash under
     /// decision-gate or rfc8785 and saying which matched).
     #[arg(long, value_enum)]
@@ -372,10 +359,10 @@ struct VerifyArgs {
 }
 
 #[derive(clap::Args)]
+#[command(mut_arg("provider_id", |arg| arg.help("The provider id to put in the contract (default: [bundled] provider_id, or evidence-wire)")))]
 struct ContractArgs {
-    /// The provider id to put in the contract (default: [bundled] provider_id, or evidence-wire).
-    #[arg(long)]
-    provider_id: Option<String>,
+    #[command(flatten)]
+    common: evidence_wire_tokio::cli::ContractArgs,
     /// Check a contract instead of printing it: FILE (a capabilities_path
     /// JSON file), or the bundled provider's own without one. Lists every
     /// problem Decision Gate would refuse, with its place and rule; exit 1
@@ -529,13 +516,13 @@ fn config_check(file: &Path) -> Result<u8, Failure> {
 /// The bundled provider's settings: `[bundled]`, then the command line.
 fn bundled_settings(config: &Config, args: &ServeArgs) -> BundledConfig {
     let mut settings = config.bundled.clone();
-    if let Some(root) = &args.root {
+    if let Some(root) = &args.common.root {
         settings.root = root.clone();
     }
     if let Some(root_id) = &args.root_id {
         settings.root_id = root_id.clone();
     }
-    if let Some(provider_id) = &args.provider_id {
+    if let Some(provider_id) = &args.common.provider_id {
         settings.provider_id = provider_id.clone();
     }
     for key in &args.allow_env {
@@ -552,20 +539,20 @@ fn serve_signer(
     args: &ServeArgs,
     config: &Config,
 ) -> Result<Option<evidence::EvidenceSigner>, Failure> {
-    let signing = match (&args.signing_key, &config.bundled.signing) {
+    let signing = match (&args.common.signing_key, &config.bundled.signing) {
         (Some(key_file), _) => {
             let mut signing = evidence_wire_config::BundledSigningConfig::new(key_file.clone());
-            signing.key_id = args.key_id.clone();
+            signing.key_id = args.common.key_id.clone();
             signing
         }
         (None, Some(configured)) => {
             let mut signing = configured.clone();
-            if let Some(key_id) = &args.key_id {
+            if let Some(key_id) = &args.common.key_id {
                 signing.key_id = Some(key_id.clone());
             }
             signing
         }
-        (None, None) if args.key_id.is_some() => {
+        (None, None) if args.common.key_id.is_some() => {
             return Err(Failure::usage(
                 "--key-id needs a signing key: give --signing-key FILE or [bundled.signing] key_file",
             ));
@@ -590,6 +577,7 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     server_config.signer = serve_signer(&args, config)?;
     docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args
+        .common
         .http
         .or((config.server.transport == evidence_wire::Transport::Http)
             .then_some(config.server.bind));
@@ -598,10 +586,11 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     // One service (configuration and handler) for either transport.
     let service = Service::new(server_config, provider);
     let drain = std::time::Duration::from_millis(
-        args.drain_timeout_ms
+        args.common
+            .drain_timeout_ms
             .unwrap_or(config.server.drain_timeout_ms),
     );
-    let tls = args.tls.files(config);
+    let tls = tls_files(&args.common.tls, config);
     if let Some(address) = http {
         return serve_http(
             HttpServe {
@@ -636,53 +625,12 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
     Ok(0)
 }
 
-/// Installs SIGTERM and SIGINT handlers (elsewhere than Unix, Ctrl-C) and
-/// returns what completes on the first of them. Must run inside a tokio
-/// runtime, which must keep running while the caller drains. Once
-/// installed, the first signal no longer ends the process: the caller
-/// drains and exits. A second one during the drain ends the process at
-/// once (exit 128 + the signal's number: 143 for SIGTERM, 130 for SIGINT),
-/// for an operator who will not wait for the drain. If a handler cannot be
-/// installed, a note goes to stderr and the signals keep their default
-/// action.
+/// What completes on the first SIGTERM or SIGINT; a second one during
+/// the drain exits at once (`evidence_wire_tokio::cli::termination_signal`,
+/// shared with every provider's ready command line). Must run inside a
+/// tokio runtime.
 fn termination_signal() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) {
-            (Ok(mut term), Ok(mut int)) => Box::pin(async move {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-                tokio::spawn(async move {
-                    let code = tokio::select! {
-                        _ = term.recv() => 143,
-                        _ = int.recv() => 130,
-                    };
-                    eprintln!(
-                        "evidence-wire: a second signal: exiting now, without waiting for the drain"
-                    );
-                    std::process::exit(code);
-                });
-            }),
-            (term, int) => {
-                for error in [term.err(), int.err()].into_iter().flatten() {
-                    eprintln!("evidence-wire: cannot watch for shutdown signals: {error}");
-                }
-                Box::pin(std::future::pending())
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        Box::pin(async {
-            let _ = tokio::signal::ctrl_c().await;
-        })
-    }
+    evidence_wire_tokio::cli::termination_signal("evidence-wire")
 }
 
 /// Watches for SIGTERM and SIGINT on a thread of its own (a one-thread
@@ -809,7 +757,7 @@ fn serve_http(
             .map_err(|error| Failure::usage(error.to_string()))?;
         match files {
             Some(files) => {
-                reload_on_hangup(files);
+                evidence_wire_tokio::cli::reload_tls_on_hangup(files, "evidence-wire");
                 eprintln!("evidence-wire: serving HTTPS on https://{local} (POST /rpc, POST /mcp)");
             }
             None => {
@@ -832,37 +780,6 @@ fn serve_http(
     runtime.shutdown_background();
     served?;
     Ok(0)
-}
-
-/// On SIGHUP (Unix), reads the TLS files again and says on stderr whether
-/// the new pair is served (a pair that cannot be used leaves the working
-/// one in place).
-fn reload_on_hangup(files: std::sync::Arc<evidence_wire_tokio::TlsFiles>) {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::hangup()) {
-            Ok(mut hangups) => {
-                tokio::spawn(async move {
-                    while hangups.recv().await.is_some() {
-                        match files.reload() {
-                            Ok(()) => eprintln!(
-                                "evidence-wire: SIGHUP: reloaded the TLS certificate and key; new connections use them"
-                            ),
-                            Err(error) => eprintln!(
-                                "evidence-wire: SIGHUP: serving with the previous TLS files: {error}"
-                            ),
-                        }
-                    }
-                });
-            }
-            Err(error) => eprintln!(
-                "evidence-wire: cannot watch for SIGHUP (the TLS files are still reloaded when they change): {error}"
-            ),
-        }
-    }
-    #[cfg(not(unix))]
-    drop(files);
 }
 
 fn now_millis() -> i64 {
@@ -1116,7 +1033,10 @@ fn query(args: QueryArgs, config: &Config, config_path: Option<&Path>) -> Result
     client.profile = args
         .profile
         .map_or(target.hash_profile, HashProfileArg::choice);
-    client.trust = target.trust;
+    client.trust = match key_set(&args.keys.key, &args.keys.key_file)? {
+        Some((keys, _)) => TrustPolicy::RequireSignature { keys },
+        None => target.trust,
+    };
     let outcome = match target.endpoint {
         Endpoint::Command(command) => {
             let provider = ProcessProvider::spawn(ProcessConfig::new(command).with_client(client))
@@ -1315,33 +1235,9 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
                 .map_err(|_| Failure::usage(format!("input is not an EvidenceResult: {direct}")))?
         }
     };
-    let policy = if args.key.is_empty() && args.key_file.is_empty() {
-        TrustPolicy::Audit
-    } else {
-        let mut keys = evidence::KeySet::new();
-        for spec in &args.key {
-            let (key_id, hex) = spec
-                .split_once('=')
-                .ok_or_else(|| Failure::usage(format!("--key {spec:?} must be KEY_ID=HEX")))?;
-            let bytes = decode_hex32(hex.trim()).ok_or_else(|| {
-                Failure::usage(format!("--key {key_id}: the key must be 64 hex digits"))
-            })?;
-            keys.insert_bytes(key_id, &bytes)
-                .map_err(|error| Failure::usage(format!("--key {key_id}: {error}")))?;
-        }
-        for path in &args.key_file {
-            let as_written = path.to_string_lossy().into_owned();
-            let key = read_public_key_file(path)?;
-            let stem = path
-                .file_stem()
-                .map(|stem| stem.to_string_lossy().into_owned())
-                .unwrap_or_else(|| as_written.clone());
-            for key_id in [stem, as_written.clone()] {
-                keys.insert_bytes(key_id, &key)
-                    .map_err(|error| Failure::usage(format!("--key-file {as_written}: {error}")))?;
-            }
-        }
-        TrustPolicy::RequireSignature { keys }
+    let policy = match key_set(&args.keys.key, &args.keys.key_file)? {
+        None => TrustPolicy::Audit,
+        Some((keys, _)) => TrustPolicy::RequireSignature { keys },
     };
     // auto: Decision Gate's profile first (what an evidence-wire server
     // sends Decision Gate), then RFC 8785; a hash is a hash of this value
@@ -1372,6 +1268,55 @@ fn verify(args: VerifyArgs) -> Result<u8, Failure> {
         "verification failed under {}",
         failures.join("; and under ")
     )))
+}
+
+/// The public keys of `--key KEY_ID=HEX` (inline) and `--key-file FILE`
+/// (a file's key under its path as written and its stem), one spelling
+/// for every command that verifies signatures (verify, query,
+/// check-provider), and how they were given; `None` without either.
+pub(crate) fn key_set(
+    inline: &[String],
+    files: &[PathBuf],
+) -> Result<Option<(evidence::KeySet, Vec<String>)>, Failure> {
+    if inline.is_empty() && files.is_empty() {
+        return Ok(None);
+    }
+    let mut keys = evidence::KeySet::new();
+    let mut names = Vec::new();
+    for spec in inline {
+        let Some((key_id, hex)) = spec.split_once('=') else {
+            let hint = if Path::new(spec).exists() {
+                format!("; {spec} is a file: give a public key file as --key-file {spec}")
+            } else {
+                "; a public key file goes to --key-file FILE".to_owned()
+            };
+            return Err(Failure::usage(format!(
+                "--key {spec:?} must be KEY_ID=HEX (the key id, `=`, 64 hex digits){hint}"
+            )));
+        };
+        let bytes = decode_hex32(hex.trim()).ok_or_else(|| {
+            Failure::usage(format!(
+                "--key {key_id}: the key must be 64 hex digits (a public key file goes to --key-file FILE)"
+            ))
+        })?;
+        keys.insert_bytes(key_id, &bytes)
+            .map_err(|error| Failure::usage(format!("--key {key_id}: {error}")))?;
+        names.push(key_id.to_owned());
+    }
+    for path in files {
+        let as_written = path.to_string_lossy().into_owned();
+        let key = read_public_key_file(path)?;
+        let stem = path
+            .file_stem()
+            .map(|stem| stem.to_string_lossy().into_owned())
+            .unwrap_or_else(|| as_written.clone());
+        for key_id in [stem, as_written.clone()] {
+            keys.insert_bytes(key_id, &key)
+                .map_err(|error| Failure::usage(format!("--key-file {as_written}: {error}")))?;
+        }
+        names.push(as_written);
+    }
+    Ok(Some((keys, names)))
 }
 
 /// The 32 bytes of a public key file (raw, 64 hex digits or base64; a
@@ -1534,7 +1479,7 @@ fn decode_hex32(hex: &str) -> Option<[u8; 32]> {
 
 fn contract(args: ContractArgs, config: &Config) -> Result<u8, Failure> {
     let mut settings = config.bundled.clone();
-    if let Some(provider_id) = args.provider_id {
+    if let Some(provider_id) = args.common.provider_id {
         settings.provider_id = provider_id;
     }
     let provider = BundledProvider::new(&settings).map_err(Failure::usage)?;

@@ -67,8 +67,8 @@ pub struct LogFlags<'a> {
 pub fn open_validation_log(args: &ServeArgs, config: &Config) -> ValidationLog {
     open_validation_log_with(
         &LogFlags {
-            no_log: args.no_log,
-            log_dir: args.log_dir.as_deref(),
+            no_log: args.common.no_log,
+            log_dir: args.common.log_dir.as_deref(),
             deterministic: args.deterministic_log,
             max_bytes: args.log_max_bytes,
         },

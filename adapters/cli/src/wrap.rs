@@ -163,7 +163,7 @@ pub(crate) fn main(args: WrapArgs, config: &Config) -> Result<u8, Failure> {
         .http
         .or((config.server.transport == evidence_wire::Transport::Http)
             .then_some(config.server.bind));
-    let tls = args.tls.files(config);
+    let tls = crate::tls_files(&args.tls, config);
     if http.is_none() && tls.is_some() {
         return Err(Failure::usage(crate::TLS_NEEDS_HTTP));
     }

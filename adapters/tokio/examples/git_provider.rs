@@ -1,4 +1,4 @@
-//! A `git` evidence provider with two checks, served on stdio (tokio).
+//! A `git` evidence provider with two checks: `serve` (stdio, --http), `contract`, `--help`.
 use evidence_wire_tokio::prelude::*;
 
 #[derive(serde::Deserialize, schemars::JsonSchema)]
@@ -17,13 +17,14 @@ fn git(args: &[&str]) -> Result<String, CheckError> {
     }
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), ServeError> {
+fn provider() -> Provider {
     let head = |repo: Repo, _: &CheckContext| git(&["-C", &repo.path, "rev-parse", "HEAD"]);
-    let clean =
-        |repo: Repo, _: &CheckContext| Ok(git(&["-C", &repo.path, "status", "-s"])?.is_empty());
-    let head = Check::new("head_commit", "The commit at HEAD.", head);
-    let clean = Check::new("is_clean", "Nothing changed or untracked.", clean);
-    let provider = Provider::new("git", "Facts about a git working tree.");
-    serve_stdio(provider.check(head).check(clean)).await
+    let clean = |r: Repo, _: &CheckContext| Ok(git(&["-C", &r.path, "status", "-s"])?.is_empty());
+    Provider::new("git", "Facts about a git working tree.")
+        .check(Check::new("head_commit", "The commit at HEAD.", head))
+        .check(Check::new("is_clean", "Nothing changed or new.", clean))
+}
+
+fn main() -> std::process::ExitCode {
+    provider().run()
 }

@@ -57,6 +57,9 @@
 
 pub use evidence_wire as wire;
 
+#[cfg(feature = "cli")]
+#[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+pub mod cli;
 mod compat;
 #[cfg(feature = "http-client")]
 mod http_client;
@@ -103,6 +106,9 @@ pub use tls::{MAX_PEM_BYTES, TlsError, TlsFiles};
 /// [`CheckContext`](evidence_wire_provider::CheckContext), ...) and this
 /// adapter's entry points.
 pub mod prelude {
+    #[cfg(feature = "cli")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "cli")))]
+    pub use crate::cli::{RunProvider, Runner};
     #[cfg(feature = "http-client")]
     #[cfg_attr(docsrs, doc(cfg(feature = "http-client")))]
     pub use crate::{HttpProvider, HttpProviderConfig};

@@ -101,7 +101,7 @@ pub async fn serve_stdio(service: impl IntoService) -> Result<(), ServeError> {
 /// Content-Length batch in two writes): the duplicate of descriptor 1 that
 /// [`unbuffered_stdout`] makes, as a tokio file, or `tokio::io::stdout()`
 /// where there is none.
-fn stdout() -> Box<dyn AsyncWrite + Send + Unpin> {
+pub(crate) fn stdout() -> Box<dyn AsyncWrite + Send + Unpin> {
     match unbuffered_stdout().into_file() {
         Some(file) => Box::new(tokio::fs::File::from_std(file)),
         None => Box::new(tokio::io::stdout()),

@@ -116,8 +116,9 @@ impl ServerContract {
     /// Checks a query against the contract before the embedder sees it:
     /// the check exists (`unknown_check`), `provider_id` is the contract's
     /// (`provider_mismatch`), and the params validate against the check's
-    /// `params_schema` (`invalid_params`; without `std` only presence and
-    /// object shape are checked). The error is what the server answers, as
+    /// `params_schema` (`invalid_params`; without `json-schema` only
+    /// presence, object shape and members a closed schema does not list
+    /// are checked). The error is what the server answers, as
     /// an `EvidenceResult` error (an expected failure, fail closed), never
     /// a JSON-RPC error.
     pub fn check_query(&self, query: &EvidenceQuery) -> Result<(), EvidenceError> {

@@ -320,6 +320,61 @@ fn params_outside_the_check_schema_are_answered_invalid_params_without_an_event(
     }
 }
 
+/// A closed `params_schema` (`additionalProperties: false`) refuses
+/// unknown members with or without the `json-schema` feature, in the same
+/// words when the schema lists `properties` (the SDK's derived schemas
+/// do): the built-in check and the full validator agree.
+#[test]
+fn unknown_params_members_are_refused_with_or_without_json_schema() {
+    for dialect in [Dialect::DecisionGate, Dialect::Mcp] {
+        let mut server = server_for(sample_contract(), dialect);
+        let evidence = expect_refused(
+            &mut server,
+            &arguments(
+                "files",
+                "file_size",
+                Some(json!({"path": "a.json", "pth": "b"})),
+            ),
+            INVALID_PARAMS,
+        );
+        let message = evidence["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("Additional properties are not allowed ('pth' was unexpected)"),
+            "{message}"
+        );
+        // A closed schema without `properties`: every member is unknown
+        // (the full validator words it per member, "False schema does not
+        // allow 1"; the built-in check names them all).
+        let evidence = expect_refused(
+            &mut server,
+            &arguments("files", "uptime", Some(json!({"a": 1, "b": 2}))),
+            INVALID_PARAMS,
+        );
+        let message = evidence["error"]["message"].as_str().unwrap_or_default();
+        #[cfg(not(feature = "json-schema"))]
+        assert!(message.contains("('a', 'b' were unexpected)"), "{message}");
+        assert!(message.contains("uptime"), "{message}");
+        // Declared members pass.
+        expect_emitted(
+            &mut server,
+            &arguments("files", "file_size", Some(json!({"path": "a.json"}))),
+        );
+    }
+    // A schema that does not close the object lets other members through.
+    let mut open = sample_contract();
+    open.checks[0].params_schema = json!({"type": "object",
+        "properties": {"path": {"type": "string"}}, "required": ["path"]});
+    let mut server = server_for(open, Dialect::DecisionGate);
+    expect_emitted(
+        &mut server,
+        &arguments(
+            "files",
+            "file_size",
+            Some(json!({"path": "a.json", "extra": 1})),
+        ),
+    );
+}
+
 #[test]
 fn valid_queries_are_emitted_and_answered_by_the_embedder() {
     for dialect in [Dialect::DecisionGate, Dialect::Mcp] {

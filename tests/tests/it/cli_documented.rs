@@ -10,7 +10,7 @@
 //!
 //! Each line runs in a fresh temporary directory holding the fixtures the
 //! documented lines name (`Cargo.toml`, `report.json`, `value.json`,
-//! `image.png`, a signed `result.json`, an executable `./my-provider`, a
+//! `image.png`, a signed `result.json` and its public key `k1.pub`, an executable `./my-provider`, a
 //! configuration `evidence-wire.toml` with its contract, a copy of the
 //! repository's `examples/`, an `evidence/` root). Only two rewrites are
 //! made, both of an address: a `--url` host (and port) is pointed at a
@@ -395,6 +395,13 @@ fn fixtures(dir: &TempDir) {
         b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR not really an image",
     );
     dir.write("result.json", signed_hello().to_string().as_bytes());
+    // Its public key as `keygen` writes PREFIX.pub (32 raw bytes), for
+    // `verify --key-file k1.pub`.
+    let public = "ea4a6c63e29c520abef5507b132ec5f9954776aebebe7b92421eea691446d22c";
+    let public: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&public[i * 2..i * 2 + 2], 16).expect("hex"))
+        .collect();
+    dir.write("k1.pub", &public);
     dir.write("evidence/status.json", br#"{"ok":true}"#);
     // Any stdio provider: the misbehave test provider in its good mode,
     // which answers every check; the arguments go to stderr.

@@ -9,8 +9,15 @@
 //!
 //! - `git_provider` (tokio, stdio): `head_commit` equals `git rev-parse
 //!   HEAD`, `is_clean` flips when a file appears, params outside the derived
-//!   schema never reach the function; its source is at most 30 lines and is
-//!   the README's "Write your own provider" listing, byte for byte.
+//!   schema (a wrong type, a missing or an unknown member) never reach the
+//!   function; its source is at most 30 lines and is the README's "Write
+//!   your own provider" listing, byte for byte. Its ready command line
+//!   (issue 41): `contract` (Decision Gate's rules hold), `--provider-id`
+//!   changing the contract's id, `--help` and every example line of its
+//!   help run as written, a bad flag refused with exit 2, `serve` on stdio
+//!   answering `evidence-wire query --key-file` with evidence signed by the
+//!   key `keygen` wrote, `serve --http` under a second id, SIGTERM ending
+//!   both cleanly.
 //! - `blocking_provider`, `smol_provider`: a typed check each, queried
 //!   through our client (hash verified).
 //! - `http_provider`: bearer token required (401 without it), answered with
@@ -197,6 +204,14 @@ fn git_provider_answers_head_commit_and_is_clean() {
     assert_eq!(error_code(&invalid), "invalid_params");
     let missing = ask(&provider, "git", "is_clean", json!({}));
     assert_eq!(error_code(&missing), "invalid_params");
+    // An unknown (misspelt) member too: params are strict by default.
+    let unknown = ask(
+        &provider,
+        "git",
+        "is_clean",
+        json!({"path": path, "pth": "."}),
+    );
+    assert_eq!(error_code(&unknown), "invalid_params");
 }
 
 #[test]
@@ -758,4 +773,349 @@ fn shell_words(line: &str) -> Vec<String> {
         words.push(current);
     }
     words
+}
+
+// ---------------------------------------------------------------------------
+// The git example's ready command line (issue 41 item 1): `main` is
+// `provider().run()`, and the binary has `serve` (stdio, --http,
+// --signing-key, --provider-id), `contract` and `--help`.
+
+/// Runs the git example with `args` in `dir`, stdin closed.
+fn git_provider_in(dir: &Path, args: &[&str]) -> Output {
+    let mut command = Command::new(example("git_provider"));
+    command.args(args).current_dir(dir);
+    run_with_deadline(command, Duration::from_secs(20))
+}
+
+/// `evidence-wire keygen --out DIR/signing-key`: the seed and the `.pub`.
+fn keygen(dir: &Path) -> (PathBuf, PathBuf) {
+    let out = dir.join("signing-key");
+    let output = Command::new(CLI)
+        .arg("keygen")
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .expect("run evidence-wire keygen");
+    assert!(output.status.success(), "{output:?}");
+    (out.clone(), dir.join("signing-key.pub"))
+}
+
+#[test]
+fn git_provider_prints_its_contract_help_and_refuses_a_bad_flag() {
+    let dir = TempDir::new("git-cli");
+    let help = git_provider_in(&dir.0, &["--help"]);
+    assert!(help.status.success(), "{help:?}");
+    let text = String::from_utf8_lossy(&help.stdout);
+    for expected in [
+        "Facts about a git working tree.",
+        "serve",
+        "contract",
+        "--version",
+    ] {
+        assert!(text.contains(expected), "--help names {expected}: {text}");
+    }
+    let serve_help = git_provider_in(&dir.0, &["serve", "--help"]);
+    let text = String::from_utf8_lossy(&serve_help.stdout);
+    for flag in [
+        "--http <ADDR>",
+        "--tls-cert <FILE>",
+        "--tls-key <FILE>",
+        "--root <DIR>",
+        "--signing-key <FILE>",
+        "--key-id <ID>",
+        "--provider-id <ID>",
+        "--log-dir <DIR>",
+        "--no-log",
+        "--drain-timeout-ms <MS>",
+    ] {
+        assert!(text.contains(flag), "serve --help has {flag}: {text}");
+    }
+
+    let contract = git_provider_in(&dir.0, &["contract"]);
+    assert!(contract.status.success(), "{contract:?}");
+    let json: Value = serde_json::from_slice(&contract.stdout).expect("contract JSON");
+    assert_eq!(json["provider_id"], "git");
+    let ids: Vec<&str> = json["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter_map(|check| check["check_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["head_commit", "is_clean"]);
+    // Strict params by default (issue 41 item 6).
+    assert_eq!(
+        json["checks"][0]["params_schema"]["additionalProperties"],
+        false
+    );
+    std::fs::write(dir.0.join("git.contract.json"), &contract.stdout).expect("write");
+    let checked = Command::new(CLI)
+        .args(["contract", "--check", "git.contract.json"])
+        .current_dir(&dir.0)
+        .env_remove("EVIDENCE_WIRE_CONFIG")
+        .output()
+        .expect("run contract --check");
+    assert!(
+        checked.status.success(),
+        "Decision Gate's rules: {checked:?}"
+    );
+
+    let second = git_provider_in(&dir.0, &["contract", "--provider-id", "git-http"]);
+    let json: Value = serde_json::from_slice(&second.stdout).expect("contract JSON");
+    assert_eq!(
+        json["provider_id"], "git-http",
+        "--provider-id changes the id"
+    );
+
+    let bad = git_provider_in(&dir.0, &["serve", "--signing-kee", "k"]);
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("unexpected argument '--signing-kee'")
+            && stderr.contains("--signing-key")
+            && stderr.contains("Usage: git_provider serve"),
+        "a clear usage error, with the flag it resembles: {stderr}"
+    );
+    let missing = git_provider_in(&dir.0, &["serve", "--signing-key", "no-such-key"]);
+    assert_eq!(missing.status.code(), Some(2), "{missing:?}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr)
+            .starts_with("git_provider: --signing-key: signing key file no-such-key: "),
+        "{missing:?}"
+    );
+    let version = git_provider_in(&dir.0, &["--version"]);
+    assert!(version.status.success(), "{version:?}");
+    // Reachable from other machines without a token: refused, saying how.
+    let exposed = git_provider_in(&dir.0, &["serve", "--http", "0.0.0.0:0"]);
+    assert_eq!(exposed.status.code(), Some(2), "{exposed:?}");
+    assert!(
+        String::from_utf8_lossy(&exposed.stderr).contains("--bearer-token-file"),
+        "{exposed:?}"
+    );
+}
+
+#[test]
+fn git_provider_serves_signed_evidence_on_stdio_verified_with_the_public_key() {
+    let repo = git_repo();
+    let keys = TempDir::new("git-keys");
+    let (seed, public) = keygen(&keys.0);
+    let query = |serve: &[&str], provider_id: &str| -> Output {
+        let mut command = Command::new(CLI);
+        command
+            .args([
+                "query",
+                "--provider-id",
+                provider_id,
+                "--check",
+                "head_commit",
+            ])
+            .arg("--params")
+            .arg(json!({"path": repo.0.display().to_string()}).to_string())
+            .arg("--key-file")
+            .arg(&public)
+            .arg("--")
+            .arg(example("git_provider"))
+            .args(serve)
+            .current_dir(&repo.0)
+            .env_remove("EVIDENCE_WIRE_CONFIG");
+        run_with_deadline(command, Duration::from_secs(20))
+    };
+    let key_id = public.display().to_string();
+    let signed = query(
+        &[
+            "serve",
+            "--signing-key",
+            &seed.display().to_string(),
+            "--key-id",
+            &key_id,
+            "--provider-id",
+            "git-stdio",
+        ],
+        "git-stdio",
+    );
+    assert!(signed.status.success(), "{signed:?}");
+    let result: Value = serde_json::from_slice(&signed.stdout).expect("JSON");
+    assert_eq!(
+        result["value"]["value"],
+        json!(git(&repo.0, &["rev-parse", "HEAD"]))
+    );
+    assert_eq!(result["signature"]["key_id"], key_id.as_str());
+    let stderr = String::from_utf8_lossy(&signed.stderr);
+    assert!(stderr.contains("signed by key"), "{stderr}");
+    // The provider left nothing in the working tree (no log by default).
+    assert_eq!(git(&repo.0, &["status", "-s"]), "");
+
+    // Unsigned, the same key requirement refuses it.
+    let unsigned = query(&["serve"], "git");
+    assert_eq!(unsigned.status.code(), Some(1), "{unsigned:?}");
+    assert!(
+        String::from_utf8_lossy(&unsigned.stderr).contains("signature"),
+        "{unsigned:?}"
+    );
+}
+
+/// Sends SIGTERM to `child`.
+fn terminate(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success());
+}
+
+/// Waits up to `deadline` for `child` to exit; its exit code.
+fn exit_within(child: &mut Child, deadline: Duration) -> Option<i32> {
+    let started = std::time::Instant::now();
+    while started.elapsed() < deadline {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    None
+}
+
+#[test]
+fn git_provider_serves_http_under_a_second_id_with_a_token_and_drains_on_sigterm() {
+    let repo = git_repo();
+    let secrets = TempDir::new("git-token");
+    let token_file = secrets.0.join("token");
+    std::fs::write(&token_file, "s3cret-token\n").expect("write the token");
+    let mut child = Killed(
+        Command::new(example("git_provider"))
+            .args(["serve", "--http", "127.0.0.1:0", "--provider-id"])
+            .args(["git-http", "--bearer-token-file"])
+            .arg(&token_file)
+            .current_dir(&repo.0)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn git_provider serve --http"),
+    );
+    let url = announced_url(&mut child.0);
+    assert!(
+        url.starts_with("http://127.0.0.1:") && url.ends_with("/rpc"),
+        "{url}"
+    );
+    let query = |token: Option<&str>| -> Output {
+        let mut command = Command::new(CLI);
+        command
+            .args(["query", "--url", &url, "--allow-insecure-http"])
+            .args(["--provider-id", "git-http", "--check", "is_clean"])
+            .arg("--params")
+            .arg(json!({"path": repo.0.display().to_string()}).to_string())
+            .env_remove("EVIDENCE_WIRE_CONFIG")
+            .env_remove("EVIDENCE_WIRE_BEARER_TOKEN");
+        if let Some(token) = token {
+            command.args(["--bearer-token", token]);
+        }
+        command.output().expect("run evidence-wire query --url")
+    };
+    // --bearer-token-file: no token, 401.
+    let refused = query(None);
+    assert_eq!(refused.status.code(), Some(1), "{refused:?}");
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("401"),
+        "{refused:?}"
+    );
+    let output = query(Some("s3cret-token"));
+    assert!(output.status.success(), "{output:?}");
+    let result: Value = serde_json::from_slice(&output.stdout).expect("JSON");
+    assert_eq!(result["value"]["value"], json!(true), "{result:#}");
+    terminate(&child.0);
+    assert_eq!(exit_within(&mut child.0, Duration::from_secs(10)), Some(0));
+}
+
+#[test]
+fn git_provider_on_stdio_exits_cleanly_on_sigterm() {
+    let dir = TempDir::new("git-term");
+    let mut child = Killed(
+        Command::new(example("git_provider"))
+            .current_dir(&dir.0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn git_provider"),
+    );
+    // stdin stays open: only the signal ends it.
+    std::thread::sleep(Duration::from_millis(300));
+    terminate(&child.0);
+    assert_eq!(exit_within(&mut child.0, Duration::from_secs(10)), Some(0));
+    let mut stderr = String::new();
+    child
+        .0
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read stderr");
+    assert!(stderr.contains("shutting down"), "{stderr}");
+}
+
+/// Every example line of the git example's `--help` texts, run as written
+/// (in a directory holding the `signing-key` they name; `--http` on port 0).
+#[test]
+fn git_provider_help_examples_run_as_written() {
+    let mut lines = Vec::new();
+    for args in [
+        &["--help"][..],
+        &["serve", "--help"],
+        &["contract", "--help"],
+    ] {
+        let output = git_provider_in(&std::env::temp_dir(), args);
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        lines.extend(
+            text.lines()
+                .filter_map(|line| line.strip_prefix("  git_provider "))
+                .map(str::to_owned),
+        );
+    }
+    lines.sort();
+    lines.dedup();
+    assert!(lines.len() >= 5, "{lines:?}");
+    for line in &lines {
+        let dir = TempDir::new("git-help");
+        let (seed, _) = keygen(&dir.0);
+        assert_eq!(seed, dir.0.join("signing-key"));
+        let (words, redirect) = match line.split_once(" > ") {
+            Some((words, file)) => (words, Some(file.trim())),
+            None => (line.as_str(), None),
+        };
+        let mut args: Vec<String> = words.split_whitespace().map(str::to_owned).collect();
+        if let Some(at) = args.iter().position(|arg| arg == "--http") {
+            let address: std::net::SocketAddr = args[at + 1].parse().expect("ADDR");
+            args[at + 1] = format!("{}:0", address.ip());
+            let mut child = Killed(
+                Command::new(example("git_provider"))
+                    .args(&args)
+                    .current_dir(&dir.0)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("spawn"),
+            );
+            let url = announced_url(&mut child.0);
+            let (status, _) = http_get(
+                url.trim_start_matches("http://").trim_end_matches("/rpc"),
+                "/healthz",
+            );
+            assert!(status.contains("200"), "`{line}`: {status}");
+            continue;
+        }
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        let output = git_provider_in(&dir.0, &refs);
+        assert!(output.status.success(), "`{line}`: {output:?}");
+        match redirect {
+            Some(file) => {
+                let json: Value = serde_json::from_slice(&output.stdout)
+                    .unwrap_or_else(|error| panic!("`{line}`: {error}"));
+                let id = file.trim_end_matches(".contract.json");
+                assert_eq!(json["provider_id"], id, "`{line}`");
+            }
+            // `serve` on stdio with nothing to read: nothing written.
+            None => assert!(output.stdout.is_empty(), "`{line}`: {output:?}"),
+        }
+    }
 }

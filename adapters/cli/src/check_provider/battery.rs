@@ -87,7 +87,7 @@ pub enum ContractInput {
     None,
 }
 
-/// Signature keys of `--key`.
+/// Signature keys of `--key-file` and `--key`.
 #[derive(Clone, Debug)]
 pub struct Keys {
     /// The keys by key id.
@@ -104,7 +104,7 @@ pub struct Battery {
     pub contract: ContractInput,
     /// `--provider-id`.
     pub provider_id: Option<String>,
-    /// `--key`.
+    /// `--key-file` and `--key`.
     pub keys: Option<Keys>,
     /// How long each request may wait.
     pub timeout_ms: u64,

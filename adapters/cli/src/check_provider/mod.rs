@@ -3,7 +3,7 @@
 //!
 //! It runs a battery against the provider (transport and dialect, the
 //! capabilities contract against Decision Gate's rules, every check of the
-//! contract, robustness, signatures with `--key`) and prints one line per
+//! contract, robustness, signatures with `--key-file` or `--key`) and prints one line per
 //! check, `pass`, `warn` or `fail` with its reason, or with `--json` the
 //! same lines with their evidence. Exit 0 without a `fail`, 1 with one, 2
 //! on a usage error, 130 when interrupted (SIGINT, SIGTERM).
@@ -42,7 +42,6 @@ mod session;
 use std::path::{Path, PathBuf};
 
 use evidence_wire::contract::ProviderContract;
-use evidence_wire::evidence::KeySet;
 use evidence_wire_bundled::BundledProvider;
 use evidence_wire_config::Config;
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig};
@@ -86,11 +85,10 @@ pub struct CheckProviderArgs {
     /// The provider id put in queries (default: the contract's).
     #[arg(long, value_name = "ID")]
     provider_id: Option<String>,
-    /// Require every result to be signed by this key: `KEY_ID=HEX` (32-byte
-    /// ed25519 public key) or a public key FILE (raw, hex or base64; key id
-    /// the path as written, or its stem); repeatable.
-    #[arg(long, value_name = "KEY_FILE_OR_ID=HEX")]
-    key: Vec<String>,
+    // Require every result to be signed: `--key-file FILE` (a public key
+    // file) or `--key KEY_ID=HEX` (inline), as verify and query take them.
+    #[command(flatten)]
+    keys: crate::KeyArgs,
     /// Print the report as JSON, every line with its evidence (for CI).
     #[arg(long)]
     json: bool,
@@ -108,7 +106,7 @@ pub(crate) fn main(
     config: &Config,
     config_path: Option<&Path>,
 ) -> Result<u8, Failure> {
-    let keys = keys(&args.key)?;
+    let keys = keys(&args.keys)?;
     let mut contract = match &args.contract {
         Some(path) => {
             let text = crate::read_contract_file(path)?;
@@ -212,38 +210,7 @@ fn bundled(
     Ok((command, contract, provider_id))
 }
 
-/// `--key` values: `KEY_ID=HEX`, or a public key file.
-fn keys(specs: &[String]) -> Result<Option<Keys>, Failure> {
-    if specs.is_empty() {
-        return Ok(None);
-    }
-    let mut set = KeySet::new();
-    let mut names = Vec::new();
-    for spec in specs {
-        if let Some((key_id, hex)) = spec.split_once('=') {
-            if let Some(bytes) = crate::decode_hex32(hex.trim()) {
-                set.insert_bytes(key_id, &bytes)
-                    .map_err(|error| Failure::usage(format!("--key {key_id}: {error}")))?;
-                names.push(key_id.to_owned());
-                continue;
-            }
-        }
-        let path = Path::new(spec);
-        if !path.exists() {
-            return Err(Failure::usage(format!(
-                "--key {spec:?}: neither KEY_ID=HEX (64 hex digits) nor an existing public key file"
-            )));
-        }
-        let key = crate::read_public_key_file(path)?;
-        let stem = path
-            .file_stem()
-            .map(|stem| stem.to_string_lossy().into_owned())
-            .unwrap_or_else(|| spec.clone());
-        for key_id in [spec.clone(), stem] {
-            set.insert_bytes(key_id, &key)
-                .map_err(|error| Failure::usage(format!("--key {spec}: {error}")))?;
-        }
-        names.push(spec.clone());
-    }
-    Ok(Some(Keys { set, names }))
+/// `--key-file` and `--key` values ([`crate::key_set`]).
+fn keys(keys: &crate::KeyArgs) -> Result<Option<Keys>, Failure> {
+    Ok(crate::key_set(&keys.key, &keys.key_file)?.map(|(set, names)| Keys { set, names }))
 }

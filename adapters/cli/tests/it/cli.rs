@@ -822,6 +822,57 @@ fn verify_accepts_good_evidence_and_refuses_tampering() {
     assert_eq!(code(&output), 2);
 }
 
+/// One spelling of key options (issue 41 item 6): `--key-file FILE` for a
+/// public key file and `--key KEY_ID=HEX` inline, on verify, query and
+/// check-provider alike; a file given to `--key` is refused with the
+/// spelling that takes it.
+#[test]
+fn every_command_takes_key_file_for_a_file_and_key_inline() {
+    let dir = TempDir::new();
+    let result = dir.write("result.json", signed_hello().to_string());
+    let result = result.display().to_string();
+    let public: Vec<u8> = (0..32)
+        .map(|i| u8::from_str_radix(&PUBLIC_KEY[3 + i * 2..5 + i * 2], 16).expect("hex"))
+        .collect();
+    let key_file = dir.write("k1.pub", public);
+    let key_file = key_file.display().to_string();
+
+    let output = run(&["verify", &result, "--key-file", &key_file], None);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("signed by key"),
+        "{}",
+        stderr(&output)
+    );
+    let output = run(&["verify", &result, "--key", PUBLIC_KEY], None);
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+
+    for command in [
+        vec!["verify", result.as_str()],
+        vec!["query", "--check", "time_now"],
+        vec!["check-provider"],
+    ] {
+        let mut args = command.clone();
+        args.extend(["--key", key_file.as_str()]);
+        let output = run(&args, None);
+        assert_eq!(code(&output), 2, "{command:?}: {}", stderr(&output));
+        assert!(
+            stderr(&output).contains(&format!("give a public key file as --key-file {key_file}")),
+            "{command:?}: {}",
+            stderr(&output)
+        );
+    }
+
+    // query --key-file requires the signature: the bundled provider
+    // without a key answers unsigned, which is refused.
+    let output = run(
+        &["query", "--check", "time_now", "--key-file", &key_file],
+        None,
+    );
+    assert_eq!(code(&output), 1, "{}", stderr(&output));
+    assert!(stderr(&output).contains("signature"), "{}", stderr(&output));
+}
+
 #[test]
 fn config_check_passes_the_example_and_fails_a_bad_file() {
     let example = concat!(

@@ -3,8 +3,8 @@
 //! (and `EVIDENCE_WIRE_CONFIG`), `config check`, the files a configuration
 //! names (`capabilities_path`, trust keys, `tls.ca_certs`,
 //! `[bundled.signing] key_file`), `serve --signing-key`,
-//! `check-provider --contract` and `--key`, `contract --check`,
-//! `verify --key-file`, `query --ca-cert`. Every one is now refused at
+//! `check-provider --contract` and `--key-file`, `contract --check`,
+//! `verify --key-file`, `query --ca-cert` and `--key-file`. Every one is now refused at
 //! once (exit 2), with the path and what it is. Each command runs under a
 //! deadline, so a regression fails instead of hanging.
 
@@ -171,7 +171,7 @@ fn option_files_that_are_fifos_are_refused_at_once() {
         r#"{"value":{"kind":"json","value":"hello"},"lane":"verified","error":null,"evidence_hash":null,"evidence_ref":null,"evidence_anchor":null,"signature":null,"content_type":"application/json"}"#,
     );
     let fifo_text = text(&fifo_path);
-    let cases: [(&str, Vec<&str>); 6] = [
+    let cases: [(&str, Vec<&str>); 7] = [
         (
             "serve --signing-key",
             vec!["serve", "--no-log", "--signing-key", fifo_text],
@@ -181,8 +181,12 @@ fn option_files_that_are_fifos_are_refused_at_once() {
             vec!["check-provider", "--contract", fifo_text],
         ),
         (
-            "check-provider --key",
-            vec!["check-provider", "--key", fifo_text],
+            "check-provider --key-file",
+            vec!["check-provider", "--key-file", fifo_text],
+        ),
+        (
+            "query --key-file",
+            vec!["query", "--check", "time_now", "--key-file", fifo_text],
         ),
         ("contract --check", vec!["contract", "--check", fifo_text]),
         (

@@ -19,4 +19,5 @@ mod http_pool;
 mod http_tls;
 mod load;
 mod mounted;
+mod runner;
 mod stdio;
