@@ -34,7 +34,6 @@ use std::sync::Arc;
 
 use evidence_wire::server::{Server, Ticket};
 use evidence_wire_provider::{Answer, CallKind, CancelReason, Cancellation, Completion, Job, Work};
-use futures_lite::future::or;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::{AbortHandle, Id, JoinSet};
 #[cfg(feature = "http-server")]
@@ -403,7 +402,7 @@ impl RequestTasks {
                 None => std::future::pending().await,
             }
         };
-        match or(async { Ok(mine.await) }, more).await {
+        match futures_lite::future::or(async { Ok(mine.await) }, more).await {
             Ok(completion) => {
                 self.one = None;
                 Some((ticket, completion))
