@@ -38,6 +38,13 @@
 //! at once ties the slot to the work itself with [`Job::hold`], so a slot
 //! is given back when the work really ends, not when its caller leaves.
 //!
+//! Every call gets one `tracing` span, `evidence_wire::call` (fields
+//! `transport`, `method`, `id`, `tool`, `check_id`, `outcome`,
+//! `duration_ms`): the job's work runs inside it (on the blocking pool or
+//! as a task) and it closes when the work has produced the answer, with
+//! `outcome` and `duration_ms` recorded then. With no subscriber
+//! installed the span is disabled and costs a few branches.
+//!
 //! A [`Service`] is a server configuration and a handler, built once and
 //! shared by every connection; a [`crate::Provider`] is the usual handler,
 //! and turns into a service with its contract installed ([`IntoService`]).
@@ -47,6 +54,7 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Instant;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::frame::FrameError;
@@ -238,6 +246,7 @@ pub struct Job {
     kind: CallKind,
     answer: Answer<Completion>,
     cancellation: Cancellation,
+    span: tracing::Span,
 }
 
 /// The reason of the `internal_error` answer to a call whose handler panicked.
@@ -250,16 +259,69 @@ impl Job {
     /// The job of a call of `kind` whose answer `start` builds (given the
     /// call's context); a panic while building it makes the job an
     /// `internal_error` answer.
-    fn guarded(kind: CallKind, start: impl FnOnce(CallContext) -> Answer<Completion>) -> Self {
+    ///
+    /// `span` is the call's span: the answer is built inside it, the work
+    /// runs inside it, and `outcome`/`duration_ms` are recorded on it when
+    /// the work has produced the completion (nothing is done when no
+    /// subscriber wants it).
+    fn guarded(
+        kind: CallKind,
+        span: tracing::Span,
+        start: impl FnOnce(CallContext) -> Answer<Completion>,
+    ) -> Self {
         let call = CallContext::new();
         let cancellation = call.cancellation.clone();
-        let answer = std::panic::catch_unwind(AssertUnwindSafe(move || start(call)))
+        let started = (!span.is_disabled()).then(Instant::now);
+        let answer = span
+            .in_scope(|| std::panic::catch_unwind(AssertUnwindSafe(move || start(call))))
             .unwrap_or_else(|_| Answer::Ready(Completion::failed(kind, PANICKED)));
+        let answer = match started {
+            None => answer,
+            Some(started) => Job::traced(kind, answer, span.clone(), started),
+        };
         Job {
             kind,
             answer,
             cancellation,
+            span,
         }
+    }
+
+    /// `answer` running inside `span`, recording its outcome and duration
+    /// there when it completes (a panic of the work is answered here, so
+    /// it is recorded too). Only called when the span is enabled.
+    fn traced(
+        kind: CallKind,
+        answer: Answer<Completion>,
+        span: tracing::Span,
+        started: Instant,
+    ) -> Answer<Completion> {
+        match answer {
+            Answer::Ready(completion) => {
+                record_completion(&span, &completion, started);
+                Answer::Ready(completion)
+            }
+            Answer::Blocking(work) => Answer::Blocking(Box::new(move || {
+                let completion = span.in_scope(|| Job::catch_blocking(kind, work));
+                record_completion(&span, &completion, started);
+                completion
+            })),
+            Answer::Async(future) => {
+                let inner = span.clone();
+                let future = tracing::Instrument::instrument(Job::catch_async(kind, future), inner);
+                Answer::Async(Box::pin(async move {
+                    let completion = future.await;
+                    record_completion(&span, &completion, started);
+                    completion
+                }))
+            }
+        }
+    }
+
+    /// The call's `evidence_wire::call` span (disabled when no subscriber
+    /// wants it): an adapter may record `transport` on it.
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
     }
 
     /// Which kind of call it answers.
@@ -440,11 +502,15 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             context,
         } => Work::Run {
             ticket,
-            job: Job::guarded(CallKind::Evidence, |call| {
-                handler
-                    .evidence_query(query, context, call)
-                    .map(Completion::evidence)
-            }),
+            job: Job::guarded(
+                CallKind::Evidence,
+                call_span(ticket, "evidence_query", Some(&query.check_id)),
+                |call| {
+                    handler
+                        .evidence_query(query, context, call)
+                        .map(Completion::evidence)
+                },
+            ),
         },
         ServerEvent::ToolCall {
             ticket,
@@ -452,7 +518,7 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             arguments,
         } => Work::Run {
             ticket,
-            job: Job::guarded(CallKind::Tool, |call| {
+            job: Job::guarded(CallKind::Tool, call_span(ticket, &name, None), |call| {
                 handler
                     .tool_call(&name, arguments, call)
                     .map(Completion::Tool)
@@ -473,6 +539,37 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             Work::Observed
         }
     }
+}
+
+/// The `evidence_wire::call` span of the call `ticket` of `tool` (and of
+/// `check_id` for an evidence query). The fields are only captured when a
+/// subscriber enables the span; `transport`, `outcome` and `duration_ms`
+/// are recorded later.
+fn call_span(ticket: Ticket, tool: &str, check_id: Option<&str>) -> tracing::Span {
+    tracing::info_span!(
+        target: "evidence_wire::call",
+        "evidence_wire::call",
+        transport = tracing::field::Empty,
+        method = "tools/call",
+        id = ticket.get(),
+        tool = tool,
+        check_id = check_id,
+        outcome = tracing::field::Empty,
+        duration_ms = tracing::field::Empty,
+    )
+}
+
+/// Records on `span` how the call ended (`ok`, `error`: the answer
+/// carries an error) and how long its work took.
+fn record_completion(span: &tracing::Span, completion: &Completion, started: Instant) {
+    let outcome = match completion {
+        Completion::Evidence(result) if result.error.is_none() => "ok",
+        Completion::Tool(Ok(_)) => "ok",
+        Completion::Evidence(_) | Completion::Tool(Err(_)) => "error",
+    };
+    span.record("outcome", outcome);
+    let millis = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    span.record("duration_ms", millis);
 }
 
 /// Hands `completion` to the server as the answer of `ticket` (over HTTP,

@@ -510,4 +510,123 @@ fn one_builder_call_signs_with_the_keygen_key() {
         .to_string();
     assert!(text.contains("signing-key.pub"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
+/// A subscriber that keeps every span it is given: name, fields, how
+/// often it was entered, whether it closed.
+#[derive(Clone, Default)]
+struct Capture(Arc<std::sync::Mutex<Vec<SpanRecord>>>);
+
+#[derive(Debug, Default)]
+struct SpanRecord {
+    name: String,
+    fields: std::collections::BTreeMap<String, String>,
+    entered: usize,
+    handles: usize,
+    thread: Option<std::thread::ThreadId>,
+}
+
+struct Fields<'a>(&'a mut std::collections::BTreeMap<String, String>);
+
+impl tracing::field::Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_owned(), format!("{value:?}"));
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_owned(), value.to_owned());
+    }
+}
+
+impl Capture {
+    fn with<R>(&self, id: &tracing::span::Id, f: impl FnOnce(&mut SpanRecord) -> R) -> R {
+        let mut spans = self.0.lock().unwrap();
+        let index = usize::try_from(id.into_u64() - 1).unwrap();
+        f(&mut spans[index])
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+
+    fn new_span(&self, attributes: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut record = SpanRecord {
+            name: attributes.metadata().name().to_owned(),
+            handles: 1,
+            thread: Some(std::thread::current().id()),
+            ..SpanRecord::default()
+        };
+        attributes.record(&mut Fields(&mut record.fields));
+        let mut spans = self.0.lock().unwrap();
+        spans.push(record);
+        tracing::span::Id::from_u64(spans.len() as u64)
+    }
+
+    fn record(&self, id: &tracing::span::Id, values: &tracing::span::Record<'_>) {
+        self.with(id, |record| values.record(&mut Fields(&mut record.fields)));
+    }
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, _: &tracing::Event<'_>) {}
+
+    fn enter(&self, id: &tracing::span::Id) {
+        self.with(id, |record| record.entered += 1);
+    }
+
+    fn exit(&self, _: &tracing::span::Id) {}
+
+    fn clone_span(&self, id: &tracing::span::Id) -> tracing::span::Id {
+        self.with(id, |record| record.handles += 1);
+        id.clone()
+    }
+
+    fn try_close(&self, id: tracing::span::Id) -> bool {
+        self.with(&id, |record| {
+            record.handles -= 1;
+            record.handles == 0
+        })
+    }
+}
+
+/// One call, one `evidence_wire::call` span: the check id and the outcome
+/// are on it, the work ran inside it (entered), and it is closed once the
+/// answer is given; blocking, async and failing checks alike.
+#[test]
+fn a_call_yields_one_span_with_its_check_and_outcome() {
+    for (check, params, outcome) in [
+        ("head_commit", json!({}), "ok"),
+        ("slow_count", json!(null), "ok"),
+        ("lookup", json!({"key": "k", "fail": true}), "error"),
+        ("boom", json!(null), "error"),
+    ] {
+        // A global subscriber: a scoped one races with the other tests
+        // over the callsites' cached interest. Spans are told apart by the
+        // thread that opened them (`ask` runs the job on its own thread).
+        static CAPTURE: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+        let capture = CAPTURE.get_or_init(|| {
+            let capture = Capture::default();
+            tracing::subscriber::set_global_default(capture.clone()).expect("the only one");
+            capture
+        });
+        let before = capture.0.lock().unwrap().len();
+        let answer = ask(check, params.clone());
+        assert!(answer.is_object(), "{check}: {answer}");
+        let spans = capture.0.lock().unwrap();
+        let here = std::thread::current().id();
+        let calls: Vec<&SpanRecord> = spans[before..]
+            .iter()
+            .filter(|span| span.name == "evidence_wire::call" && span.thread == Some(here))
+            .collect();
+        assert_eq!(calls.len(), 1, "{check}: {spans:?}");
+        let call = calls[0];
+        assert_eq!(call.fields["check_id"], check, "{call:?}");
+        assert_eq!(call.fields["tool"], "evidence_query", "{call:?}");
+        assert_eq!(call.fields["method"], "tools/call", "{call:?}");
+        assert_eq!(call.fields["id"], "0", "the first ticket: {call:?}");
+        assert_eq!(call.fields["outcome"], outcome, "{check}: {call:?}");
+        assert!(call.fields.contains_key("duration_ms"), "{call:?}");
+        assert!(call.entered >= 2, "built and run inside the span: {call:?}");
+        assert_eq!(call.handles, 0, "closed once answered: {call:?}");
+    }
 }
