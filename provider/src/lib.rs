@@ -58,23 +58,28 @@ pub mod cancel;
 pub mod check;
 pub mod handler;
 mod provider;
+pub mod root;
 pub mod serve;
 pub mod stdout;
 
 pub use cancel::{CancelReason, Cancellation, OnCancel};
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
+pub use evidence_wire::Transport;
 pub use evidence_wire::contract::{Comparator, Determinism};
 pub use handler::{
-    Answer, BoxFuture, CallContext, CallKind, Completion, Handler, IntoService, Job, ServeError,
-    Service, Work, complete, dispatch,
+    Answer, BoxFuture, CallContext, CallKind, CallSource, Caller, Completion, Handler, IntoService,
+    Job, ServeError, Service, Work, complete, dispatch, dispatch_from,
 };
 pub use provider::Provider;
+pub use root::{EvidenceRoot, RootError, RootedPath};
 
 /// One `use` line for a provider author.
 pub mod prelude {
     pub use crate::check::{Check, CheckContext, CheckError, NoParams};
-    pub use crate::handler::{IntoService, ServeError, Service};
+    pub use crate::handler::{Caller, IntoService, ServeError, Service};
     pub use crate::provider::Provider;
+    pub use crate::root::EvidenceRoot;
+    pub use evidence_wire::Transport;
     pub use evidence_wire::contract::{Comparator, Determinism};
     pub use evidence_wire::evidence::{EvidenceAnchor, EvidenceContext, TriggerTime};
 }

@@ -22,6 +22,7 @@ use serde_json::json;
 
 use crate::check::Check;
 use crate::handler::{Answer, CallContext, Handler, IntoService, ServeError, Service};
+use crate::root::EvidenceRoot;
 
 /// Up to this many checks, [`Provider::find_check`] looks through the list.
 const LINEAR_LOOKUP_MAX: usize = 16;
@@ -48,6 +49,7 @@ pub struct Provider {
     notes: Vec<String>,
     checks: Vec<Check>,
     index: BTreeMap<String, usize>,
+    root: Option<EvidenceRoot>,
 }
 
 impl fmt::Debug for Provider {
@@ -72,6 +74,7 @@ impl Provider {
             notes: Vec::new(),
             checks: Vec::new(),
             index: BTreeMap::new(),
+            root: None,
         }
     }
 
@@ -107,6 +110,20 @@ impl Provider {
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
         self.id = id.into();
         self
+    }
+
+    /// Gives every check `root` as its evidence root
+    /// ([`crate::CheckContext::root`]): the directory its file checks read
+    /// under, e.g. `EvidenceRoot::open(dir)?` from a `--root DIR` option.
+    /// A later call replaces it.
+    pub fn root(mut self, root: EvidenceRoot) -> Self {
+        self.root = Some(root);
+        self
+    }
+
+    /// The evidence root, if the provider has one.
+    pub fn evidence_root(&self) -> Option<&EvidenceRoot> {
+        self.root.as_ref()
     }
 
     /// The provider id.
@@ -183,7 +200,7 @@ impl Provider {
                 ),
             )));
         };
-        check.start(query, context, call)
+        check.start(query, context, call, self.root.as_ref())
     }
 }
 

@@ -331,3 +331,98 @@ fn only_a_ready_job_is_taken_where_it_was_read() {
         }
     }
 }
+
+/// What a check learns of its call, through the server and
+/// `dispatch_from`: who asked (dialect, transport, authenticated), the
+/// request's `_meta`, the deadline from the configuration's
+/// `call_timeout` (a blocking check polling `is_cancelled` sees it pass,
+/// with `CancelReason::Deadline`, and its answer still goes out), and the
+/// provider's evidence root.
+#[test]
+fn a_check_sees_its_caller_meta_deadline_and_root() {
+    use evidence_wire_provider::{
+        CallSource, CancelReason, EvidenceRoot, Transport, dispatch_from,
+    };
+    use std::time::{Duration, Instant};
+
+    let dir = std::env::temp_dir().join(format!("ew-sdk-root-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "abc").unwrap();
+    let provider = Provider::new("ctx", "Reports its context.")
+        .root(EvidenceRoot::open(&dir).unwrap())
+        .check(Check::new(
+            "context",
+            "What the check saw.",
+            |_: NoParams, context: &CheckContext| {
+                let caller = *context.caller();
+                let remaining = context.remaining().expect("a deadline");
+                let started = Instant::now();
+                // A long blocking check, stopping once it may.
+                while !context.is_cancelled() {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(5),
+                        "deadline never seen"
+                    );
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let size = context.root()?.read("a.txt", context)?.len();
+                Ok(json!({
+                    "dialect": format!("{:?}", caller.dialect()),
+                    "decision_gate": caller.is_decision_gate(),
+                    "transport": caller.transport().map(|transport| transport.to_string()),
+                    "authenticated": caller.is_authenticated(),
+                    "meta": context.meta(),
+                    "reason": format!("{:?}", context.cancel_reason()),
+                    "waited_ms_at_most": remaining.as_millis() <= 200,
+                    "size": size,
+                }))
+            },
+        ));
+    let mut service = provider.into_service().unwrap();
+    service.config_mut().call_timeout = Some(Duration::from_millis(200));
+    let source: CallSource = service.call_source(Transport::Http).authenticated(true);
+    let mut server = service.connection();
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "evidence_query", "_meta": {"progressToken": "p1"}, "arguments": {
+            "query": {"provider_id": "ctx", "check_id": "context"},
+            "context": {"tenant_id": 1, "namespace_id": 1, "run_id": "r", "scenario_id": "s",
+                "stage_id": "st", "trigger_id": "t",
+                "trigger_time": {"kind": "logical", "value": 1}}
+        }}
+    });
+    server.handle_input(format!("{body}\n").as_bytes());
+    while let Some(event) = server.poll_event() {
+        if let Work::Run { ticket, job } = dispatch_from(service.handler().as_ref(), event, &source)
+        {
+            complete(&mut server, ticket, job.run_blocking()).unwrap();
+        }
+    }
+    let out = String::from_utf8(server.poll_transmit().expect("an answer")).unwrap();
+    let answer: Value = serde_json::from_str(out.trim()).unwrap();
+    let result = &answer["result"]["content"][0]["json"];
+    assert_eq!(
+        result["value"]["value"],
+        json!({
+            "dialect": "DecisionGate", "decision_gate": true, "transport": "http",
+            "authenticated": true, "meta": {"progressToken": "p1"},
+            "reason": format!("{:?}", Some(CancelReason::Deadline)),
+            "waited_ms_at_most": true, "size": 3,
+        }),
+        "{answer}"
+    );
+    assert_eq!(
+        result["evidence_ref"]["uri"],
+        "dg+file://evidence-root/a.txt"
+    );
+    // Without a timeout or a source: no deadline, an in-process caller.
+    let plain = CheckContext::new(
+        evidence_wire::evidence::EvidenceQuery::new("ctx", "context"),
+        EvidenceContext::adhoc(TriggerTime::Logical(1)),
+        CallContext::new(),
+    );
+    assert_eq!((plain.deadline(), plain.caller().transport()), (None, None));
+    assert!(!plain.is_cancelled());
+    assert_eq!(plain.root().unwrap_err().code(), "root_unavailable");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -9,6 +9,7 @@
     dead_code
 )] // test code may panic
 
+mod cancellation;
 mod common;
 mod docs_http;
 mod fault_http;
