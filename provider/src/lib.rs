@@ -52,6 +52,7 @@
 
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod caller;
 pub mod cancel;
@@ -61,6 +62,9 @@ mod provider;
 pub mod root;
 pub mod serve;
 pub mod stdout;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 pub use cancel::{CancelReason, Cancellation, OnCancel};
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};

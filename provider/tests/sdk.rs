@@ -426,3 +426,113 @@ fn a_check_sees_its_caller_meta_deadline_and_root() {
     assert_eq!(plain.root().unwrap_err().code(), "root_unavailable");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+mod test_client {
+    use evidence_wire::client::QueryError;
+    use evidence_wire::evidence::{EvidenceSigner, KeySet, VerifyError};
+    use evidence_wire_provider::testing::TestClient;
+
+    use super::*;
+
+    fn files() -> Provider {
+        Provider::new("demo", "Answers.")
+            .check(Check::new(
+                "answer",
+                "42, from memory://answer.",
+                |_: NoParams, context: &CheckContext| {
+                    context.set_ref("memory://answer");
+                    Ok(42)
+                },
+            ))
+            .check(Check::new(
+                "missing",
+                "Always missing.",
+                |_: NoParams, _: &CheckContext| {
+                    Err::<u64, _>(CheckError::new("file_not_found", "nothing here"))
+                },
+            ))
+    }
+
+    /// As Decision Gate asks (its hash profile) and as an MCP client asks
+    /// (after the handshake, RFC 8785): the same value, verified; an error
+    /// result is an answer too.
+    #[test]
+    fn asks_as_decision_gate_and_as_an_mcp_client() {
+        use evidence_wire::canonical::Profile;
+        let mut gate = TestClient::decision_gate(files()).unwrap();
+        let answer = gate.query("answer", Value::Null).unwrap();
+        assert_eq!(answer.value(), Some(json!(42)));
+        assert_eq!(answer.evidence_ref(), Some("memory://answer"));
+        assert_eq!(answer.verified().profile(), Profile::DecisionGate);
+        let missing = gate.query("missing", json!({})).unwrap();
+        assert_eq!(missing.error_code(), Some("file_not_found"));
+        assert_eq!(missing.value(), None);
+
+        let mut mcp = TestClient::mcp(files()).unwrap();
+        let answer = mcp.query("answer", json!({})).unwrap();
+        assert_eq!(answer.value(), Some(json!(42)));
+        assert_eq!(answer.verified().profile(), Profile::Rfc8785);
+        // Params outside the schema are refused by the server, not the check.
+        let refused = mcp.query("answer", json!({"extra": 1})).unwrap();
+        assert_eq!(refused.error_code(), Some("invalid_params"));
+        let listed = mcp.request("tools/list", None).unwrap();
+        assert_eq!(listed["tools"][0]["name"], "evidence_query");
+    }
+
+    /// Under `require_signature`: an unsigned answer fails verification; a
+    /// service signing with the trusted key passes; another key fails.
+    #[test]
+    fn signatures_are_required_and_checked() {
+        let signer = EvidenceSigner::from_seed("k1", &[7; 32]);
+        let mut keys = KeySet::new();
+        keys.insert_bytes("k1", &signer.public_key()).unwrap();
+
+        let mut unsigned = TestClient::decision_gate(files())
+            .unwrap()
+            .require_signature(keys.clone());
+        assert!(matches!(
+            unsigned.query("answer", json!({})),
+            Err(QueryError::Verification(VerifyError::MissingSignature))
+        ));
+
+        let mut service = files().into_service().unwrap();
+        service.config_mut().signer = Some(signer);
+        let mut signed = TestClient::decision_gate(service.clone())
+            .unwrap()
+            .require_signature(keys);
+        let answer = signed.query("answer", json!({})).unwrap();
+        assert_eq!(answer.verified().signer(), Some("k1"));
+
+        let mut other = KeySet::new();
+        other
+            .insert_bytes(
+                "k2",
+                &EvidenceSigner::from_seed("k2", &[9; 32]).public_key(),
+            )
+            .unwrap();
+        let mut wrong = TestClient::decision_gate(service)
+            .unwrap()
+            .require_signature(other);
+        assert!(wrong.query("answer", json!({})).is_err());
+    }
+
+    /// The contract is held to Decision Gate's rules: a provider named
+    /// after a built-in is refused, the usual one passes.
+    #[test]
+    fn the_contract_is_held_to_decision_gates_rules() {
+        TestClient::decision_gate(files())
+            .unwrap()
+            .check_contract()
+            .unwrap();
+        let builtin = Provider::new("time", "Shadows a built-in.").check(Check::new(
+            "now",
+            "Now.",
+            |_: NoParams, _: &CheckContext| Ok(1),
+        ));
+        let problems = TestClient::decision_gate(builtin)
+            .unwrap()
+            .check_contract()
+            .unwrap_err();
+        assert!(problems.to_string().contains("time"), "{problems}");
+    }
+}

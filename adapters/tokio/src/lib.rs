@@ -67,6 +67,9 @@ mod process;
 mod service;
 mod stdio;
 mod tasks;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
 

@@ -12,6 +12,7 @@
 mod cancellation;
 mod common;
 mod docs_http;
+mod examples;
 mod fault_http;
 mod http;
 mod http_half_open;
