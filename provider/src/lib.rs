@@ -40,6 +40,18 @@
 //!   blocking pool (or inline, [`Check::inline`]), async checks
 //!   ([`Check::new_async`]) on its executor; a panic is answered as an
 //!   `internal_error` result.
+//! - **Files under a root.** [`EvidenceRoot`] resolves a check's paths
+//!   inside the operator's directory (refusing escapes and special files
+//!   with the bundled provider's codes), reads within a size limit, and
+//!   names the file in the answer (`dg+file://` reference,
+//!   `file_path_rooted` anchor); [`Provider::root`] gives it to every check.
+//! - **The call's context.** A check's [`CheckContext`] says whether anybody
+//!   still waits (cancellation), when the answer is due (the server's
+//!   `call_timeout`), who asked ([`Caller`]: dialect, transport,
+//!   authenticated) and the request's `_meta`.
+//! - **Tests.** With the feature `testing`, `testing::TestClient` asks the
+//!   provider in-process as Decision Gate and as an MCP client do, and
+//!   verifies every answer.
 //!
 //! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
 //! server events, [`Job`]s and [`complete`]; their process clients share

@@ -75,7 +75,7 @@ pub const PIPE_CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 pub const HELD_PIPE_CHECK: Duration = Duration::from_millis(100);
 /// How long a question about a provider that exited waits for its stdout
 /// to reach its end (it may have exited a moment ago).
-const EXIT_NOTE_WAIT: Duration = Duration::from_millis(250);
+pub const EXIT_NOTE_WAIT: Duration = Duration::from_millis(250);
 
 /// Where the provider is.
 #[derive(Clone)]
