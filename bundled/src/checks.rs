@@ -141,7 +141,7 @@ pub(crate) fn table(inner: &Arc<Inner>) -> Provider {
                 "file_size",
                 "The size in bytes of a file under the evidence root.",
                 move |params: FilePath, context: &CheckContext| {
-                    files::file_size(&size_inner.config, &params.path, context)
+                    files::file_size(&size_inner.root, &params.path, context)
                 },
             )
             .anchor_types([FILE_ANCHOR])

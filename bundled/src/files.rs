@@ -1,9 +1,12 @@
 //! `file_size` and `json_path`: files under the evidence root.
 //!
-//! A path is relative, without `..`, and must still lie under the root once
+//! Paths are resolved under the SDK's evidence root
+//! ([`evidence_wire_provider::root`], the provider's one implementation):
+//! a path is relative, without `..`, and must still lie under the root once
 //! symlinks are resolved (`path_outside_root`); a file is read only when it
 //! is a regular file no larger than `max_file_bytes` (checked from the
-//! metadata before reading and again while reading, in case it grew).
+//! metadata before reading and again while reading, in case it grew),
+//! opened without blocking (a fifo is refused, never waited on).
 //!
 //! `json_path` runs in this order, each step bounded before the next one
 //! costs anything: the expression is scanned ([`jsonpath::scan`]: length and
@@ -18,16 +21,12 @@
 //! `jsonpath_not_found` and `invalid_jsonpath` carry
 //! `details: {"jsonpath": …}`.
 
-use std::fs;
-use std::io::Read;
-use std::path::{Component, Path, PathBuf};
-
 use std::sync::Arc;
 
-use evidence_wire::evidence::{EvidenceAnchor, EvidenceError};
+use evidence_wire::evidence::EvidenceError;
 use evidence_wire::text::truncate_chars;
 use evidence_wire_config::BundledConfig;
-use evidence_wire_provider::{CheckContext, CheckError};
+use evidence_wire_provider::{CheckContext, CheckError, EvidenceRoot, RootedPath};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -36,150 +35,15 @@ use crate::jsonpath::{self, DocumentSize, MAX_JSONPATH_CHARS, MAX_RESULT_DEPTH, 
 use crate::pool::Refused;
 use crate::{EVALUATION_COST_PER_FILE_BYTE, Inner};
 
-/// A path under the root, resolved.
-struct Resolved {
-    /// The canonical path on disk.
-    path: PathBuf,
-    /// The path as the caller gave it, normalized with `/` separators.
-    display: String,
-}
-
-fn resolve(config: &BundledConfig, relative: &str) -> Result<Resolved, EvidenceError> {
-    let outside = || {
-        EvidenceError::new(
-            "path_outside_root",
-            format!(
-                "{relative:?} is not inside the evidence root {:?}; give a relative path without `..`",
-                config.root_id
-            ),
-        )
-    };
-    let path = Path::new(relative);
-    if relative.is_empty()
-        || path
-            .components()
-            .any(|component| !matches!(component, Component::Normal(_) | Component::CurDir))
-    {
-        return Err(outside());
-    }
-    let root = fs::canonicalize(&config.root).map_err(|error| {
-        EvidenceError::new(
-            "root_unavailable",
-            format!(
-                "the evidence root {} cannot be opened: {error}",
-                config.root.display()
-            ),
-        )
-    })?;
-    let joined = root.join(path);
-    let resolved = match fs::canonicalize(&joined) {
-        Ok(resolved) => resolved,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-            return Err(EvidenceError::new(
-                "file_not_found",
-                format!("no file {relative:?} under the evidence root"),
-            ));
-        }
-        Err(error) => {
-            return Err(EvidenceError::new(
-                "file_unreadable",
-                format!("cannot open {relative:?}: {error}"),
-            ));
-        }
-    };
-    if !resolved.starts_with(&root) {
-        return Err(outside());
-    }
-    let display = path
-        .components()
-        .filter_map(|component| match component {
-            Component::Normal(part) => Some(part.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("/");
-    Ok(Resolved {
-        path: resolved,
-        display,
-    })
-}
-
-/// The metadata of a regular file, or the error saying what it is instead.
-fn regular_file(path: &Path, relative: &str) -> Result<fs::Metadata, EvidenceError> {
-    let metadata = fs::metadata(path).map_err(|error| {
-        EvidenceError::new(
-            "file_unreadable",
-            format!("cannot stat {relative:?}: {error}"),
-        )
-    })?;
-    if !metadata.is_file() {
-        return Err(EvidenceError::new(
-            "not_a_file",
-            format!("{relative:?} is not a regular file"),
-        ));
-    }
-    Ok(metadata)
-}
-
-fn read_file(
-    config: &BundledConfig,
-    path: &Path,
-    relative: &str,
-) -> Result<Vec<u8>, EvidenceError> {
-    let limit = config.json.max_file_bytes;
-    let metadata = regular_file(path, relative)?;
-    if metadata.len() > limit {
-        return Err(file_too_large(relative, limit));
-    }
-    let file = fs::File::open(path).map_err(|error| {
-        EvidenceError::new(
-            "file_unreadable",
-            format!("cannot open {relative:?}: {error}"),
-        )
-    })?;
-    let mut bytes = Vec::new();
-    // Read at most one byte past the limit, in case the file grew.
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .map_err(|error| {
-            EvidenceError::new(
-                "file_unreadable",
-                format!("cannot read {relative:?}: {error}"),
-            )
-        })?;
-    if bytes.len() as u64 > limit {
-        return Err(file_too_large(relative, limit));
-    }
-    Ok(bytes)
-}
-
-fn file_too_large(relative: &str, limit: u64) -> EvidenceError {
-    EvidenceError::new(
-        "file_too_large",
-        format!("{relative:?} is larger than the {limit}-byte limit"),
-    )
-}
-
-/// Records the file as the answer's reference and anchor
-/// (`dg+file://<root_id>/<path>`, `file_path_rooted`).
-fn record_file(context: &CheckContext, config: &BundledConfig, display: &str, size: Option<u64>) {
-    context.set_ref(format!("dg+file://{}/{}", config.root_id, display));
-    context.set_anchor(EvidenceAnchor::file_path_rooted(
-        &config.root_id,
-        display,
-        size,
-    ));
-}
-
 /// `file_size`: the size of a regular file, from its metadata.
 pub(crate) fn file_size(
-    config: &BundledConfig,
+    root: &EvidenceRoot,
     relative: &str,
     context: &CheckContext,
 ) -> Result<u64, CheckError> {
-    let resolved = resolve(config, relative)?;
-    let size = regular_file(&resolved.path, relative)?.len();
-    record_file(context, config, &resolved.display, Some(size));
+    let file = root.resolve(relative)?;
+    let size = file.metadata()?.len();
+    file.record(context, Some(size));
     Ok(size)
 }
 
@@ -189,19 +53,16 @@ pub(crate) fn json_path(
     params: &JsonPathParams,
     context: &CheckContext,
 ) -> Result<SelectedJson, CheckError> {
-    let config = &inner.config;
-    let relative = params.file.as_str();
-    let resolved = resolve(config, relative)?;
+    let file = inner.root.resolve(&params.file)?;
     // Success or failure, from here on the answer names the file (Decision
     // Gate's json.path keeps its reference and anchor on errors too).
-    record_file(context, config, &resolved.display, None);
+    file.record(context, None);
     let path = params.jsonpath.as_deref().map(parse).transpose()?;
     let job_inner = Arc::clone(inner);
-    let relative = relative.to_owned();
     let pool = &inner.pool;
     let raw = pool
         .run(inner.queue_timeout, context.cancellation(), move || {
-            select(&job_inner.config, &resolved.path, &relative, path)
+            select(&job_inner.config, &file, path)
         })
         .unwrap_or_else(|refused| Err(pool_refusal(refused, pool.capacity(), inner)))?;
     Ok(SelectedJson(raw))
@@ -256,14 +117,15 @@ fn pool_refusal(refused: Refused, capacity: usize, inner: &Inner) -> EvidenceErr
 /// The bounded pipeline of `json_path` on a document thread.
 fn select(
     config: &BundledConfig,
-    path: &Path,
-    relative: &str,
+    file: &RootedPath,
     parsed: Option<ParsedPath>,
 ) -> Result<Box<RawValue>, EvidenceError> {
     let limits = &config.json;
     let max_result_bytes = usize::try_from(limits.max_result_bytes).unwrap_or(usize::MAX);
     let max_result_nodes = usize::try_from(limits.max_result_nodes).unwrap_or(usize::MAX);
-    let bytes = read_file(config, path, relative)?;
+    let relative = file.requested();
+    // At most `max_file_bytes` (the root's limit), checked before reading.
+    let bytes = file.read().map_err(CheckError::into_evidence_error)?;
     let document: Value = serde_json::from_slice(&bytes).map_err(|error| {
         EvidenceError::new("invalid_json", format!("{relative:?} is not JSON: {error}"))
     })?;

@@ -80,7 +80,8 @@ use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, EvidenceResult};
 use evidence_wire::server::{ServerConfig, ServerContract};
 use evidence_wire_config::HostPattern;
 use evidence_wire_provider::{
-    Answer, Check, CheckContext, CheckError, Handler, IntoService, Provider, ServeError, Service,
+    Answer, Check, CheckContext, CheckError, EvidenceRoot, Handler, IntoService, Provider,
+    ServeError, Service,
 };
 
 pub use crate::jsonpath::{
@@ -150,6 +151,9 @@ pub struct BundledProvider {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) config: BundledConfig,
+    /// `root` as the SDK's evidence root (opened by the first query that
+    /// needs it), named `root_id`, reading at most `json.max_file_bytes`.
+    pub(crate) root: EvidenceRoot,
     /// `[bundled.http] allow_hosts`, parsed once.
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub(crate) hosts: Vec<HostPattern>,
@@ -187,8 +191,13 @@ impl BundledProvider {
                     .to_owned(),
             );
         }
+        let root = EvidenceRoot::deferred(&config.root)
+            .with_id(config.root_id.clone())
+            .map_err(|error| format!("bundled.root_id: {error}"))?
+            .with_max_file_bytes(json.max_file_bytes);
         let inner = Arc::new(Inner {
             config: config.clone(),
+            root,
             hosts,
             pool: pool::Pool::new(pool.threads),
             queue_timeout: pool.queue_timeout,
@@ -255,6 +264,7 @@ impl BundledProvider {
         // pool starts on first use) and reads nothing.
         let inner = Arc::new(Inner {
             config: BundledConfig::default(),
+            root: EvidenceRoot::deferred("."),
             hosts: Vec::new(),
             pool: pool::Pool::new(1),
             queue_timeout: JsonPool::DEFAULT_QUEUE_TIMEOUT,

@@ -25,7 +25,6 @@
 
 use std::fmt;
 use std::future::Future;
-use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use evidence_wire::contract::{CheckContract, CheckExample, Comparator, Determinism};
@@ -38,8 +37,11 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
-use crate::cancel::Cancellation;
-use crate::handler::{Answer, CallContext};
+use std::time::{Duration, Instant};
+
+use crate::cancel::{CancelReason, Cancellation};
+use crate::handler::{Answer, CallContext, Caller};
+use crate::root::EvidenceRoot;
 
 /// The `error.code` of params the check's type cannot read (after they
 /// passed the derived schema; a schema the type does not fully describe).
@@ -112,6 +114,18 @@ impl From<EvidenceError> for CheckError {
 /// [`CheckContext::is_cancelled`] between steps, or
 /// [`Cancellation::on_cancel`] to interrupt what it blocks on. Its answer is
 /// dropped then, so any error will do. An async check is simply dropped.
+///
+/// The call may also have a deadline ([`CheckContext::deadline`], from the
+/// server's `call_timeout`): [`CheckContext::remaining`] says how long the
+/// check has left, and [`CheckContext::is_cancelled`] turns true once it
+/// passed. The caller still waits then: answer an error saying the check
+/// ran out of time ([`CheckContext::cancel_reason`] is
+/// [`CancelReason::Deadline`]). An async check bounds its own waits with
+/// its runtime's timer and [`CheckContext::remaining`].
+///
+/// Besides the query it carries who asked ([`CheckContext::caller`]), the
+/// request's `_meta` ([`CheckContext::meta`]) and the provider's
+/// [`EvidenceRoot`] ([`CheckContext::root`]).
 #[derive(Clone, Debug)]
 pub struct CheckContext {
     inner: Arc<ContextInner>,
@@ -122,11 +136,11 @@ struct ContextInner {
     query: EvidenceQuery,
     context: EvidenceContext,
     call: CallContext,
-    root_dir: Option<Arc<Path>>,
+    root: Option<EvidenceRoot>,
     provenance: Mutex<Provenance>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Clone, Debug, Default)]
 struct Provenance {
     evidence_ref: Option<EvidenceRef>,
     evidence_anchor: Option<EvidenceAnchor>,
@@ -136,34 +150,39 @@ struct Provenance {
 impl CheckContext {
     /// The context of `query` asked under `context`, in `call`.
     pub fn new(query: EvidenceQuery, context: EvidenceContext, call: CallContext) -> Self {
-        CheckContext::with_root_dir(query, context, call, None)
+        CheckContext::with_parts(query, context, call, None)
     }
 
-    /// [`CheckContext::new`] for a provider whose checks read from
-    /// `root_dir` ([`crate::Provider::with_root_dir`]).
-    pub fn with_root_dir(
+    fn with_parts(
         query: EvidenceQuery,
         context: EvidenceContext,
         call: CallContext,
-        root_dir: Option<Arc<Path>>,
+        root: Option<EvidenceRoot>,
     ) -> Self {
         CheckContext {
             inner: Arc::new(ContextInner {
                 query,
                 context,
                 call,
-                root_dir,
+                root,
                 provenance: Mutex::new(Provenance::default()),
             }),
         }
     }
 
-    /// The directory the provider's checks read from, when one is set
-    /// ([`crate::Provider::with_root_dir`]; `serve --root DIR` of the
-    /// tokio adapter's ready command line). A check that reads files
-    /// resolves its params' paths against it.
-    pub fn root_dir(&self) -> Option<&Path> {
-        self.inner.root_dir.as_deref()
+    /// The same context with `root` as its evidence root (what
+    /// [`crate::Provider::root`] gives every check; for a context built by
+    /// hand, in a test).
+    pub fn with_root(self, root: EvidenceRoot) -> Self {
+        let inner = &self.inner;
+        let copy = CheckContext::with_parts(
+            inner.query.clone(),
+            inner.context.clone(),
+            inner.call.clone(),
+            Some(root),
+        );
+        *copy.provenance() = self.provenance().clone();
+        copy
     }
 
     /// The call's cancellation: cancelled once nobody waits for the answer.
@@ -171,9 +190,64 @@ impl CheckContext {
         self.inner.call.cancellation()
     }
 
-    /// True once nobody waits for the answer: a blocking check may stop.
+    /// True once nobody waits for the answer, or the call's deadline
+    /// passed: a blocking check may stop (see [`CheckContext::cancel_reason`]).
     pub fn is_cancelled(&self) -> bool {
-        self.cancellation().is_cancelled()
+        self.cancel_reason().is_some()
+    }
+
+    /// Why the check may stop: the call was cancelled (its answer reaches
+    /// nobody), or [`CancelReason::Deadline`] once its deadline passed (the
+    /// caller still waits for an answer: say that time ran out). `None`
+    /// while the check should go on.
+    pub fn cancel_reason(&self) -> Option<CancelReason> {
+        if let Some(reason) = self.cancellation().reason() {
+            return Some(reason);
+        }
+        let deadline = self.deadline()?;
+        (Instant::now() >= deadline).then_some(CancelReason::Deadline)
+    }
+
+    /// When the answer is due: the server's `call_timeout` after the call
+    /// was handed out (`None`: no deadline).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.inner.call.deadline()
+    }
+
+    /// How long the check has left before its deadline (zero once it
+    /// passed; `None`: no deadline).
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline()
+            .map(|deadline| deadline.saturating_duration_since(Instant::now()))
+    }
+
+    /// Who asked: Decision Gate or an MCP client, over which transport,
+    /// authenticated or not.
+    pub fn caller(&self) -> &Caller {
+        self.inner.call.caller()
+    }
+
+    /// The `_meta` of the request's `tools/call` params, when it sent one
+    /// (MCP clients may: a progress token, a trace context).
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.inner.call.meta()
+    }
+
+    /// Everything the adapter said about the call.
+    pub fn call(&self) -> &CallContext {
+        &self.inner.call
+    }
+
+    /// The provider's evidence root ([`crate::Provider::root`]), or
+    /// `root_unavailable` when it has none, ready for `?`:
+    /// `context.root()?.read(&params.path, context)?`.
+    pub fn root(&self) -> Result<&EvidenceRoot, CheckError> {
+        self.inner.root.as_ref().ok_or_else(|| {
+            CheckError::new(
+                crate::root::ROOT_UNAVAILABLE,
+                "this provider has no evidence root; give it one (Provider::root with EvidenceRoot::open, or --root DIR)",
+            )
+        })
     }
 
     /// The query as the caller sent it (check id, provider id, raw params).
@@ -480,10 +554,10 @@ impl Check {
         query: EvidenceQuery,
         context: EvidenceContext,
         call: CallContext,
-        root_dir: Option<Arc<Path>>,
+        root: Option<&EvidenceRoot>,
     ) -> Answer<EvidenceResult> {
         let params = query.params.clone().unwrap_or(Value::Null);
-        let context = CheckContext::with_root_dir(query, context, call, root_dir);
+        let context = CheckContext::with_parts(query, context, call, root.cloned());
         // An inline blocking check runs inside `start` (see `Check::new`).
         (self.start)(params, context, self.inline)
     }

@@ -54,13 +54,18 @@ use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Instant;
 
+use std::time::{Duration, Instant};
+
+use evidence_wire::Transport;
+use evidence_wire::dialect::Dialect;
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::frame::FrameError;
-use evidence_wire::server::{RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure};
+use evidence_wire::server::{
+    CallInfo, RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure,
+};
 use futures_lite::FutureExt as _;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::cancel::Cancellation;
 
@@ -117,23 +122,175 @@ impl<T: Send + 'static> Answer<T> {
     }
 }
 
+/// Who asked: the dialect the request was spoken in, the transport it came
+/// over, and whether the transport authenticated the caller.
+///
+/// HTTP's bearer tokens are anonymous (one shared secret, no name): an
+/// authenticated caller is one that presented the configured token, and
+/// the token itself is never shown here. On stdio the caller is whoever
+/// started the process ([`Caller::is_authenticated`] is false: nothing
+/// was checked).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Caller {
+    dialect: Dialect,
+    transport: Option<Transport>,
+    authenticated: bool,
+}
+
+impl Caller {
+    /// A caller speaking `dialect` over `transport` (`None`: in this
+    /// process, without a transport), not authenticated.
+    pub fn new(dialect: Dialect, transport: Option<Transport>) -> Self {
+        Caller {
+            dialect,
+            transport,
+            authenticated: false,
+        }
+    }
+
+    /// The same caller, authenticated by its transport or not.
+    pub fn authenticated(mut self, authenticated: bool) -> Self {
+        self.authenticated = authenticated;
+        self
+    }
+
+    /// Decision Gate (no handshake, the `decision-gate` hash profile) or
+    /// an MCP client.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// True when the caller speaks Decision Gate's dialect.
+    pub fn is_decision_gate(&self) -> bool {
+        self.dialect == Dialect::DecisionGate
+    }
+
+    /// Stdio or HTTP; `None` for a call made in this process without a
+    /// transport (a test client, a handler called directly).
+    pub fn transport(&self) -> Option<Transport> {
+        self.transport
+    }
+
+    /// True when the transport checked who is calling: over HTTP, the
+    /// request carried the configured bearer token.
+    pub fn is_authenticated(&self) -> bool {
+        self.authenticated
+    }
+}
+
+impl Default for Caller {
+    /// Decision Gate's dialect, in this process, not authenticated.
+    fn default() -> Self {
+        Caller::new(Dialect::DecisionGate, None)
+    }
+}
+
+/// What an adapter knows about where its calls come from, given to
+/// [`dispatch_from`] so that every call's [`CallContext`] says it: the
+/// transport, whether it authenticated the caller, and how long a call
+/// may take ([`ServerConfig::call_timeout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CallSource {
+    transport: Option<Transport>,
+    authenticated: bool,
+    timeout: Option<Duration>,
+}
+
+impl CallSource {
+    /// Calls arriving over `transport` (`None`: made in this process),
+    /// unauthenticated, without a timeout.
+    pub fn new(transport: Option<Transport>) -> Self {
+        CallSource {
+            transport,
+            authenticated: false,
+            timeout: None,
+        }
+    }
+
+    /// The same source, whose callers the transport authenticated (or not).
+    pub fn authenticated(mut self, authenticated: bool) -> Self {
+        self.authenticated = authenticated;
+        self
+    }
+
+    /// The same source, each call getting a deadline `timeout` after it is
+    /// handed out (`None`: no deadline). Adapters pass the service's
+    /// [`ServerConfig::call_timeout`].
+    pub fn timeout(mut self, timeout: Option<Duration>) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The context of one call from this source, spoken as `info` says.
+    pub fn call(&self, info: CallInfo) -> CallContext {
+        let deadline = self
+            .timeout
+            .and_then(|timeout| Instant::now().checked_add(timeout));
+        CallContext {
+            cancellation: Cancellation::new(),
+            deadline,
+            caller: Caller::new(info.dialect, self.transport).authenticated(self.authenticated),
+            meta: info.meta.map(Arc::new),
+        }
+    }
+}
+
 /// What an adapter knows about one call besides its arguments: how it
-/// learns that nobody waits for the answer any more.
+/// learns that nobody waits for the answer any more, when the answer is
+/// due, who asked, and the request's `_meta`.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct CallContext {
     cancellation: Cancellation,
+    deadline: Option<Instant>,
+    caller: Caller,
+    meta: Option<Arc<Map<String, Value>>>,
 }
 
 impl CallContext {
-    /// The context of a call that is not cancelled (yet).
+    /// The context of a call that is not cancelled (yet), made in this
+    /// process ([`Caller::default`]), without a deadline or `_meta`.
     pub fn new() -> Self {
         CallContext::default()
+    }
+
+    /// The same call, due at `deadline`.
+    pub fn with_deadline(mut self, deadline: Instant) -> Self {
+        self.deadline = Some(deadline);
+        self
+    }
+
+    /// The same call, asked by `caller`.
+    pub fn with_caller(mut self, caller: Caller) -> Self {
+        self.caller = caller;
+        self
+    }
+
+    /// The same call, whose request carried `meta` as its `_meta`.
+    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = Some(Arc::new(meta));
+        self
     }
 
     /// The call's cancellation (see [`crate::cancel`]).
     pub fn cancellation(&self) -> &Cancellation {
         &self.cancellation
+    }
+
+    /// When the answer is due (`None`: the server sets no limit; see
+    /// [`ServerConfig::call_timeout`]).
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Who asked.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The `_meta` of the request's params, when it sent one (an object).
+    pub fn meta(&self) -> Option<&Map<String, Value>> {
+        self.meta.as_deref()
     }
 }
 
@@ -267,9 +424,9 @@ impl Job {
     fn guarded(
         kind: CallKind,
         span: tracing::Span,
+        call: CallContext,
         start: impl FnOnce(CallContext) -> Answer<Completion>,
     ) -> Self {
-        let call = CallContext::new();
         let cancellation = call.cancellation.clone();
         let started = (!span.is_disabled()).then(Instant::now);
         let answer = span
@@ -488,23 +645,38 @@ pub enum Work {
 
 /// Turns one server event into work: calls go to the handler (which says
 /// where their work runs), every other event to [`Handler::observe`]
-/// (cancellations and fatal errors are observed too).
+/// (cancellations and fatal errors are observed too). Each call's
+/// [`CallContext`] says it was made in this process (no transport),
+/// without a deadline: an adapter uses [`dispatch_from`].
 ///
 /// A handler method that panics while it builds its answer (an inline
 /// check computes its result right here) still yields a job: its answer is
 /// an `internal_error` result. [`Handler::observe`] is not guarded: a hook
 /// that panics is the adapter's to report.
 pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
+    dispatch_from(handler, event, &CallSource::new(None))
+}
+
+/// [`dispatch`], each call's [`CallContext`] made by `source`: its
+/// transport and authentication, its deadline (from the source's timeout),
+/// and what the server read from the request (the dialect, `_meta`).
+pub fn dispatch_from<H: Handler + ?Sized>(
+    handler: &H,
+    event: ServerEvent,
+    source: &CallSource,
+) -> Work {
     match event {
         ServerEvent::EvidenceQuery {
             ticket,
             query,
             context,
+            call,
         } => Work::Run {
             ticket,
             job: Job::guarded(
                 CallKind::Evidence,
                 call_span(ticket, "evidence_query", Some(&query.check_id)),
+                source.call(call),
                 |call| {
                     handler
                         .evidence_query(query, context, call)
@@ -516,13 +688,19 @@ pub fn dispatch<H: Handler + ?Sized>(handler: &H, event: ServerEvent) -> Work {
             ticket,
             name,
             arguments,
+            call,
         } => Work::Run {
             ticket,
-            job: Job::guarded(CallKind::Tool, call_span(ticket, &name, None), |call| {
-                handler
-                    .tool_call(&name, arguments, call)
-                    .map(Completion::Tool)
-            }),
+            job: Job::guarded(
+                CallKind::Tool,
+                call_span(ticket, &name, None),
+                source.call(call),
+                |call| {
+                    handler
+                        .tool_call(&name, arguments, call)
+                        .map(Completion::Tool)
+                },
+            ),
         },
         ServerEvent::Cancelled { ticket, reason } => {
             let event = ServerEvent::Cancelled { ticket, reason };
@@ -656,6 +834,13 @@ impl Service {
     /// The handler.
     pub fn handler(&self) -> &Arc<dyn Handler> {
         &self.handler
+    }
+
+    /// Where an adapter's calls over `transport` come from: the source
+    /// [`dispatch_from`] makes each call's context with, its timeout the
+    /// configuration's [`ServerConfig::call_timeout`].
+    pub fn call_source(&self, transport: Transport) -> CallSource {
+        CallSource::new(Some(transport)).timeout(self.config.call_timeout)
     }
 
     /// A fresh connection of this service (cheap: the configuration is shared).

@@ -41,6 +41,18 @@
 //!   blocking pool (or inline, [`Check::inline`]), async checks
 //!   ([`Check::new_async`]) on its executor; a panic is answered as an
 //!   `internal_error` result.
+//! - **Files under a root.** [`EvidenceRoot`] resolves a check's paths
+//!   inside the operator's directory (refusing escapes and special files
+//!   with the bundled provider's codes), reads within a size limit, and
+//!   names the file in the answer (`dg+file://` reference,
+//!   `file_path_rooted` anchor); [`Provider::root`] gives it to every check.
+//! - **The call's context.** A check's [`CheckContext`] says whether anybody
+//!   still waits (cancellation), when the answer is due (the server's
+//!   `call_timeout`), who asked ([`Caller`]: dialect, transport,
+//!   authenticated) and the request's `_meta`.
+//! - **Tests.** With the feature `testing`, `testing::TestClient` asks the
+//!   provider in-process as Decision Gate and as an MCP client do, and
+//!   verifies every answer.
 //!
 //! Adapters use [`handler`]: the [`Handler`] trait, [`dispatch`] of
 //! server events, [`Job`]s and [`complete`]; their process clients share
@@ -61,29 +73,37 @@ pub mod cancel;
 pub mod check;
 pub mod handler;
 mod provider;
+pub mod root;
 pub mod serve;
 #[cfg(feature = "signatures")]
 #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
 pub mod signing;
 pub mod stdout;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 
 pub use cancel::{CancelReason, Cancellation, OnCancel};
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
+pub use evidence_wire::Transport;
 pub use evidence_wire::contract::{Comparator, Determinism};
 pub use handler::{
-    Answer, BoxFuture, CallContext, CallKind, Completion, Handler, IntoService, Job, ServeError,
-    Service, Work, complete, dispatch,
+    Answer, BoxFuture, CallContext, CallKind, CallSource, Caller, Completion, Handler, IntoService,
+    Job, ServeError, Service, Work, complete, dispatch, dispatch_from,
 };
 pub use provider::Provider;
+pub use root::{EvidenceRoot, RootError, RootedPath};
 
 /// One `use` line for a provider author.
 pub mod prelude {
     pub use crate::check::{Check, CheckContext, CheckError, NoParams};
-    pub use crate::handler::{IntoService, ServeError, Service};
+    pub use crate::handler::{Caller, IntoService, ServeError, Service};
     pub use crate::provider::Provider;
+    pub use crate::root::EvidenceRoot;
     #[cfg(feature = "signatures")]
     #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
     pub use crate::signing::{EvidenceSigner, SigningKeyError};
+    pub use evidence_wire::Transport;
     pub use evidence_wire::contract::{Comparator, Determinism};
     pub use evidence_wire::evidence::{EvidenceAnchor, EvidenceContext, TriggerTime};
 }

@@ -14,8 +14,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::Path;
 
 use evidence_wire::contract::{ContractError, ContractTransport, ProviderContract};
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
@@ -24,6 +23,7 @@ use serde_json::json;
 
 use crate::check::Check;
 use crate::handler::{Answer, CallContext, Handler, IntoService, ServeError, Service};
+use crate::root::EvidenceRoot;
 
 /// Up to this many checks, [`Provider::find_check`] looks through the list.
 const LINEAR_LOOKUP_MAX: usize = 16;
@@ -50,8 +50,8 @@ pub struct Provider {
     notes: Vec<String>,
     checks: Vec<Check>,
     index: BTreeMap<String, usize>,
-    /// The directory the checks read from ([`Provider::with_root_dir`]).
-    root_dir: Option<Arc<Path>>,
+    /// The evidence root the checks read from ([`Provider::root`]).
+    root: Option<EvidenceRoot>,
     /// The key every result with a value is signed with.
     #[cfg(feature = "signatures")]
     signer: Option<crate::signing::EvidenceSigner>,
@@ -62,7 +62,7 @@ impl fmt::Debug for Provider {
         f.debug_struct("Provider")
             .field("id", &self.id)
             .field("checks", &self.checks)
-            .field("root_dir", &self.root_dir)
+            .field("root", &self.root)
             .finish_non_exhaustive()
     }
 }
@@ -80,7 +80,7 @@ impl Provider {
             notes: Vec::new(),
             checks: Vec::new(),
             index: BTreeMap::new(),
-            root_dir: None,
+            root: None,
             #[cfg(feature = "signatures")]
             signer: None,
         }
@@ -120,23 +120,23 @@ impl Provider {
         self
     }
 
-    /// The provider id.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The directory the checks read their files from: every check sees
-    /// it as [`CheckContext::root_dir`](crate::CheckContext::root_dir).
-    /// The ready command line of the tokio adapter (`serve --root DIR`)
-    /// sets it; a check resolves its params' paths against it.
-    pub fn with_root_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.root_dir = Some(Arc::from(dir.into()));
+    /// Gives every check `root` as its evidence root
+    /// ([`crate::CheckContext::root`]): the directory its file checks read
+    /// under, e.g. `EvidenceRoot::open(dir)?` from a `--root DIR` option.
+    /// A later call replaces it.
+    pub fn root(mut self, root: EvidenceRoot) -> Self {
+        self.root = Some(root);
         self
     }
 
-    /// The directory set with [`Provider::with_root_dir`].
-    pub fn root_dir(&self) -> Option<&Path> {
-        self.root_dir.as_deref()
+    /// The evidence root, if the provider has one.
+    pub fn evidence_root(&self) -> Option<&EvidenceRoot> {
+        self.root.as_ref()
+    }
+
+    /// The provider id.
+    pub fn id(&self) -> &str {
+        &self.id
     }
 
     /// Signs every result that carries a value with `signer` (hashed under
@@ -267,7 +267,7 @@ impl Provider {
                 ),
             )));
         };
-        check.start(query, context, call, self.root_dir.clone())
+        check.start(query, context, call, self.root.as_ref())
     }
 }
 

@@ -5,7 +5,8 @@
 //! adapted by the tokio adapter).
 //!
 //! [`serve_stream`] reads input, hands every call to the service's handler
-//! ([`dispatch`]) and writes answers as they finish, in any order. A ready
+//! ([`dispatch_from`], each call's context saying stdio and the
+//! configuration's `call_timeout`) and writes answers as they finish, in any order. A ready
 //! answer (an inline check, a refusal) is given where the call was read;
 //! other work goes to the runtime's [`Calls`] (blocking work in at most
 //! `ServerConfig::max_in_flight` slots, each held until the work really
@@ -37,12 +38,13 @@
 use std::future::{Future, pending};
 use std::io;
 
+use evidence_wire::Transport;
 use evidence_wire::frame::Framing;
 use evidence_wire::server::{Server, ServerEvent, Ticket};
 use futures_lite::future::or;
 use futures_lite::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::handler::{Completion, IntoService, Job, ServeError, Work, complete, dispatch};
+use crate::handler::{Completion, IntoService, Job, ServeError, Work, complete, dispatch_from};
 
 pub use futures_lite::io::{AsyncRead, AsyncWrite};
 
@@ -134,6 +136,7 @@ where
     let service = service.into_service()?;
     let mut server = service.connection();
     let handler = service.handler().as_ref();
+    let source = service.call_source(Transport::Stdio);
     let mut calls = C::with_slots(service.config().max_in_flight);
     let mut buffer = vec![0u8; READ_CHUNK];
     let mut pending_output = Vec::new();
@@ -143,7 +146,7 @@ where
     loop {
         while let Some(event) = server.poll_event() {
             log.observe(&event, server.framing());
-            match dispatch(handler, event) {
+            match dispatch_from(handler, event, &source) {
                 Work::Run { ticket, job } => match job.into_ready() {
                     // A cancelled ticket is refused: nothing is sent, by design.
                     Ok(completion) => {

@@ -419,34 +419,6 @@ fn unknown_params_members_are_refused_unless_the_type_opts_out() {
     );
 }
 
-/// `Provider::with_root_dir` reaches every check as `CheckContext::root_dir`.
-#[test]
-fn the_root_dir_reaches_the_checks() {
-    let provider = Provider::new("git", "Reads under a root.").check(Check::new(
-        "root",
-        "The root directory.",
-        |_: NoParams, context: &CheckContext| {
-            Ok(context
-                .root_dir()
-                .map(|dir| dir.display().to_string())
-                .unwrap_or_default())
-        },
-    ));
-    assert_eq!(
-        ask_with(provider.clone(), "root", json!({}))["value"]["value"],
-        ""
-    );
-    let rooted = provider.with_root_dir("/srv/evidence");
-    assert_eq!(
-        rooted.root_dir(),
-        Some(std::path::Path::new("/srv/evidence"))
-    );
-    assert_eq!(
-        ask_with(rooted, "root", json!({}))["value"]["value"],
-        "/srv/evidence"
-    );
-}
-
 /// One builder call signs (issue 41 item 2): the key `evidence-wire keygen`
 /// writes, read from a file or from its bytes, on a Provider or a
 /// Service; what the server answers verifies with the public key, under
@@ -510,6 +482,8 @@ fn one_builder_call_signs_with_the_keygen_key() {
         .to_string();
     assert!(text.contains("signing-key.pub"), "{text}");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// A subscriber that keeps every span it is given: name, fields, how
 /// often it was entered, whether it closed.
 #[derive(Clone, Default)]
@@ -628,5 +602,210 @@ fn a_call_yields_one_span_with_its_check_and_outcome() {
         assert!(call.fields.contains_key("duration_ms"), "{call:?}");
         assert!(call.entered >= 2, "built and run inside the span: {call:?}");
         assert_eq!(call.handles, 0, "closed once answered: {call:?}");
+    }
+}
+
+/// What a check learns of its call, through the server and
+/// `dispatch_from`: who asked (dialect, transport, authenticated), the
+/// request's `_meta`, the deadline from the configuration's
+/// `call_timeout` (a blocking check polling `is_cancelled` sees it pass,
+/// with `CancelReason::Deadline`, and its answer still goes out), and the
+/// provider's evidence root.
+#[test]
+fn a_check_sees_its_caller_meta_deadline_and_root() {
+    use evidence_wire_provider::{
+        CallSource, CancelReason, EvidenceRoot, Transport, dispatch_from,
+    };
+    use std::time::{Duration, Instant};
+
+    let dir = std::env::temp_dir().join(format!("ew-sdk-root-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("a.txt"), "abc").unwrap();
+    let provider = Provider::new("ctx", "Reports its context.")
+        .root(EvidenceRoot::open(&dir).unwrap())
+        .check(Check::new(
+            "context",
+            "What the check saw.",
+            |_: NoParams, context: &CheckContext| {
+                let caller = *context.caller();
+                let remaining = context.remaining().expect("a deadline");
+                let started = Instant::now();
+                // A long blocking check, stopping once it may.
+                while !context.is_cancelled() {
+                    assert!(
+                        started.elapsed() < Duration::from_secs(5),
+                        "deadline never seen"
+                    );
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let size = context.root()?.read("a.txt", context)?.len();
+                Ok(json!({
+                    "dialect": format!("{:?}", caller.dialect()),
+                    "decision_gate": caller.is_decision_gate(),
+                    "transport": caller.transport().map(|transport| transport.to_string()),
+                    "authenticated": caller.is_authenticated(),
+                    "meta": context.meta(),
+                    "reason": format!("{:?}", context.cancel_reason()),
+                    "waited_ms_at_most": remaining.as_millis() <= 200,
+                    "size": size,
+                }))
+            },
+        ));
+    let mut service = provider.into_service().unwrap();
+    service.config_mut().call_timeout = Some(Duration::from_millis(200));
+    let source: CallSource = service.call_source(Transport::Http).authenticated(true);
+    let mut server = service.connection();
+    let body = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "evidence_query", "_meta": {"progressToken": "p1"}, "arguments": {
+            "query": {"provider_id": "ctx", "check_id": "context"},
+            "context": {"tenant_id": 1, "namespace_id": 1, "run_id": "r", "scenario_id": "s",
+                "stage_id": "st", "trigger_id": "t",
+                "trigger_time": {"kind": "logical", "value": 1}}
+        }}
+    });
+    server.handle_input(format!("{body}\n").as_bytes());
+    while let Some(event) = server.poll_event() {
+        if let Work::Run { ticket, job } = dispatch_from(service.handler().as_ref(), event, &source)
+        {
+            complete(&mut server, ticket, job.run_blocking()).unwrap();
+        }
+    }
+    let out = String::from_utf8(server.poll_transmit().expect("an answer")).unwrap();
+    let answer: Value = serde_json::from_str(out.trim()).unwrap();
+    let result = &answer["result"]["content"][0]["json"];
+    assert_eq!(
+        result["value"]["value"],
+        json!({
+            "dialect": "DecisionGate", "decision_gate": true, "transport": "http",
+            "authenticated": true, "meta": {"progressToken": "p1"},
+            "reason": format!("{:?}", Some(CancelReason::Deadline)),
+            "waited_ms_at_most": true, "size": 3,
+        }),
+        "{answer}"
+    );
+    assert_eq!(
+        result["evidence_ref"]["uri"],
+        "dg+file://evidence-root/a.txt"
+    );
+    // Without a timeout or a source: no deadline, an in-process caller.
+    let plain = CheckContext::new(
+        evidence_wire::evidence::EvidenceQuery::new("ctx", "context"),
+        EvidenceContext::adhoc(TriggerTime::Logical(1)),
+        CallContext::new(),
+    );
+    assert_eq!((plain.deadline(), plain.caller().transport()), (None, None));
+    assert!(!plain.is_cancelled());
+    assert_eq!(plain.root().unwrap_err().code(), "root_unavailable");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+mod test_client {
+    use evidence_wire::client::QueryError;
+    use evidence_wire::evidence::{EvidenceSigner, KeySet, VerifyError};
+    use evidence_wire_provider::testing::TestClient;
+
+    use super::*;
+
+    fn files() -> Provider {
+        Provider::new("demo", "Answers.")
+            .check(Check::new(
+                "answer",
+                "42, from memory://answer.",
+                |_: NoParams, context: &CheckContext| {
+                    context.set_ref("memory://answer");
+                    Ok(42)
+                },
+            ))
+            .check(Check::new(
+                "missing",
+                "Always missing.",
+                |_: NoParams, _: &CheckContext| {
+                    Err::<u64, _>(CheckError::new("file_not_found", "nothing here"))
+                },
+            ))
+    }
+
+    /// As Decision Gate asks (its hash profile) and as an MCP client asks
+    /// (after the handshake, RFC 8785): the same value, verified; an error
+    /// result is an answer too.
+    #[test]
+    fn asks_as_decision_gate_and_as_an_mcp_client() {
+        use evidence_wire::canonical::Profile;
+        let mut gate = TestClient::decision_gate(files()).unwrap();
+        let answer = gate.query("answer", Value::Null).unwrap();
+        assert_eq!(answer.value(), Some(json!(42)));
+        assert_eq!(answer.evidence_ref(), Some("memory://answer"));
+        assert_eq!(answer.verified().profile(), Profile::DecisionGate);
+        let missing = gate.query("missing", json!({})).unwrap();
+        assert_eq!(missing.error_code(), Some("file_not_found"));
+        assert_eq!(missing.value(), None);
+
+        let mut mcp = TestClient::mcp(files()).unwrap();
+        let answer = mcp.query("answer", json!({})).unwrap();
+        assert_eq!(answer.value(), Some(json!(42)));
+        assert_eq!(answer.verified().profile(), Profile::Rfc8785);
+        // Params outside the schema are refused by the server, not the check.
+        let refused = mcp.query("answer", json!({"extra": 1})).unwrap();
+        assert_eq!(refused.error_code(), Some("invalid_params"));
+        let listed = mcp.request("tools/list", None).unwrap();
+        assert_eq!(listed["tools"][0]["name"], "evidence_query");
+    }
+
+    /// Under `require_signature`: an unsigned answer fails verification; a
+    /// service signing with the trusted key passes; another key fails.
+    #[test]
+    fn signatures_are_required_and_checked() {
+        let signer = EvidenceSigner::from_seed("k1", &[7; 32]);
+        let mut keys = KeySet::new();
+        keys.insert_bytes("k1", &signer.public_key()).unwrap();
+
+        let mut unsigned = TestClient::decision_gate(files())
+            .unwrap()
+            .require_signature(keys.clone());
+        assert!(matches!(
+            unsigned.query("answer", json!({})),
+            Err(QueryError::Verification(VerifyError::MissingSignature))
+        ));
+
+        let mut service = files().into_service().unwrap();
+        service.config_mut().signer = Some(signer);
+        let mut signed = TestClient::decision_gate(service.clone())
+            .unwrap()
+            .require_signature(keys);
+        let answer = signed.query("answer", json!({})).unwrap();
+        assert_eq!(answer.verified().signer(), Some("k1"));
+
+        let mut other = KeySet::new();
+        other
+            .insert_bytes(
+                "k2",
+                &EvidenceSigner::from_seed("k2", &[9; 32]).public_key(),
+            )
+            .unwrap();
+        let mut wrong = TestClient::decision_gate(service)
+            .unwrap()
+            .require_signature(other);
+        assert!(wrong.query("answer", json!({})).is_err());
+    }
+
+    /// The contract is held to Decision Gate's rules: a provider named
+    /// after a built-in is refused, the usual one passes.
+    #[test]
+    fn the_contract_is_held_to_decision_gates_rules() {
+        TestClient::decision_gate(files())
+            .unwrap()
+            .check_contract()
+            .unwrap();
+        let builtin = Provider::new("time", "Shadows a built-in.").check(Check::new(
+            "now",
+            "Now.",
+            |_: NoParams, _: &CheckContext| Ok(1),
+        ));
+        let problems = TestClient::decision_gate(builtin)
+            .unwrap()
+            .check_contract()
+            .unwrap_err();
+        assert!(problems.to_string().contains("time"), "{problems}");
     }
 }

@@ -11,7 +11,7 @@
 //!   drains its events (observers and the validation log are called here,
 //!   in order) and writes and flushes what the server has to send. It never
 //!   holds the lock while blocked in `read`. Calls are handed to the
-//!   handler ([`dispatch`]) outside the lock: an [`Answer::Ready`] answer
+//!   handler ([`dispatch_from`](evidence_wire_provider::dispatch_from)) outside the lock: an [`Answer::Ready`] answer
 //!   (an inline check) is given right there and written by the io thread,
 //!   so one request at a time costs no thread hand-off at all. Every other
 //!   call goes to the job queue.
@@ -79,8 +79,8 @@ use evidence_wire::server::{Server, ServerEvent, Ticket};
 use evidence_wire_log::{StdioLog, ValidationLog};
 use evidence_wire_provider::stdout::unbuffered_stdout;
 use evidence_wire_provider::{
-    CancelReason, Cancellation, Completion, Handler, IntoService, Job, ServeError, Work, complete,
-    dispatch,
+    CallSource, CancelReason, Cancellation, Completion, Handler, IntoService, Job, ServeError,
+    Transport, Work, complete, dispatch_from,
 };
 use std::collections::HashMap;
 
@@ -151,6 +151,8 @@ struct Jobs {
 
 struct Shared<W: Write> {
     handler: Arc<dyn Handler>,
+    /// What every call's context says of its caller (stdio, the timeout).
+    source: CallSource,
     state: Mutex<State<W>>,
     /// Set (under its own lock, never the state's) once [`State::is_done`]:
     /// the caller waits for it without the state lock, which a thread
@@ -218,7 +220,7 @@ impl<W: Write> Shared<W> {
                     // Observed here, under the lock, in the order of events.
                     // A thread cannot be aborted: a cancelled job is told
                     // (queued, it never starts).
-                    match dispatch(self.handler.as_ref(), other) {
+                    match dispatch_from(self.handler.as_ref(), other, &self.source) {
                         Work::Fatal(error) => {
                             state
                                 .failure
@@ -277,7 +279,9 @@ impl<W: Write> Shared<W> {
         let mut queued = Vec::new();
         while !found.is_empty() {
             for event in found.drain(..) {
-                if let Work::Run { ticket, job } = dispatch(self.handler.as_ref(), event) {
+                if let Work::Run { ticket, job } =
+                    dispatch_from(self.handler.as_ref(), event, &self.source)
+                {
                     match job.into_ready() {
                         Ok(completion) => ready.push((ticket, completion)),
                         Err(job) => queued.push((ticket, job)),
@@ -576,6 +580,7 @@ where
     let handler = Arc::clone(service.handler());
     let shared = Arc::new(Shared {
         handler,
+        source: service.call_source(Transport::Stdio),
         finished: Mutex::new(false),
         stopped: AtomicBool::new(false),
         state: Mutex::new(State {

@@ -25,7 +25,7 @@
 //!   `GET /healthz`, `GET /readyz`), with `--tls-cert FILE --tls-key FILE`
 //!   HTTPS (the files are read again when they change and on SIGHUP);
 //!   `--root DIR` is given to the checks
-//!   ([`CheckContext::root_dir`](evidence_wire_provider::CheckContext::root_dir));
+//!   ([`CheckContext::root`](evidence_wire_provider::CheckContext::root));
 //!   `--signing-key FILE --key-id ID` signs with the seed
 //!   `evidence-wire keygen` writes
 //!   ([`Provider::signing_key_file`]); `--provider-id ID` serves the
@@ -116,7 +116,7 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub tls: TlsArgs,
     /// Directory the checks read their files from (a check sees it as
-    /// CheckContext::root_dir).
+    /// CheckContext::root).
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// The provider id queries must carry and the contract declares
@@ -452,7 +452,15 @@ fn configure(mut provider: Provider, args: &ServeArgs) -> Result<Provider, Failu
                 )));
             }
         }
-        provider = provider.with_root_dir(root.clone());
+        match evidence_wire_provider::EvidenceRoot::open(root) {
+            Ok(opened) => provider = provider.root(opened),
+            Err(error) => {
+                return Err(Failure::usage(format!(
+                    "--root {}: {error}; give an existing directory",
+                    root.display()
+                )));
+            }
+        }
     }
     match (&args.signing_key, &args.key_id) {
         (Some(file), key_id) => {

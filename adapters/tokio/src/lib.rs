@@ -42,6 +42,9 @@
 //! - [`HttpProvider`]: the HTTP provider client (`https://` over rustls with
 //!   the bundled public roots plus configured extra roots; plain `http://`
 //!   only with `allow_insecure_http`).
+//! - `testing` (feature `testing`, for dev-dependencies): the in-process
+//!   test client on a tokio runtime and `check-provider`'s battery as a
+//!   library (`testing::CheckProvider`), for a provider's own `cargo test`.
 //!
 //! Adapters are plumbing only: they move bytes between the core and the
 //! runtime, sleep until the core's deadline, and own processes and sockets.
@@ -70,6 +73,9 @@ mod process;
 mod service;
 mod stdio;
 mod tasks;
+#[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+pub mod testing;
 #[cfg(feature = "tls")]
 mod tls;
 

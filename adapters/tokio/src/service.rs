@@ -110,7 +110,9 @@ use evidence_wire_http::{
 use evidence_wire_log::HttpCall;
 use evidence_wire_log::record::Channel;
 use evidence_wire_metrics::Transport;
-use evidence_wire_provider::{CancelReason, Completion, IntoService, Service, complete, dispatch};
+use evidence_wire_provider::{
+    CallSource, CancelReason, Completion, IntoService, Service, complete, dispatch_from,
+};
 use futures_lite::future::or;
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
@@ -144,6 +146,10 @@ impl fmt::Debug for ProviderService {
 /// What every clone of a [`ProviderService`] shares.
 pub(crate) struct Inner {
     service: Service,
+    /// What every call's context says of its caller: HTTP, authenticated
+    /// when a bearer token is required (every admitted request sent it),
+    /// the configuration's call timeout.
+    source: CallSource,
     pub(crate) config: HttpServerConfig,
     calls: Arc<Semaphore>,
     /// The shutdown began: not ready, no new calls.
@@ -214,6 +220,9 @@ impl ProviderService {
                 draining: AtomicBool::new(false),
                 expire,
                 expired,
+                source: service
+                    .call_source(Transport::Http)
+                    .authenticated(authenticated),
                 service,
                 local,
                 config,
@@ -512,9 +521,10 @@ where
             }
             counts.observe(&event);
             // One message in, no stream: no fatal framing error here.
-            if let Ran::Ready(ticket, completion) =
-                tasks.run(dispatch(handler, event), exchange.server_mut())
-            {
+            if let Ran::Ready(ticket, completion) = tasks.run(
+                dispatch_from(handler, event, &shared.source),
+                exchange.server_mut(),
+            ) {
                 counts.answered(ticket, error_code(&completion));
                 let _ = complete(exchange.server_mut(), ticket, completion);
             }

@@ -23,7 +23,8 @@ use crate::evidence::{EvidenceError, EvidenceQueryArguments, EvidenceResult};
 use crate::unique::{self, Duplicate, UniqueError};
 
 use super::{
-    CallKind, Dialect, RequestOutcome, Server, ServerEvent, ToolFailure, ToolKind, arguments,
+    CallInfo, CallKind, Dialect, RequestOutcome, Server, ServerEvent, ToolFailure, ToolKind,
+    arguments,
 };
 
 impl Server {
@@ -150,11 +151,13 @@ impl Server {
                 if let Some(error) = refusal {
                     return self.answer_refused_query(id, batch, name, error);
                 }
+                let call = self.call_info(raw);
                 let ticket = self.issue_ticket(id, CallKind::Evidence, batch, name.clone());
                 self.events.push_back(ServerEvent::EvidenceQuery {
                     ticket,
                     query: arguments.query,
                     context: arguments.context,
+                    call,
                 });
                 RequestOutcome::accepted(Some(name))
             }
@@ -193,11 +196,13 @@ impl Server {
                     let result = handler(&arguments);
                     return self.answer_tool(id, batch, self.speech, name, result);
                 }
+                let call = self.call_info(raw);
                 let ticket = self.issue_ticket(id, CallKind::Tool, batch, name.clone());
                 self.events.push_back(ServerEvent::ToolCall {
                     ticket,
                     name: name.clone().into_owned(),
                     arguments,
+                    call,
                 });
                 RequestOutcome {
                     deferred: true,
@@ -205,6 +210,31 @@ impl Server {
                 }
             }
         }
+    }
+
+    /// What the embedder is told about a call whose params are `raw`: the
+    /// dialect of the request, and its `_meta` when it is an object. The
+    /// params are read again only when they may hold `_meta` (its bytes,
+    /// or an escape that could spell them); the usual Decision Gate call
+    /// has none and costs one substring search.
+    fn call_info(&self, raw: &RawValue) -> CallInfo {
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta", default)]
+            meta: Option<serde_json::Map<String, Value>>,
+        }
+        let mut info = CallInfo::new(self.speech.dialect);
+        let bytes = raw.get().as_bytes();
+        if self.config.finders.meta.find(bytes).is_none() && memchr::memchr(b'\\', bytes).is_none()
+        {
+            return info;
+        }
+        // A `_meta` that is not an object (or named twice) reads as none:
+        // the request was already accepted, `_meta` is only passed on.
+        if let Ok(Params { meta: Some(meta) }) = serde_json::from_str::<Params>(raw.get()) {
+            info.meta = Some(meta);
+        }
+        info
     }
 
     /// The arguments of an `evidence_query` call: parsed once, refusing a

@@ -96,6 +96,14 @@ pub struct ServerConfig {
     /// is computed with (default: the profile the connection's dialect
     /// verifies with, see [`crate::dialect`]).
     pub hash_profile: HashProfile,
+    /// How long one call may take (`None`, the default: no limit of the
+    /// server's own). The adapters give every call's context a deadline
+    /// this far from when its work is handed out
+    /// (`evidence_wire_provider::CallContext::deadline`): a check reads
+    /// how much time it has left, and a blocking check polling for
+    /// cancellation sees the deadline pass. The core keeps no clock: it
+    /// only carries the setting.
+    pub call_timeout: Option<core::time::Duration>,
     /// Signs every successful evidence result (`None`: unsigned).
     #[cfg(feature = "signatures")]
     pub signer: Option<crate::evidence::EvidenceSigner>,
@@ -266,6 +274,7 @@ impl Default for ServerConfig {
             tool_authorizer: None,
             contract: None,
             hash_profile: HashProfile::FollowDialect,
+            call_timeout: None,
             #[cfg(feature = "signatures")]
             signer: None,
             registry: Registry::default(),
@@ -306,6 +315,7 @@ impl fmt::Debug for ServerConfig {
             .field("resources_enabled", &self.resources_enabled)
             .field("contract", &self.contract)
             .field("hash_profile", &self.hash_profile)
+            .field("call_timeout", &self.call_timeout)
             .field("tools", &self.registry.tools.len())
             .field("resources", &self.registry.resources.len())
             .finish_non_exhaustive()

@@ -9,8 +9,9 @@ use alloc::borrow::Cow;
 use alloc::string::String;
 use core::fmt;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
+use crate::dialect::Dialect;
 use crate::envelope::Id;
 use crate::error::CanonicalError;
 use crate::evidence::{EvidenceContext, EvidenceQuery};
@@ -45,6 +46,8 @@ pub enum ServerEvent {
         query: EvidenceQuery,
         /// Its context.
         context: EvidenceContext,
+        /// How it was asked: the dialect, the `_meta` of its params.
+        call: CallInfo,
     },
     /// A call of a tool registered with [`ServerConfig::add_tool`]: answer it
     /// with [`Server::respond_tool`].
@@ -56,6 +59,8 @@ pub enum ServerEvent {
         /// Its arguments (validated against its input schema when the
         /// schema registry is available).
         arguments: Value,
+        /// How it was asked: the dialect, the `_meta` of its params.
+        call: CallInfo,
     },
     /// The peer cancelled a query; its ticket is now dead (an answer for
     /// it is refused with [`RespondError::Cancelled`] and nothing is sent).
@@ -88,6 +93,41 @@ pub enum ServerEvent {
     /// A fatal framing error: no more input is read; answer what is in
     /// flight and close.
     Fatal(FrameError),
+}
+
+/// What the server knows about one call besides its arguments: the
+/// dialect the request was spoken in (the connection's, or a stateless
+/// request's own) and the `_meta` member of its `tools/call` params (MCP's
+/// request metadata: a progress token, a trace context, whatever the
+/// client sends), as the client sent it.
+///
+/// Limits: `_meta` is part of the request, bounded by the frame and
+/// envelope limits before it is read; it is read only when the params hold
+/// the bytes `_meta` (or an escape that may spell them), and a `_meta` that
+/// is not an object reads as none.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct CallInfo {
+    /// Decision Gate or MCP.
+    pub dialect: Dialect,
+    /// `params._meta` of the `tools/call`, when it is an object.
+    pub meta: Option<Map<String, Value>>,
+}
+
+impl CallInfo {
+    /// A call spoken in `dialect`, without `_meta`.
+    pub fn new(dialect: Dialect) -> Self {
+        CallInfo {
+            dialect,
+            meta: None,
+        }
+    }
+
+    /// The same call with `meta` as its `_meta`.
+    pub fn with_meta(mut self, meta: Map<String, Value>) -> Self {
+        self.meta = Some(meta);
+        self
+    }
 }
 
 /// The outcome of one incoming message, for validation logs.

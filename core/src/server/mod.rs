@@ -148,7 +148,7 @@ pub use answer::{
 pub use config::{
     DEFAULT_DRAIN_TIMEOUT_MS, DEFAULT_MAX_IN_FLIGHT, Overload, ServerConfig, ServerInfo,
 };
-pub use events::{MessageHeaders, Outcome, RespondError, ServerEvent, Ticket};
+pub use events::{CallInfo, MessageHeaders, Outcome, RespondError, ServerEvent, Ticket};
 
 pub use contract::{INVALID_PARAMS, PROVIDER_MISMATCH, ServerContract, UNKNOWN_CHECK};
 use tools::ToolKind;

@@ -251,11 +251,15 @@ fn decision_gate_first_message_gets_an_answer_decision_gate_accepts() {
             ticket,
             query,
             context,
+            call,
         },
     ] = got.as_slice()
     else {
         panic!("one query expected, got {got:?}");
     };
+    // The call is spoken in Decision Gate's dialect and carries no `_meta`.
+    assert_eq!(call.dialect, Dialect::DecisionGate);
+    assert_eq!(call.meta, None);
     assert_eq!(query.provider_id, "stub");
     assert_eq!(query.check_id, "probe");
     assert_eq!(query.params, Some(json!({"mode": "plain"})));
@@ -1145,4 +1149,49 @@ fn chunking_never_changes_the_outcome_in(framing: Framing) {
     for chunk in [1, 2, 3, 7, 64, 333] {
         assert_eq!(run(chunk), whole, "chunk size {chunk}");
     }
+}
+
+/// A call's event says how it was asked: the dialect of the request (MCP
+/// after `initialize`) and the `_meta` of its `tools/call` params, as
+/// sent; a `_meta` that is not an object, or a tool call without one,
+/// carries none.
+#[test]
+fn calls_carry_their_dialect_and_meta() {
+    let mut server = server_with(|config| {
+        config.add_tool(ToolDefinition {
+            name: "echo".to_owned(),
+            description: "echo".to_owned(),
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+        });
+    });
+    server.handle_input(&nl(&initialize(json!(0), "2025-06-18")));
+    let meta = json!({"progressToken": 7, "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"});
+    let mut with_meta: Value = serde_json::from_str(&call(json!(1), "a")).unwrap();
+    with_meta["params"]["_meta"] = meta.clone();
+    let mut not_object: Value = serde_json::from_str(&call(json!(2), "b")).unwrap();
+    not_object["params"]["_meta"] = json!("nope");
+    let tool = json!({"jsonrpc":"2.0","id":3,"method":"tools/call",
+        "params":{"name":"echo","arguments":{},"_meta":{"k":"v"}}});
+    for message in [&with_meta, &not_object, &tool] {
+        server.handle_input(&nl(&message.to_string()));
+    }
+    let got = events(&mut server);
+    let calls: Vec<_> = got
+        .iter()
+        .filter_map(|event| match event {
+            ServerEvent::EvidenceQuery { call, .. } | ServerEvent::ToolCall { call, .. } => {
+                Some(call.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(calls.len(), 3, "{got:?}");
+    assert!(calls.iter().all(|call| call.dialect == Dialect::Mcp));
+    assert_eq!(calls[0].meta, meta.as_object().cloned());
+    assert_eq!(calls[1].meta, None);
+    assert_eq!(
+        calls[2].meta,
+        Some(json!({"k": "v"}).as_object().cloned().unwrap())
+    );
 }

@@ -1119,3 +1119,194 @@ fn git_provider_help_examples_run_as_written() {
         }
     }
 }
+
+// ---------------------------------------------------------------------------
+// The examples against check-provider's battery, as a library
+// (`evidence_wire_tokio::testing`, issue 41 item 5): what a provider's own
+// `cargo test` runs against its binary or its URL.
+// ---------------------------------------------------------------------------
+
+#[path = "../../../adapters/tokio/examples/files_provider.rs"]
+#[allow(dead_code)] // its `main` is the example's, not this test's
+mod files_provider;
+
+use evidence_wire_tokio::testing::{self as provider_testing, CheckProvider, Report, Status};
+
+/// An evidence root for the files example: `notes.txt`, the file its
+/// contract's examples read.
+fn notes_root() -> TempDir {
+    let dir = TempDir::new("files-root");
+    std::fs::write(dir.0.join("notes.txt"), "one\ntwo\nthree").expect("write");
+    dir
+}
+
+/// The lines of `report` that are not `pass`, for a failure message.
+fn not_passed(report: &Report) -> Vec<String> {
+    report
+        .lines
+        .iter()
+        .filter(|line| line.status != Status::Pass)
+        .map(|line| format!("{} {}: {}", line.status.as_str(), line.check, line.reason))
+        .collect()
+}
+
+/// The files example's binary, spawned as Decision Gate spawns it, held
+/// to its own contract: every line passes (examples, schemas, hashes,
+/// transport, robustness, shutdown), and the caller example reads the
+/// same verified answer from it as the in-process test client.
+#[test]
+fn files_provider_binary_passes_check_provider_and_the_caller_agrees() {
+    let root = notes_root();
+    let program = example("files_provider").display().to_string();
+    let root_arg = root.0.display().to_string();
+    let serve = [
+        program.clone(),
+        "serve".into(),
+        "--root".into(),
+        root_arg.clone(),
+    ];
+    let report = CheckProvider::command(serve.clone())
+        .contract(files_provider::files().contract())
+        .samples(3)
+        .run();
+    report.assert_passed();
+    assert!(not_passed(&report).is_empty(), "{:#?}", not_passed(&report));
+    assert!(
+        report.line("transport.shutdown").is_some(),
+        "{}",
+        report.table()
+    );
+
+    let mut command = Command::new(example("caller"));
+    command.args(["files", "line_count", r#"{"path":"notes.txt"}"#, "--"]);
+    command.args(&serve);
+    let output = run_with_deadline(command, Duration::from_secs(20));
+    assert!(output.status.success(), "{output:?}");
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("JSON evidence");
+    let provider = files_provider::files()
+        .root(evidence_wire_provider::EvidenceRoot::open(&root.0).expect("the root"));
+    let mut client = provider_testing::decision_gate(provider).expect("a test client");
+    let expected = client
+        .query("line_count", json!({"path": "notes.txt"}))
+        .expect("verified");
+    assert_eq!(Some(printed["value"]["value"].clone()), expected.value());
+    assert_eq!(
+        printed["evidence_ref"]["uri"].as_str(),
+        expected.evidence_ref()
+    );
+}
+
+/// The git example's binary: its contract is not served, so the battery
+/// reads its checks from `tools/list`; nothing fails.
+#[test]
+fn git_provider_binary_fails_nothing_in_check_provider() {
+    let report = CheckProvider::command([example("git_provider").display().to_string()])
+        .samples(3)
+        .run();
+    report.assert_passed();
+    let source = report.line("contract.source").expect("contract.source");
+    assert_eq!(source.status, Status::Warn, "{}", report.table());
+}
+
+/// Spawns an HTTP example and returns it with the URL it announced.
+fn spawn_http_example(name: &str, command: &mut Command) -> (Killed, String) {
+    let mut child = Killed(
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|error| panic!("spawn {name}: {error}")),
+    );
+    let url = announced_url(&mut child.0);
+    (child, url)
+}
+
+fn http_battery(url: &str, token: Option<&str>) -> Report {
+    let mut config =
+        evidence_wire_tokio::HttpProviderConfig::new(url.to_owned()).with_insecure_http(true);
+    if let Some(token) = token {
+        config = config.with_bearer_token(token.to_owned());
+    }
+    let provider = evidence_wire_tokio::HttpProvider::new(config).expect("an HTTP client");
+    CheckProvider::http(provider, url).samples(3).run()
+}
+
+/// The HTTP example behind its bearer token: the battery with the token
+/// fails nothing.
+#[test]
+fn http_provider_fails_nothing_in_check_provider() {
+    let mut command = Command::new(example("http_provider"));
+    command
+        .arg("127.0.0.1:0")
+        .env("EVIDENCE_WIRE_TOKEN", "s3cret-token");
+    let (_child, url) = spawn_http_example("http_provider", &mut command);
+    http_battery(&url, Some("s3cret-token")).assert_passed();
+}
+
+/// The provider mounted in the axum example: the battery against its
+/// `/evidence` path fails nothing.
+#[test]
+fn axum_app_fails_nothing_in_check_provider() {
+    let mut command = Command::new(example("axum_app"));
+    command.env("EW_ADDR", "127.0.0.1:0");
+    let (_child, url) = spawn_http_example("axum_app", &mut command);
+    http_battery(&url, None).assert_passed();
+}
+
+/// The rate tool against a provider answering the bundled `time_now` over
+/// HTTP in this process, one the battery passes first: every query it
+/// asks verifies.
+#[test]
+fn http_client_rate_measures_a_provider_the_battery_passes() {
+    use evidence_wire_tokio::prelude::*;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let provider = Provider::new("evidence-wire", "The clock.").check(
+        Check::new(
+            "time_now",
+            "The trigger time.",
+            |_: NoParams, context: &CheckContext| match context.context().trigger_time {
+                TriggerTime::UnixMillis(millis) => Ok(millis),
+                TriggerTime::Logical(tick) => Ok(tick),
+            },
+        )
+        .determinism(Determinism::TimeDependent)
+        .inline(),
+    );
+    let config = HttpServerConfig::default();
+    let (address, stop, served) = runtime.block_on(async {
+        let listener = bind_http("127.0.0.1:0".parse().expect("address"), &config)
+            .await
+            .expect("bind");
+        let address = listener.local_addr().expect("address");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let served = tokio::spawn(serve_http(listener, provider, config, async move {
+            let _ = stopped.await;
+        }));
+        (address, stop, served)
+    });
+    let url = format!("http://{address}/rpc");
+    http_battery(&url, None).assert_passed();
+
+    let mut command = Command::new(example("http_client_rate"));
+    command.args([url.as_str(), "0.2", "4"]);
+    let output = run_with_deadline(command, Duration::from_secs(30));
+    assert!(output.status.success(), "{output:?}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let rows: Vec<&str> = stdout.lines().collect();
+    assert_eq!(rows.len(), 2, "{stdout}");
+    assert!(rows[0].starts_with("sequential(1) ") && rows[1].starts_with("concurrent(4) "));
+    for row in rows {
+        assert!(row.ends_with(" 0 failures"), "{row}");
+        assert!(!row.contains(" 0 calls "), "{row}");
+    }
+    let _ = stop.send(());
+    runtime
+        .block_on(served)
+        .expect("the server task")
+        .expect("a clean stop");
+}

@@ -9,47 +9,44 @@
 //! on a usage error, 130 when interrupted (SIGINT, SIGTERM).
 //! `spec/guides/checking-a-provider.md` explains every line.
 //!
-//! The battery is built on the core client ([`evidence_wire::client`]):
-//! every request and every answer goes through its raw entry points (see
-//! [`session`]); broken frames are written with `Client::send_raw`, their
-//! ids reserved with `Client::expect_reply`, so the client still matches
-//! what the provider answers to them.
+//! The battery is a library (`evidence_wire_tokio::testing::check_provider`,
+//! feature `testing`), which a provider's own `cargo test` runs too; this
+//! module is its command line. It is built on the core client
+//! ([`evidence_wire::client`]): every request and every answer goes
+//! through its raw entry points; broken frames are written with
+//! `Client::send_raw`, their ids reserved with `Client::expect_reply`, so
+//! the client still matches what the provider answers to them.
 //!
 //! The provider's contract comes from `--contract FILE`, or, without one,
 //! from the provider itself: `resources/read` of `decision-gate://contract`
-//! ([`battery::CONTRACT_URI`]), whose text is the contract JSON as
+//! (`CONTRACT_URI`), whose text is the contract JSON as
 //! `evidence-wire contract` prints it. Without either, the per-check
 //! battery uses only what `tools/list` says (the `check_id` enum of the
 //! input schema), and `contract.source` says so.
 //!
 //! A stdio provider runs in a process group of its own, ended as a whole
-//! with each session ([`process`]), so a launcher that does not `exec`
+//! with each session (the library's `process`), so a launcher that does not `exec`
 //! and whatever it started end with it; no read of its pipes waits
 //! without a deadline (issue 38). SIGINT or SIGTERM ends the groups still
 //! running and exits 130. On Linux check-provider is a child subreaper
 //! while it runs, to reap the orphans of its providers.
 //!
-//! Limits: see [`battery`] (timeouts, fixed counts), [`session`]
-//! (bounded queues, stderr sampling, pipe deadlines) and [`process`]
-//! (the grace before SIGKILL); the contract file is read up to Decision
-//! Gate's 1 MiB.
-
-mod battery;
-mod process;
-mod report;
-mod session;
+//! Limits: see the library's `battery` (timeouts, fixed counts),
+//! `session` (bounded queues, stderr sampling, pipe deadlines) and
+//! `process` (the grace before SIGKILL); the contract file is read up to
+//! Decision Gate's 1 MiB.
 
 use std::path::{Path, PathBuf};
 
 use evidence_wire::contract::ProviderContract;
 use evidence_wire_bundled::BundledProvider;
 use evidence_wire_config::Config;
+use evidence_wire_tokio::testing::check_provider::{
+    Battery, ContractInput, Endpoint, ExitLog, Keys, Report, process,
+};
 use evidence_wire_tokio::{HttpProvider, HttpProviderConfig};
 
 use crate::Failure;
-use battery::{Battery, ContractInput, Keys};
-use report::Report;
-use session::{Endpoint, ExitLog};
 
 /// `check-provider`'s arguments.
 #[derive(clap::Args)]
@@ -149,7 +146,7 @@ pub(crate) fn main(
     };
     #[cfg(unix)]
     if matches!(endpoint, Endpoint::Command(_)) {
-        process::prepare();
+        prepare();
     }
     let battery = Battery {
         endpoint,
@@ -213,4 +210,57 @@ fn bundled(
 /// `--key-file` and `--key` values ([`crate::key_set`]).
 fn keys(keys: &crate::KeyArgs) -> Result<Option<Keys>, Failure> {
     Ok(crate::key_set(&keys.key, &keys.key_file)?.map(|(set, names)| Keys { set, names }))
+}
+
+/// Readies check-provider to end its providers' processes: on Linux it
+/// becomes a child subreaper (the orphans of its providers become its
+/// children, so that it can reap them), and it ends every provider
+/// process group still running when it gets SIGINT or SIGTERM.
+#[cfg(unix)]
+fn prepare() {
+    if let Err(error) = process::adopt_orphans() {
+        crate::report(&format!("check-provider: {error}"));
+    }
+    end_on_signal();
+}
+
+/// Ends every provider process group still running when check-provider
+/// gets SIGINT or SIGTERM (SIGTERM, the grace, SIGKILL), then exits with
+/// status 130. Watches on a thread of its own; returns once the handlers
+/// are installed (or could not be: then the signals keep their default
+/// action, as before).
+#[cfg(unix)]
+fn end_on_signal() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            crate::report(&format!(
+                "check-provider: cannot watch for Ctrl-C ({error}); an interrupted run may leave the provider running"
+            ));
+            return;
+        }
+    };
+    let (ready, installed) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new()
+        .name("check-provider-signals".to_owned())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let signal = crate::termination_signal();
+                let _ = ready.send(());
+                signal.await;
+            });
+            crate::report("check-provider: interrupted: ending the provider's processes");
+            process::end_all_then(|| std::process::exit(130))
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = installed.recv_timeout(std::time::Duration::from_secs(5));
+        }
+        Err(error) => crate::report(&format!(
+            "check-provider: cannot watch for Ctrl-C ({error}); an interrupted run may leave the provider running"
+        )),
+    }
 }

@@ -66,6 +66,7 @@ async fn answer(body: &[u8]) -> Vec<u8> {
             ticket,
             query,
             context,
+            ..
         } = event
         {
             let result = test_answer(query, context).await;

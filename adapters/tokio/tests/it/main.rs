@@ -9,8 +9,10 @@
     dead_code
 )] // test code may panic
 
+mod cancellation;
 mod common;
 mod docs_http;
+mod examples;
 mod fault_http;
 mod http;
 mod http_half_open;

@@ -107,6 +107,52 @@ impl Report {
         self.count(Status::Fail) > 0
     }
 
+    /// True when no line failed.
+    pub fn passed(&self) -> bool {
+        !self.failed()
+    }
+
+    /// The lines that failed.
+    pub fn failures(&self) -> impl Iterator<Item = &Line> {
+        self.lines.iter().filter(|line| line.status == Status::Fail)
+    }
+
+    /// The line named `check` (the first, for a name that repeats, such
+    /// as `contract.rules`).
+    pub fn line(&self, check: &str) -> Option<&Line> {
+        self.lines.iter().find(|line| line.check == check)
+    }
+
+    /// Panics, printing every failing line with its reason (and the whole
+    /// table), when any line failed: what a provider's own `cargo test`
+    /// asserts.
+    ///
+    /// ```no_run
+    /// # fn provider() -> evidence_wire_tokio::Provider { unimplemented!() }
+    /// use evidence_wire_tokio::testing::CheckProvider;
+    ///
+    /// CheckProvider::service(provider()).unwrap().run().assert_passed();
+    /// ```
+    #[track_caller]
+    #[allow(clippy::panic)] // an assertion for tests: panicking is its job
+    pub fn assert_passed(&self) {
+        if !self.failed() {
+            return;
+        }
+        let failures: Vec<String> = self
+            .failures()
+            .map(|line| format!("  {}: {}", line.check, line.reason))
+            .collect();
+        panic!(
+            "check-provider found {} failing line{} for {}:\n{}\n\n{}",
+            failures.len(),
+            if failures.len() == 1 { "" } else { "s" },
+            self.target,
+            failures.join("\n"),
+            self.table()
+        );
+    }
+
     /// The last line of the summary: counts and the time taken.
     pub fn summary(&self) -> String {
         format!(
@@ -128,7 +174,11 @@ impl Report {
             .unwrap_or(5)
             .clamp(5, 48);
         let mut out = String::new();
-        let _ = writeln!(out, "check-provider: {}", crate::printable(&self.target));
+        let _ = writeln!(
+            out,
+            "check-provider: {}",
+            evidence_wire::text::printable(&self.target)
+        );
         let _ = writeln!(out, "{:<7}{:<width$}  REASON", "STATUS", "CHECK");
         for line in &self.lines {
             let _ = writeln!(
@@ -165,7 +215,7 @@ impl Report {
 /// [`MAX_REASON_CHARS`].
 pub fn one_line(text: &str) -> String {
     let joined = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    let joined = crate::printable(&joined).into_owned();
+    let joined = evidence_wire::text::printable(&joined).into_owned();
     if joined.chars().count() <= MAX_REASON_CHARS {
         return joined;
     }

@@ -15,12 +15,12 @@
 //! parent reaps it; one whose parent died first is reaped by init, and in
 //! a container whose init reaps nothing it stays forever, so the group
 //! would never look empty. On Linux check-provider therefore adopts the
-//! orphans of its providers (a child subreaper, [`prepare`]) and reaps
-//! those of an ending group itself.
+//! orphans of its providers (a child subreaper, [`adopt_orphans`]) and
+//! reaps those of an ending group itself.
 //!
 //! Because the provider no longer shares check-provider's process group,
-//! Ctrl-C at a terminal no longer reaches it: [`prepare`] also ends every
-//! group still running when check-provider gets SIGINT or SIGTERM.
+//! Ctrl-C at a terminal no longer reaches it: the command line ends every
+//! group still running when it gets SIGINT or SIGTERM ([`end_all_then`]).
 //!
 //! Signals go through `rustix` (already in the lockfile, `unsafe`-free to
 //! call, and its errors tell "no such process group" apart); the group
@@ -33,7 +33,7 @@
 //! it then reaches only the provider's processes. A provider that exited
 //! during its session is reaped then (to read its status); when its
 //! session ends and its group is found empty, the group is not signalled
-//! at all. Only an interrupt ([`prepare`]) signals the group of such a
+//! at all. Only an interrupt ([`end_all_then`]) signals the group of such a
 //! provider without looking first, within that session.
 
 use std::io;
@@ -185,7 +185,7 @@ impl Tree {
     }
 
     /// Reaps every exited process of `group` that is check-provider's to
-    /// reap: the provider, and orphans it adopted (see [`prepare`]).
+    /// reap: the provider, and orphans it adopted (see [`adopt_orphans`]).
     #[cfg(unix)]
     fn reap_group(&mut self, group: group::Pid) {
         use std::os::unix::process::ExitStatusExt;
@@ -205,74 +205,47 @@ impl Drop for Tree {
     }
 }
 
-/// Readies check-provider to end its providers' processes: on Linux it
-/// becomes a child subreaper (the orphans of its providers become its
-/// children, so that it can reap them), and it ends every provider
-/// process group still running when it gets SIGINT or SIGTERM.
-#[cfg(unix)]
-pub fn prepare() {
+/// Makes this process a child subreaper (Linux): the orphans of the
+/// providers it starts become its children, so that ending a session can
+/// reap them and see their group empty. Elsewhere a no-op. Call it once,
+/// before the battery runs (the command line does); without it a group
+/// whose orphans nobody reaps (a container whose init reaps nothing) is
+/// signalled and given up on after [`TERM_GRACE`].
+pub fn adopt_orphans() -> Result<(), String> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     if let Err(error) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
-        crate::report(&format!(
-            "check-provider: cannot adopt the orphans of the provider ({error}); a process group it leaves may take {} to end",
+        return Err(format!(
+            "cannot adopt the orphans of the provider ({error}); a process group it leaves may take {} to end",
             TERM_GRACE.as_secs()
         ));
     }
-    end_on_signal();
+    Ok(())
 }
 
-/// Ends every provider process group still running when check-provider
-/// gets SIGINT or SIGTERM (SIGTERM, [`TERM_GRACE`], SIGKILL), then exits
-/// with status 130. Watches on a thread of its own; returns once the
-/// handlers are installed (or could not be: then the signals keep their
-/// default action, as before).
-#[cfg(unix)]
-fn end_on_signal() {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
+/// Ends every provider process group still running (SIGTERM to each,
+/// [`TERM_GRACE`] for them to exit, SIGKILL to the rest), then calls
+/// `then`, with no new provider able to start meanwhile: what a command
+/// line does when it is interrupted (`then` exits).
+pub fn end_all_then<T>(then: impl FnOnce() -> T) -> T {
+    // Held until `then` returns: no provider starts after this.
+    let leaders = live();
+    #[cfg(unix)]
     {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            crate::report(&format!(
-                "check-provider: cannot watch for Ctrl-C ({error}); an interrupted run may leave the provider running"
-            ));
-            return;
+        let groups: Vec<_> = leaders.iter().filter_map(|id| group::of(*id)).collect();
+        for group in &groups {
+            group::signal(*group, group::TERM);
         }
-    };
-    let (ready, installed) = std::sync::mpsc::channel();
-    let spawned = thread::Builder::new()
-        .name("check-provider-signals".to_owned())
-        .spawn(move || {
-            runtime.block_on(async move {
-                let signal = crate::termination_signal();
-                let _ = ready.send(());
-                signal.await;
-            });
-            // Held until the exit: no provider starts after this.
-            let leaders = live();
-            crate::report("check-provider: interrupted: ending the provider's processes");
-            let groups: Vec<_> = leaders.iter().filter_map(|id| group::of(*id)).collect();
-            for group in &groups {
-                group::signal(*group, group::TERM);
-            }
-            let until = Instant::now() + TERM_GRACE;
-            while Instant::now() < until && groups.iter().any(|group| group::present(*group)) {
-                thread::sleep(POLL);
-            }
-            for group in &groups {
-                group::signal(*group, group::KILL);
-            }
-            std::process::exit(130);
-        });
-    match spawned {
-        Ok(_) => {
-            let _ = installed.recv_timeout(Duration::from_secs(5));
+        let until = Instant::now() + TERM_GRACE;
+        while Instant::now() < until && groups.iter().any(|group| group::present(*group)) {
+            thread::sleep(POLL);
         }
-        Err(error) => crate::report(&format!(
-            "check-provider: cannot watch for Ctrl-C ({error}); an interrupted run may leave the provider running"
-        )),
+        for group in &groups {
+            group::signal(*group, group::KILL);
+        }
     }
+    let outcome = then();
+    drop(leaders);
+    outcome
 }
 
 /// Process groups, by their leader's pid.

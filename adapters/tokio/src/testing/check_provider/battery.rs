@@ -2,8 +2,9 @@
 //! answer is graded. Every line it adds to the [`Report`] is explained in
 //! `spec/guides/checking-a-provider.md`.
 //!
-//! Sessions (each a fresh child on stdio, so that one probe cannot spoil
-//! the next; over HTTP each request is its own exchange anyway):
+//! Sessions (each a fresh child on stdio, or a fresh in-memory connection
+//! to a service in this process, so that one probe cannot spoil the next;
+//! over HTTP each request is its own exchange anyway):
 //!
 //! 1. Decision Gate's way (Content-Length, no handshake): its first
 //!    message, `tools/list`, the served contract (without `--contract`),
@@ -83,6 +84,14 @@ pub enum ContractInput {
     },
     /// The bundled provider's own (no `--command`, no `--url`).
     Bundled(ProviderContract),
+    /// Known to the caller (a provider's own `Provider::contract`, in its
+    /// tests); `source` says where it came from in `contract.source`.
+    Given {
+        /// Where it came from, for the report.
+        source: String,
+        /// The contract.
+        contract: ProviderContract,
+    },
     /// None given: ask the provider for one.
     None,
 }
@@ -290,7 +299,7 @@ impl Battery {
     pub fn run(&self, report: &mut Report) {
         let started = Instant::now();
         self.sessions(report);
-        if !self.endpoint.is_http() {
+        if self.endpoint.is_process() {
             self.shutdown(report);
         }
         report.elapsed = started.elapsed();
@@ -317,7 +326,9 @@ impl Battery {
         };
         let given = match &self.contract {
             ContractInput::File { parsed, .. } => parsed.as_ref().ok().cloned(),
-            ContractInput::Bundled(contract) => Some(contract.clone()),
+            ContractInput::Bundled(contract) | ContractInput::Given { contract, .. } => {
+                Some(contract.clone())
+            }
             ContractInput::None => served.as_ref().and_then(|served| served.contract.clone()),
         };
         let provider_id = self
@@ -403,6 +414,8 @@ impl Battery {
         self.broken_frames(&reference, &context, report);
         if !self.endpoint.is_http() {
             self.stdout_clean(&[&main_notes, &pipelined_notes], report);
+        }
+        if self.endpoint.is_process() {
             self.stderr_unread(&reference, &context, &main_stderr, report);
         }
     }
@@ -775,6 +788,10 @@ impl Battery {
                     None
                 }
             },
+            ContractInput::Given { source, .. } => {
+                report.add("contract.source", Status::Pass, source.clone(), Value::Null);
+                given
+            }
             ContractInput::Bundled(_) => {
                 report.add(
                     "contract.source",

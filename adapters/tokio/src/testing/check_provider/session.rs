@@ -1,7 +1,9 @@
 //! One connection to the provider under test, driven through the core
 //! sans-IO [`Client`]: a child process on stdio (spawned fresh for every
-//! session, so that a probe that breaks the stream cannot spoil the next)
-//! or an HTTP endpoint.
+//! session, so that a probe that breaks the stream cannot spoil the next),
+//! an HTTP endpoint, or a service in this process (served afresh for every
+//! session by [`crate::serve`] over an in-memory pipe: the stdio bytes,
+//! without a process).
 //!
 //! Every request goes through the client's raw entry points
 //! ([`Client::query_raw`], [`Client::request`], [`Client::expect_reply`]
@@ -42,7 +44,10 @@ use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, Reque
 use evidence_wire::envelope::{self, Id};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery};
 use evidence_wire::frame::Framing;
-use evidence_wire_tokio::{HttpProvider, ProviderError};
+use evidence_wire_provider::Service;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::{HttpProvider, ProviderError};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
@@ -70,7 +75,7 @@ pub const PIPE_CLOSE_DEADLINE: Duration = Duration::from_secs(2);
 pub const HELD_PIPE_CHECK: Duration = Duration::from_millis(100);
 /// How long a question about a provider that exited waits for its stdout
 /// to reach its end (it may have exited a moment ago).
-const EXIT_NOTE_WAIT: Duration = Duration::from_millis(250);
+pub const EXIT_NOTE_WAIT: Duration = Duration::from_millis(250);
 
 /// Where the provider is.
 #[derive(Clone)]
@@ -79,12 +84,21 @@ pub enum Endpoint {
     Command(Vec<String>),
     /// An HTTP provider (already configured: URL, token, roots).
     Http(HttpProvider),
+    /// A service in this process, served on an in-memory stream as stdio
+    /// would serve it.
+    Service(Service),
 }
 
 impl Endpoint {
     /// True for an HTTP provider.
     pub fn is_http(&self) -> bool {
         matches!(self, Endpoint::Http(_))
+    }
+
+    /// True for a provider program (its processes, stderr and pipes can
+    /// be checked).
+    pub fn is_process(&self) -> bool {
+        matches!(self, Endpoint::Command(_))
     }
 }
 
@@ -214,6 +228,73 @@ pub struct Session {
 enum Io {
     Child(ChildIo),
     Http(HttpIo),
+    Service(ServiceIo),
+}
+
+/// A service served in this process on an in-memory stream.
+struct ServiceIo {
+    runtime: Option<tokio::runtime::Runtime>,
+    /// What the client writes, in order.
+    input: tokio::sync::mpsc::UnboundedSender<Vec<u8>>,
+    output: Receiver<Input>,
+    closed: bool,
+}
+
+impl Drop for ServiceIo {
+    fn drop(&mut self) {
+        // A check still running is not waited for (its caller is gone).
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Serves `service` on an in-memory stream: the bytes written go to its
+/// input, what it writes comes back as [`Input`].
+fn serve_in_process(service: &Service) -> Result<ServiceIo, String> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|error| format!("cannot start the runtime to serve the provider: {error}"))?;
+    let (client, server) = tokio::io::duplex(READ_CHUNK);
+    let (server_read, server_write) = tokio::io::split(server);
+    let (mut client_read, mut client_write) = tokio::io::split(client);
+    let (input, mut inputs) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let (sender, output) = mpsc::channel();
+    runtime.spawn(crate::serve(service.clone(), server_read, server_write));
+    runtime.spawn(async move {
+        while let Some(bytes) = inputs.recv().await {
+            if client_write.write_all(&bytes).await.is_err() {
+                return;
+            }
+        }
+        // The session ended: the end of the provider's input.
+        let _ = client_write.shutdown().await;
+    });
+    runtime.spawn(async move {
+        let mut buffer = vec![0u8; READ_CHUNK];
+        loop {
+            match client_read.read(&mut buffer).await {
+                Ok(0) | Err(_) => {
+                    let _ = sender.send(Input::End);
+                    return;
+                }
+                Ok(read) => {
+                    let bytes = buffer.get(..read).unwrap_or_default().to_vec();
+                    if sender.send(Input::Bytes(bytes)).is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    Ok(ServiceIo {
+        runtime: Some(runtime),
+        input,
+        output,
+        closed: false,
+    })
 }
 
 struct ChildIo {
@@ -285,8 +366,28 @@ enum Input {
     },
 }
 
+impl Io {
+    /// The provider's output reached its end.
+    fn close(&mut self) {
+        match self {
+            Io::Child(child) => child.closed = true,
+            Io::Service(service) => service.closed = true,
+            Io::Http(_) => {}
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        match self {
+            Io::Child(child) => child.closed,
+            Io::Service(service) => service.closed,
+            Io::Http(_) => false,
+        }
+    }
+}
+
 impl Session {
-    /// Opens a session: spawns the program, or prepares the HTTP client.
+    /// Opens a session: spawns the program, serves the service, or
+    /// prepares the HTTP client.
     pub fn open(endpoint: &Endpoint, config: &SessionConfig) -> Result<Session, String> {
         let mut settings = ClientConfig::default();
         settings.framing = config.framing;
@@ -294,6 +395,7 @@ impl Session {
         settings.request_timeout_ms = config.timeout_ms;
         let io = match endpoint {
             Endpoint::Command(command) => Io::Child(spawn(command, config.stderr)?),
+            Endpoint::Service(service) => Io::Service(serve_in_process(service)?),
             Endpoint::Http(provider) => {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
@@ -434,6 +536,11 @@ impl Session {
             }
             Io::Child(child) => child.output.recv_timeout(wait),
             Io::Http(http) => http.answers.recv_timeout(wait),
+            Io::Service(service) if service.closed => {
+                thread::sleep(wait.min(Duration::from_millis(50)));
+                Err(RecvTimeoutError::Timeout)
+            }
+            Io::Service(service) => service.output.recv_timeout(wait),
         };
         let now = self.now();
         match received {
@@ -444,9 +551,7 @@ impl Session {
                 self.client.handle_input(&bytes);
             }
             Ok(Input::End) => {
-                if let Io::Child(child) = &mut self.io {
-                    child.closed = true;
-                }
+                self.io.close();
                 self.client.handle_end_of_input();
             }
             Ok(Input::Http { id, answer }) => match answer {
@@ -469,9 +574,7 @@ impl Session {
             },
             Err(RecvTimeoutError::Timeout) => self.client.handle_timeout(now),
             Err(RecvTimeoutError::Disconnected) => {
-                if let Io::Child(child) = &mut self.io {
-                    child.closed = true;
-                }
+                self.io.close();
                 self.client.handle_end_of_input();
             }
         }
@@ -483,6 +586,13 @@ impl Session {
             Io::Child(child) => {
                 while let Some(bytes) = self.client.poll_transmit() {
                     if child.stdin.send(bytes).is_err() {
+                        break;
+                    }
+                }
+            }
+            Io::Service(service) => {
+                while let Some(bytes) = self.client.poll_transmit() {
+                    if service.input.send(bytes).is_err() {
                         break;
                     }
                 }
@@ -623,7 +733,7 @@ impl Session {
         let status = self.exited()?;
         let until = Instant::now() + EXIT_NOTE_WAIT;
         loop {
-            if matches!(&self.io, Io::Child(child) if child.closed) {
+            if self.io.is_closed() {
                 return None;
             }
             let left = until.saturating_duration_since(Instant::now());
