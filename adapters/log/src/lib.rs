@@ -90,7 +90,8 @@ use evidence_wire::server::{Outcome, ServerEvent};
 pub mod record;
 
 use record::{
-    Channel, ClockReading, LineCache, RecordFacts, RecordView, Recorder, ValidationRecord,
+    Channel, ClockReading, LineCache, RecordBatch, RecordFacts, RecordView, Recorder,
+    ValidationRecord,
 };
 pub use record::{DEFAULT_LOG_MAX_BYTES, MIN_LOG_MAX_BYTES};
 
@@ -229,14 +230,6 @@ impl std::error::Error for LogError {
             LogError::Create { source, .. } | LogError::Latest { source, .. } => Some(source),
         }
     }
-}
-
-/// Record lines handed to the writer thread, with the file they belong to.
-struct Chunk {
-    file: Arc<RunFile>,
-    path: PathBuf,
-    bytes: Vec<u8>,
-    records: u64,
 }
 
 /// A run file this log created (empty, so it knows every byte of it), and
@@ -450,148 +443,71 @@ fn lock_faults(faults: &Mutex<Faults>) -> MutexGuard<'_, Faults> {
     faults.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-struct Inner {
-    recorder: Recorder,
+/// The run files and the writing of record lines to them: the JSON lines,
+/// rotation, the size cap. Whoever writes holds it, one at a time (the
+/// writer thread, or a caller writing everything itself while the writer
+/// thread is not writing); the threads that make records never touch it,
+/// so formatting the lines, starting a new file, pointing `.latest` at it
+/// and deleting the oldest happen off the thread that answers the peer.
+struct Disk {
     settings: LogSettings,
     file: Option<Arc<RunFile>>,
     path: Option<PathBuf>,
-    /// Bytes in the current file.
+    /// Bytes in the current file (those in `out` included).
     current_bytes: u64,
     /// Earlier run files of the directory, oldest first, with their sizes.
     older: VecDeque<(PathBuf, u64)>,
     /// The sum of `older`'s sizes.
     older_bytes: u64,
-    reported: bool,
-    /// The failure [`Inner::report`] noted, for [`Shared::unlock`] to hand
-    /// to the reporter once the lock is released.
-    unreported: Option<String>,
-    reporter: Reporter,
-    listener: Option<Listener>,
-    written: u64,
-    /// Record lines accepted (counted in `current_bytes`) but not yet
-    /// handed to the writer thread or written to `file`.
-    pending: Vec<u8>,
-    /// How many records `pending` holds.
-    pending_records: u64,
-    /// When the oldest pending record was accepted.
-    pending_since: Option<Instant>,
-    /// Full buffers waiting for the writer thread, oldest first.
-    queue: VecDeque<Chunk>,
-    /// Emptied buffers the writer handed back (reused, not reallocated).
-    spare: Vec<Vec<u8>>,
-    /// The writer thread runs (else every write is made by the caller).
-    writer_alive: bool,
-    /// The writer thread is writing a chunk it took from `queue`.
-    writing: bool,
-    /// The writer thread waits with nothing pending (no deadline): the
-    /// next pending record must wake it to start the interval.
-    writer_idle: bool,
-    /// The writer thread has work (a chunk queued, or a first pending
-    /// record while it was idle); notified by the caller holding the lock.
-    wake_writer: bool,
-    /// The log's last handle is gone: the writer writes everything, then ends.
-    closing: bool,
-    /// Callers waiting for the writer thread to finish a chunk: only then
-    /// does it notify (a notification is a system call even when no one
-    /// waits).
-    waiters: usize,
-    /// Callers about to write everything themselves ([`Shared::write_now`]):
-    /// the writer takes no new chunk meanwhile, so they are not starved.
-    flushers: usize,
-    /// The writer thread waits for `flushers` to be done.
-    writer_yielding: bool,
-    /// The writer thread is calling the reporter (outside the lock, and
-    /// not writing): record makers do not wait for it.
-    writer_reporting: bool,
     /// What consecutive record lines share (names, the timestamp's second).
     lines: LineCache,
-    /// The keys of the correlation ids' mix (random per log).
-    keys: EntropyKeys,
-    /// Records stamped so far (the counter the correlation ids are mixed from).
-    stamped: u64,
+    /// Record lines of the current file, counted in `current_bytes`, not
+    /// written yet (written at [`BATCH_BYTES`], before a rotation and at
+    /// the end of every batch).
+    out: Vec<u8>,
+    /// How many records `out` holds.
+    out_records: u64,
+    /// Records written since [`Disk::take_news`] last took them.
+    written: u64,
+    /// The first failure met since [`Disk::take_news`] last took it.
+    failure: Option<String>,
 }
 
-impl Inner {
-    fn new(settings: &LogSettings, reporter: Reporter) -> Self {
-        Inner {
-            recorder: Recorder::new(settings.deterministic),
+/// What writing did, for the log's state: records written, a failure.
+struct News {
+    written: u64,
+    failure: Option<String>,
+}
+
+impl Disk {
+    fn new(settings: &LogSettings) -> Self {
+        Disk {
             settings: settings.clone(),
             file: None,
             path: None,
             current_bytes: 0,
             older: VecDeque::new(),
             older_bytes: 0,
-            reported: false,
-            unreported: None,
-            reporter,
-            listener: None,
-            written: 0,
-            pending: Vec::new(),
-            pending_records: 0,
-            pending_since: None,
-            queue: VecDeque::new(),
-            spare: Vec::new(),
-            writer_alive: false,
-            writing: false,
-            writer_idle: false,
-            wake_writer: false,
-            closing: false,
-            waiters: 0,
-            flushers: 0,
-            writer_yielding: false,
-            writer_reporting: false,
             lines: LineCache::default(),
-            keys: EntropyKeys::random(),
-            stamped: 0,
+            out: Vec::new(),
+            out_records: 0,
+            written: 0,
+            failure: None,
         }
     }
 
-    /// The clock reading of the next record (none in deterministic mode):
-    /// the wall clock `unix_millis` if given (read once for records made
-    /// together), else read now.
-    fn clock(&mut self, unix_millis: Option<u64>) -> ClockReading {
-        if self.recorder.is_deterministic() {
-            return ClockReading::default();
-        }
-        self.stamped = self.stamped.wrapping_add(1);
-        read_clock(
-            &self.keys,
-            self.stamped,
-            unix_millis.unwrap_or_else(read_unix_millis),
-        )
+    /// Note a failure (the first since the last [`Disk::take_news`] is
+    /// handed to the log's state, which reports a log's first failure once).
+    fn fail(&mut self, message: String) {
+        self.failure.get_or_insert(message);
     }
 
-    /// Stamp the record of `outcome`, add its line to the pending bytes
-    /// (written straight there: no owned record is made) and hand it to
-    /// the listener.
-    fn accept_outcome(
-        &mut self,
-        outcome: &Outcome,
-        facts: &RecordFacts<'_>,
-        unix_millis: Option<u64>,
-    ) {
-        let clock = self.clock(unix_millis);
-        let view = self.recorder.view(outcome, facts, clock);
-        self.accept_with(|pending, lines| view.write_json_line_cached(pending, lines));
-        if let Some(listener) = &self.listener {
-            listener(&view);
+    /// What was written and the failure met since the last call.
+    fn take_news(&mut self) -> News {
+        News {
+            written: core::mem::take(&mut self.written),
+            failure: self.failure.take(),
         }
-    }
-
-    /// Note the log's first failure; [`Inner::take_report`] hands it out
-    /// to be reported after the lock is released.
-    fn report(&mut self, message: &str) {
-        if !self.reported {
-            self.reported = true;
-            self.unreported = Some(message.to_owned());
-        }
-    }
-
-    /// The failure noted and not yet reported, with the reporter to call
-    /// (outside the lock).
-    fn take_report(&mut self) -> Option<(String, Reporter)> {
-        let message = self.unreported.take()?;
-        Some((message, Arc::clone(&self.reporter)))
     }
 
     /// Take the run files already in the directory into account (oldest
@@ -606,7 +522,7 @@ impl Inner {
         self.path = Some(path);
         self.current_bytes = 0;
         if let Err(error) = self.make_room(0) {
-            self.report(&error);
+            self.fail(error);
         }
     }
 
@@ -615,10 +531,9 @@ impl Inner {
     /// deleted, or when the current file alone leaves no room.
     fn make_room(&mut self, incoming: u64) -> Result<(), String> {
         let max = self.settings.max_bytes;
-        let total = |inner: &Inner| {
-            inner
-                .older_bytes
-                .saturating_add(inner.current_bytes)
+        let total = |disk: &Disk| {
+            disk.older_bytes
+                .saturating_add(disk.current_bytes)
                 .saturating_add(incoming)
         };
         while total(self) > max {
@@ -657,8 +572,8 @@ impl Inner {
         {
             return;
         }
-        // What is pending belongs to the current file.
-        self.hand_off();
+        // What is formatted belongs to the current file.
+        self.write_out();
         match start_run(&self.settings) {
             Ok(run) => {
                 if let Some(previous) = self.path.replace(run.path) {
@@ -668,149 +583,95 @@ impl Inner {
                 self.file = Some(Arc::new(RunFile::new(run.file)));
                 self.current_bytes = 0;
                 if let Some(error) = run.latest_error {
-                    self.report(&error.to_string());
+                    self.fail(error.to_string());
                 }
             }
             // Keep writing the current file: the cap still holds, as older
             // files are deleted first and records dropped when none is left.
-            Err(error) => self.report(&error.to_string()),
+            Err(error) => self.fail(error.to_string()),
         }
     }
 
     /// Accept one record line for the current file: rotate, make room,
-    /// then add it to the pending bytes (counted as the file's from now on,
-    /// so the cap holds whenever they are written). Written at once when
-    /// the pending bytes pass [`BATCH_BYTES`].
+    /// then add it to the lines to write (counted as the file's from now
+    /// on).
     fn accept(&mut self, line: &[u8]) {
-        if self.file.is_none() {
-            return;
-        }
-        let incoming = u64::try_from(line.len()).unwrap_or(u64::MAX);
+        let incoming = byte_count(line.len());
         self.rotate_if_full(incoming);
         if let Err(error) = self.make_room(incoming) {
-            self.report(&error);
+            self.fail(error);
             return;
         }
-        self.pending.extend_from_slice(line);
-        self.pending_records = self.pending_records.saturating_add(1);
+        self.out.extend_from_slice(line);
+        self.out_records = self.out_records.saturating_add(1);
         self.current_bytes = self.current_bytes.saturating_add(incoming);
-        self.pended();
     }
 
-    /// [`Inner::accept`] of the line `write` appends, written straight
-    /// into the pending bytes. When the line needs a new file or room
-    /// (rare), it is taken back out and accepted like any other line, so
-    /// the cap and rotation are exactly those of [`Inner::accept`].
-    fn accept_with(&mut self, write: impl FnOnce(&mut Vec<u8>, &mut LineCache)) {
+    /// Write the records of `batch`, in order: each line formatted
+    /// straight into the lines to write and accepted as by
+    /// [`Disk::accept`] (when it needs a new file or room, which is rare,
+    /// it is taken back out and accepted like any other line, so the cap
+    /// and rotation are exactly those of [`Disk::accept`]). Without a run
+    /// file the records are dropped.
+    fn write_batch(&mut self, batch: &RecordBatch) {
         if self.file.is_none() {
             return;
         }
-        let start = self.pending.len();
-        write(&mut self.pending, &mut self.lines);
-        let incoming = u64::try_from(self.pending.len().saturating_sub(start)).unwrap_or(u64::MAX);
-        let after = self.current_bytes.saturating_add(incoming);
-        let fits_file = self.current_bytes == 0 || after <= self.settings.file_share();
-        let fits_cap = self.older_bytes.saturating_add(after) <= self.settings.max_bytes;
-        if !(fits_file && fits_cap) {
-            let line = self.pending.split_off(start);
-            self.accept(&line);
+        for index in 0..batch.len() {
+            let Some(view) = batch.view(index) else {
+                continue;
+            };
+            let start = self.out.len();
+            view.write_json_line_cached(&mut self.out, &mut self.lines);
+            let incoming = byte_count(self.out.len().saturating_sub(start));
+            let after = self.current_bytes.saturating_add(incoming);
+            let fits_file = self.current_bytes == 0 || after <= self.settings.file_share();
+            let fits_cap = self.older_bytes.saturating_add(after) <= self.settings.max_bytes;
+            if fits_file && fits_cap {
+                self.out_records = self.out_records.saturating_add(1);
+                self.current_bytes = after;
+            } else {
+                let line = self.out.split_off(start);
+                self.accept(&line);
+            }
+            if self.out.len() >= BATCH_BYTES {
+                self.write_out();
+            }
+        }
+        self.write_out();
+    }
+
+    /// Write the formatted lines to the current file (one `write` call,
+    /// repeated only when the system takes part of it).
+    fn write_out(&mut self) {
+        if self.out.is_empty() {
             return;
         }
-        self.pending_records = self.pending_records.saturating_add(1);
-        self.current_bytes = after;
-        self.pended();
-    }
-
-    /// A record joined the pending bytes: start the interval at the first
-    /// one (waking an idle writer), hand them off when they are many.
-    fn pended(&mut self) {
-        if self.pending_since.is_none() {
-            self.pending_since = Some(Instant::now());
-            self.wake_writer |= self.writer_idle;
+        let records = core::mem::take(&mut self.out_records);
+        if let (Some(file), Some(path)) = (self.file.clone(), self.path.clone()) {
+            let appended = file.append(&self.out);
+            self.count_write(&path, records, appended);
         }
-        if self.pending.len() >= BATCH_BYTES {
-            self.hand_off();
-        }
-    }
-
-    /// Queue the pending record lines for the writer thread (the caller
-    /// then notifies it: [`Shared::settle`]); without a writer thread,
-    /// write them (after anything still queued) at once.
-    fn hand_off(&mut self) {
-        self.queue_pending();
-        if self.writer_alive {
-            self.wake_writer |= !self.queue.is_empty();
-        } else {
-            self.write_everything();
-        }
-    }
-
-    /// Move the pending record lines to the end of the queue, as a chunk
-    /// of the current file (a spare buffer takes their place).
-    fn queue_pending(&mut self) {
-        self.pending_since = None;
-        if self.pending.is_empty() {
-            return;
-        }
-        let Some(file) = self.file.clone() else {
-            self.pending.clear();
-            self.pending_records = 0;
-            return;
-        };
-        let fresh = self
-            .spare
-            .pop()
-            .unwrap_or_else(|| Vec::with_capacity(BATCH_BYTES + record::MAX_RECORD_BYTES));
-        self.queue.push_back(Chunk {
-            file,
-            path: self.path.clone().unwrap_or_default(),
-            bytes: core::mem::replace(&mut self.pending, fresh),
-            records: core::mem::take(&mut self.pending_records),
-        });
-    }
-
-    /// Write what is queued, then what is pending, here and now. Only
-    /// while the writer thread is not writing (else lines could land out
-    /// of order): see [`Shared::write_now`].
-    fn write_everything(&mut self) {
-        self.queue_pending();
-        while let Some(chunk) = self.queue.pop_front() {
-            let written = chunk.file.append(&chunk.bytes);
-            self.wrote(chunk, written);
-        }
-    }
-
-    /// Account for a chunk written (by the writer thread or the caller)
-    /// and keep its buffer for reuse.
-    fn wrote(&mut self, chunk: Chunk, appended: Appended) {
-        let Chunk {
-            file: _,
-            path,
-            mut bytes,
-            records,
-        } = chunk;
-        self.count_write(path, records, appended);
-        bytes.clear();
-        if self.spare.len() <= QUEUED_BUFFERS && bytes.capacity() <= BATCH_BYTES.saturating_mul(2) {
-            self.spare.push(bytes);
+        self.out.clear();
+        if self.out.capacity() > BATCH_BYTES.saturating_mul(2) {
+            self.out.shrink_to(BATCH_BYTES + record::MAX_RECORD_BYTES);
         }
     }
 
     /// Count `records` written to the file at `path`, or those a failure
-    /// kept, and report why the rest were not.
-    fn count_write(&mut self, path: PathBuf, records: u64, appended: Appended) {
+    /// kept, and note why the rest were not.
+    fn count_write(&mut self, path: &Path, records: u64, appended: Appended) {
         // A failed write was cut back to its last whole line (see
         // `RunFile::append`): the bytes the file does not hold are no
-        // longer counted, in the current file's size or in that of the
-        // older file the chunk belongs to (rotated meanwhile).
+        // longer counted, in the size of the file they were written to.
         if appended.uncounted > 0 {
-            self.uncount(&path, appended.uncounted);
+            self.uncount(path, appended.uncounted);
         }
         match appended.error {
             None => self.written = self.written.saturating_add(records),
             Some(error) => {
                 self.written = self.written.saturating_add(appended.kept_records);
-                self.report(&format!(
+                self.fail(format!(
                     "cannot write to {}: {error}; the records of that write past its last whole line were cut off, and later records may be lost (the server goes on)",
                     path.display()
                 ));
@@ -831,30 +692,257 @@ impl Inner {
     }
 }
 
-impl Drop for Inner {
+/// The state the threads that make records share (under the log's lock):
+/// the records made and not yet written, the writer thread's signals,
+/// the stamps and the reports. Writing itself is [`Disk`]'s.
+struct Inner {
+    recorder: Recorder,
+    /// The run opened a file (else records are made, counted and dropped).
+    has_file: bool,
+    reported: bool,
+    /// The failure [`Inner::report`] noted, for [`Shared::unlock`] to hand
+    /// to the reporter once the lock is released.
+    unreported: Option<String>,
+    reporter: Reporter,
+    listener: Option<Listener>,
+    written: u64,
+    /// Records made but not yet handed to the writer thread or written:
+    /// their stamps and facts, no JSON yet.
+    pending: RecordBatch,
+    /// When the oldest pending record was made.
+    pending_since: Option<Instant>,
+    /// Full batches waiting for the writer thread, oldest first.
+    queue: VecDeque<RecordBatch>,
+    /// Emptied batches the writer handed back (reused, not reallocated).
+    spare: Vec<RecordBatch>,
+    /// The writer thread runs (else every write is made by the caller).
+    writer_alive: bool,
+    /// The writer thread is writing a batch it took from `queue`.
+    writing: bool,
+    /// The writer thread waits with nothing pending (no deadline): the
+    /// next pending record must wake it to start the interval.
+    writer_idle: bool,
+    /// The writer thread has work (a batch queued, or a first pending
+    /// record while it was idle); notified by the caller holding the lock.
+    wake_writer: bool,
+    /// The log's last handle is gone: the writer writes everything, then ends.
+    closing: bool,
+    /// Callers waiting for the writer thread to finish a batch: only then
+    /// does it notify (a notification is a system call even when no one
+    /// waits).
+    waiters: usize,
+    /// Callers about to write everything themselves ([`Shared::write_now`]):
+    /// the writer takes no new batch meanwhile, so they are not starved.
+    flushers: usize,
+    /// The writer thread waits for `flushers` to be done.
+    writer_yielding: bool,
+    /// The writer thread is calling the reporter (outside the lock, and
+    /// not writing): record makers do not wait for it.
+    writer_reporting: bool,
+    /// The keys of the correlation ids' mix (random per log).
+    keys: EntropyKeys,
+    /// Records stamped so far (the counter the correlation ids are mixed from).
+    stamped: u64,
+}
+
+impl Inner {
+    fn new(settings: &LogSettings, reporter: Reporter) -> Self {
+        Inner {
+            recorder: Recorder::new(settings.deterministic),
+            has_file: false,
+            reported: false,
+            unreported: None,
+            reporter,
+            listener: None,
+            written: 0,
+            pending: RecordBatch::default(),
+            pending_since: None,
+            queue: VecDeque::new(),
+            spare: Vec::new(),
+            writer_alive: false,
+            writing: false,
+            writer_idle: false,
+            wake_writer: false,
+            closing: false,
+            waiters: 0,
+            flushers: 0,
+            writer_yielding: false,
+            writer_reporting: false,
+            keys: EntropyKeys::random(),
+            stamped: 0,
+        }
+    }
+
+    /// The clock reading of the next record (none in deterministic mode):
+    /// the wall clock `unix_millis` if given (read once for records made
+    /// together), else read now.
+    fn clock(&mut self, unix_millis: Option<u64>) -> ClockReading {
+        if self.recorder.is_deterministic() {
+            return ClockReading::default();
+        }
+        self.stamped = self.stamped.wrapping_add(1);
+        read_clock(
+            &self.keys,
+            self.stamped,
+            unix_millis.unwrap_or_else(read_unix_millis),
+        )
+    }
+
+    /// Stamp the record of `outcome`, hold it for writing (its facts
+    /// copied, no JSON written: [`Disk::write_batch`] writes its line) and
+    /// hand it to the listener.
+    fn accept_outcome(
+        &mut self,
+        outcome: &Outcome,
+        facts: &RecordFacts<'_>,
+        unix_millis: Option<u64>,
+    ) {
+        let clock = self.clock(unix_millis);
+        let view = self.recorder.view(outcome, facts, clock);
+        self.hold(&view);
+        if let Some(listener) = &self.listener {
+            listener(&view);
+        }
+    }
+
+    /// Add the record `view` to the pending records (when there is a file
+    /// to write it to).
+    fn hold(&mut self, view: &RecordView<'_>) {
+        if !self.has_file {
+            return;
+        }
+        self.pending.push(view);
+        self.pended();
+    }
+
+    /// Note the log's first failure; [`Inner::take_report`] hands it out
+    /// to be reported after the lock is released.
+    fn report(&mut self, message: &str) {
+        if !self.reported {
+            self.reported = true;
+            self.unreported = Some(message.to_owned());
+        }
+    }
+
+    /// The failure noted and not yet reported, with the reporter to call
+    /// (outside the lock).
+    fn take_report(&mut self) -> Option<(String, Reporter)> {
+        let message = self.unreported.take()?;
+        Some((message, Arc::clone(&self.reporter)))
+    }
+
+    /// Count what a write did and note its failure.
+    fn apply(&mut self, news: News) {
+        self.written = self.written.saturating_add(news.written);
+        if let Some(failure) = news.failure {
+            self.report(&failure);
+        }
+    }
+
+    /// A record joined the pending ones: start the interval at the first
+    /// one (waking an idle writer), hand them off when they are many.
+    fn pended(&mut self) {
+        if self.pending_since.is_none() {
+            self.pending_since = Some(Instant::now());
+            self.wake_writer |= self.writer_idle;
+        }
+        if self.pending.bytes() >= BATCH_BYTES {
+            self.hand_off();
+        }
+    }
+
+    /// Queue the pending records for the writer thread (the caller then
+    /// notifies it, [`Shared::settle`], or, without a writer thread,
+    /// writes them).
+    fn hand_off(&mut self) {
+        self.queue_pending();
+        self.wake_writer |= self.writer_alive && !self.queue.is_empty();
+    }
+
+    /// Move the pending records to the end of the queue (a spare batch
+    /// takes their place).
+    fn queue_pending(&mut self) {
+        self.pending_since = None;
+        if self.pending.is_empty() {
+            return;
+        }
+        let fresh = self
+            .spare
+            .pop()
+            .unwrap_or_else(|| RecordBatch::with_capacity(BATCH_BYTES + record::MAX_RECORD_BYTES));
+        self.queue
+            .push_back(core::mem::replace(&mut self.pending, fresh));
+    }
+
+    /// Keep a written batch's room for reuse.
+    fn recycle(&mut self, mut batch: RecordBatch) {
+        batch.clear();
+        if self.spare.len() <= QUEUED_BUFFERS && batch.capacity() <= BATCH_BYTES.saturating_mul(2) {
+            self.spare.push(batch);
+        }
+    }
+
+    /// Write what is queued, then what is pending, to `disk`, here and
+    /// now. Only while the writer thread is not writing (else lines could
+    /// land out of order): see [`Shared::write_now`].
+    fn write_everything(&mut self, disk: &mut Disk) {
+        self.queue_pending();
+        if self.queue.is_empty() {
+            return;
+        }
+        while let Some(batch) = self.queue.pop_front() {
+            disk.write_batch(&batch);
+            self.recycle(batch);
+        }
+        let news = disk.take_news();
+        self.apply(news);
+    }
+}
+
+/// A log's state, its files and its writer thread's signals.
+struct Shared {
+    inner: Mutex<Inner>,
+    /// The run files. Locked after `inner` when both are held (the writer
+    /// thread holds it alone while it writes a batch).
+    disk: Mutex<Disk>,
+    /// Wakes the writer thread: a batch queued, a first pending record,
+    /// closing.
+    wake: Condvar,
+    /// Wakes those waiting on the writer thread: a batch written (room in
+    /// the queue, or the writer free for a flush), the writer gone.
+    written: Condvar,
+}
+
+impl Drop for Shared {
     fn drop(&mut self) {
-        self.write_everything();
+        let inner = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let disk = self.disk.get_mut().unwrap_or_else(PoisonError::into_inner);
+        inner.write_everything(disk);
         // No lock is held any more.
-        if let Some((message, reporter)) = self.take_report() {
+        if let Some((message, reporter)) = inner.take_report() {
             reporter(&message);
         }
     }
 }
 
-/// A log's state and its writer thread's signals.
-struct Shared {
-    inner: Mutex<Inner>,
-    /// Wakes the writer thread: a chunk queued, a first pending record,
-    /// closing.
-    wake: Condvar,
-    /// Wakes those waiting on the writer thread: a chunk written (room in
-    /// the queue, or the writer free for a flush), the writer gone.
-    written: Condvar,
-}
-
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         lock(&self.inner)
+    }
+
+    fn lock_disk(&self) -> MutexGuard<'_, Disk> {
+        // A panic while writing must not silence the log for good.
+        self.disk.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Write what is queued and pending, with `inner` locked (the writer
+    /// thread not writing).
+    fn write_everything(&self, inner: &mut Inner) {
+        if inner.pending.is_empty() && inner.queue.is_empty() {
+            inner.pending_since = None;
+            return;
+        }
+        inner.write_everything(&mut self.lock_disk());
     }
 
     /// Release the lock, then hand a failure noted meanwhile to the
@@ -870,7 +958,7 @@ impl Shared {
         }
     }
 
-    /// After records were accepted: wake the writer thread if it has work,
+    /// After records were made: wake the writer thread if it has work,
     /// and wait while more than [`QUEUED_BUFFERS`] wait for it. Without a
     /// writer thread (it could not start, or ended), write them here.
     fn settle<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
@@ -883,12 +971,12 @@ impl Shared {
         // Without a writer, or past the bound while the writer is held up
         // in the reporter (it is not writing then, so order holds).
         if !inner.writer_alive || (inner.writer_reporting && inner.queue.len() > QUEUED_BUFFERS) {
-            inner.write_everything();
+            self.write_everything(&mut inner);
         }
         inner
     }
 
-    /// Wait until the writer thread has written a chunk (or is gone).
+    /// Wait until the writer thread has written a batch (or is gone).
     fn wait_for_writer<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
         inner.waiters = inner.waiters.saturating_add(1);
         let mut inner = self
@@ -900,15 +988,15 @@ impl Shared {
     }
 
     /// Write everything queued and pending here and now, in order: once
-    /// the writer thread is done with the chunk it may be writing.
+    /// the writer thread is done with the batch it may be writing.
     fn write_now<'a>(&'a self, mut inner: MutexGuard<'a, Inner>) -> MutexGuard<'a, Inner> {
-        // The writer finishes its chunk and takes no other meanwhile.
+        // The writer finishes its batch and takes no other meanwhile.
         inner.flushers = inner.flushers.saturating_add(1);
         while inner.writing {
             inner = self.wait_for_writer(inner);
         }
         let queued = !inner.queue.is_empty();
-        inner.write_everything();
+        self.write_everything(&mut inner);
         inner.wake_writer = false;
         inner.flushers = inner.flushers.saturating_sub(1);
         if queued && inner.waiters > 0 {
@@ -937,8 +1025,11 @@ impl Shared {
         inner
     }
 
-    /// The writer thread: write the chunks queued, and the pending records
-    /// once the oldest is [`FLUSH_INTERVAL`] old, until the log closes.
+    /// The writer thread: write the batches queued, and the pending
+    /// records once the oldest is [`FLUSH_INTERVAL`] old, until the log
+    /// closes. It formats their lines, rotates the files and deletes the
+    /// oldest, holding the [`Disk`] but not the log's lock, so the threads
+    /// that make records go on meanwhile.
     /// Never inlined: the instruction bench counts this thread's work by
     /// its name (callgrind `--toggle-collect=*::run_writer`).
     #[inline(never)]
@@ -956,7 +1047,7 @@ impl Shared {
                 inner.writer_idle = false;
                 inner.writer_yielding = false;
                 inner.writer_reporting = false;
-                inner.write_everything();
+                self.0.write_everything(&mut inner);
                 let report = inner.take_report();
                 drop(inner);
                 // Waiters first: a reporter that blocks must not keep them.
@@ -975,13 +1066,18 @@ impl Shared {
                 inner = self.wait_for_wake(inner, |inner| &mut inner.writer_yielding);
                 continue;
             }
-            if let Some(chunk) = inner.queue.pop_front() {
+            if let Some(batch) = inner.queue.pop_front() {
                 inner.writing = true;
                 drop(inner);
-                let written = chunk.file.append(&chunk.bytes);
+                let news = {
+                    let mut disk = self.lock_disk();
+                    disk.write_batch(&batch);
+                    disk.take_news()
+                };
                 inner = self.lock();
                 inner.writing = false;
-                inner.wrote(chunk, written);
+                inner.apply(news);
+                inner.recycle(batch);
                 if inner.waiters > 0 {
                     self.written.notify_all();
                 }
@@ -1032,17 +1128,20 @@ impl Handle {
     /// Share `inner` and start its writer thread (when it has a file to
     /// write to; if the thread cannot be started, callers write), then
     /// report what failed while opening.
-    fn start(inner: Inner) -> Self {
-        Self::start_writer(inner, true)
+    fn start(inner: Inner, disk: Disk) -> Self {
+        Self::start_writer(inner, disk, true)
     }
 
     /// [`Handle::start`], with the writer thread only if `writer` (a test
     /// stands for a thread that could not be started).
-    fn start_writer(mut inner: Inner, writer: bool) -> Self {
-        let has_file = inner.file.is_some() && writer;
+    fn start_writer(mut inner: Inner, mut disk: Disk, writer: bool) -> Self {
+        inner.has_file = disk.file.is_some();
+        inner.apply(disk.take_news());
+        let has_file = inner.has_file && writer;
         inner.writer_alive = has_file;
         let shared = Arc::new(Shared {
             inner: Mutex::new(inner),
+            disk: Mutex::new(disk),
             wake: Condvar::new(),
             written: Condvar::new(),
         });
@@ -1128,17 +1227,18 @@ impl ValidationLog {
     /// [`ValidationLog::open`] reporting failures to `reporter` instead.
     pub fn open_with_reporter(settings: &LogSettings, reporter: Reporter) -> Self {
         let mut inner = Inner::new(settings, reporter);
+        let mut disk = Disk::new(settings);
         match start_run(settings) {
             Ok(mut run) => {
                 let latest_error = run.latest_error.take();
-                inner.adopt(run);
+                disk.adopt(run);
                 if let Some(error) = latest_error {
                     inner.report(&error.to_string());
                 }
             }
             Err(error) => inner.report(&error.to_string()),
         }
-        let handle = Handle::start(inner);
+        let handle = Handle::start(inner, disk);
         ValidationLog {
             inner: Some(Arc::new(handle)),
         }
@@ -1151,9 +1251,10 @@ impl ValidationLog {
         if let Some(error) = run.latest_error.take() {
             return Err(error);
         }
-        let mut inner = Inner::new(settings, default_reporter());
-        inner.adopt(run);
-        let handle = Handle::start(inner);
+        let inner = Inner::new(settings, default_reporter());
+        let mut disk = Disk::new(settings);
+        disk.adopt(run);
+        let handle = Handle::start(inner, disk);
         Ok(ValidationLog {
             inner: Some(Arc::new(handle)),
         })
@@ -1177,7 +1278,7 @@ impl ValidationLog {
     pub fn path(&self) -> Option<PathBuf> {
         self.inner
             .as_ref()
-            .and_then(|handle| handle.shared.lock().path.clone())
+            .and_then(|handle| handle.shared.lock_disk().path.clone())
     }
 
     /// Writes every pending record to the run file now and makes what the
@@ -1189,13 +1290,19 @@ impl ValidationLog {
             return;
         };
         let mut inner = handle.shared.write_now(handle.shared.lock());
-        let synced = match &inner.file {
-            Some(run) => run.file.sync_data(),
-            None => Ok(()),
+        let failure = {
+            let disk = handle.shared.lock_disk();
+            let synced = match &disk.file {
+                Some(run) => run.file.sync_data(),
+                None => Ok(()),
+            };
+            synced.err().map(|error| {
+                let path = disk.path.clone().unwrap_or_default();
+                format!("cannot flush {}: {error}", path.display())
+            })
         };
-        if let Err(error) = synced {
-            let path = inner.path.clone().unwrap_or_default();
-            inner.report(&format!("cannot flush {}: {error}", path.display()));
+        if let Some(failure) = failure {
+            inner.report(&failure);
         }
         handle.shared.unlock(inner);
     }
@@ -1222,7 +1329,7 @@ impl ValidationLog {
         let mut inner = handle.shared.lock();
         let clock = inner.clock(None);
         let view = inner.recorder.view(outcome, facts, clock);
-        inner.accept_with(|pending, lines| view.write_json_line_cached(pending, lines));
+        inner.hold(&view);
         let inner = handle.shared.write_now(inner);
         if let Some(listener) = &inner.listener {
             listener(&view);
@@ -1824,10 +1931,11 @@ mod tests {
         let settings = LogSettings::new(dir).deterministic(true);
         let mut run = start_run(&settings).expect("writable");
         assert!(run.latest_error.take().is_none());
-        let mut inner = Inner::new(&settings, default_reporter());
-        inner.adopt(run);
+        let inner = Inner::new(&settings, default_reporter());
+        let mut disk = Disk::new(&settings);
+        disk.adopt(run);
         ValidationLog {
-            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+            inner: Some(Arc::new(Handle::start_writer(inner, disk, false))),
         }
     }
 
@@ -2379,8 +2487,8 @@ mod tests {
 
     /// `log`'s current run file.
     fn run_file(log: &ValidationLog) -> Arc<RunFile> {
-        let inner = log.inner.as_ref().expect("enabled").shared.lock();
-        Arc::clone(inner.file.as_ref().expect("a run file"))
+        let disk = log.inner.as_ref().expect("enabled").shared.lock_disk();
+        Arc::clone(disk.file.as_ref().expect("a run file"))
     }
 
     /// Arms `file`: after `writes_before` writes, one lets `limit` bytes
@@ -2412,9 +2520,9 @@ mod tests {
     /// What the log counts of its directory (the cap's accounting) and
     /// what is there: equal once everything is written.
     fn counted_and_present(log: &ValidationLog, dir: &Path) -> (u64, u64) {
-        let inner = log.inner.as_ref().expect("enabled").shared.lock();
-        let counted = inner.older_bytes.saturating_add(inner.current_bytes);
-        drop(inner);
+        let disk = log.inner.as_ref().expect("enabled").shared.lock_disk();
+        let counted = disk.older_bytes.saturating_add(disk.current_bytes);
+        drop(disk);
         (counted, run_files_size(dir).0)
     }
 
@@ -2434,10 +2542,11 @@ mod tests {
         let settings = LogSettings::new(dir).deterministic(true);
         let mut run = start_run(&settings).expect("writable");
         assert!(run.latest_error.take().is_none());
-        let mut inner = Inner::new(&settings, reporter);
-        inner.adopt(run);
+        let inner = Inner::new(&settings, reporter);
+        let mut disk = Disk::new(&settings);
+        disk.adopt(run);
         ValidationLog {
-            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+            inner: Some(Arc::new(Handle::start_writer(inner, disk, false))),
         }
     }
 
@@ -2568,10 +2677,11 @@ mod tests {
         assert_eq!(counted, present);
     }
 
-    /// A chunk of a file that was rotated away while the chunk waited in
-    /// the queue fails part-way: that (older) file is cut back to its
-    /// whole lines and its size in the cap's accounting is corrected, not
-    /// the current file's.
+    /// The last write to a file before it is rotated away (its lines are
+    /// written when the record that does not fit starts the next file)
+    /// fails part-way: that file, an older one from then on, is cut back
+    /// to its whole lines and its size in the cap's accounting is
+    /// corrected, not the current file's.
     #[test]
     fn a_failed_write_to_a_rotated_file_is_repaired_and_counted_there() {
         let dir = scratch("torn-rotated");
@@ -2581,51 +2691,285 @@ mod tests {
         let settings = LogSettings::new(&dir).deterministic(true).max_bytes(4000);
         let mut run = start_run(&settings).expect("writable");
         assert!(run.latest_error.take().is_none());
-        let mut inner = Inner::new(&settings, Arc::new(|_: &str| {}));
-        inner.adopt(run);
+        let inner = Inner::new(&settings, Arc::new(|_: &str| {}));
+        let mut disk = Disk::new(&settings);
+        disk.adopt(run);
         let log = ValidationLog {
-            inner: Some(Arc::new(Handle::start_writer(inner, false))),
+            inner: Some(Arc::new(Handle::start_writer(inner, disk, false))),
         };
         let first = log.path().expect("a run file");
-        // A writer that is alive but held up: chunks wait in the queue.
+        // A writer that is alive but held up: the records wait, unwritten.
         {
             let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
             inner.writer_alive = true;
-            inner.writer_reporting = true;
         }
         let first_file = run_file(&log);
+        let line = deterministic_line_length();
+        let count = 1000 / line + 1;
+        assert!(count >= 3, "{line}-byte lines");
         let mut stdio = log.stdio_batched();
-        let mut count = 0;
-        while log.path().as_ref() == Some(&first) {
+        for _ in 0..count {
             stdio.observe(&ServerEvent::Handled(outcome(None)), None);
-            count += 1;
-            assert!(count < 50, "no rotation");
         }
-        // The first file's records are queued, not written: the first
-        // write to it fails after one line and 10 bytes.
-        let line = {
-            let inner = log.inner.as_ref().expect("enabled").shared.lock();
-            assert_eq!(inner.queue.len(), 1, "the first file's chunk waits");
-            let chunk = inner.queue.front().expect("a chunk");
-            chunk
-                .bytes
-                .iter()
-                .position(|byte| *byte == b'\n')
-                .expect("a line")
-                + 1
-        };
+        assert_eq!(log.written(), 0, "the records wait");
+        // The first file's lines go in one write, which fails after one
+        // line and 10 bytes.
         arm(&first_file, 0, line + 10, 0);
         {
             let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
             inner.writer_alive = false;
-            inner.writer_reporting = false;
         }
         stdio.flush();
         let second = log.path().expect("the second run file");
+        assert_ne!(first, second, "rotated");
         assert_eq!(record_numbers(&first), [1]);
-        assert_eq!(record_numbers(&second), [count]);
+        assert_eq!(
+            record_numbers(&second),
+            [u64::try_from(count).expect("few")]
+        );
         assert_eq!(log.written(), 2);
         let (counted, present) = counted_and_present(&log, &dir);
         assert_eq!(counted, present, "the older file's size was corrected");
+    }
+
+    /// Issue 43: the thread that makes a record only holds it. With the
+    /// writer thread alive but held up, records that need a new file and
+    /// the deletion of an old one change nothing on disk (no line written,
+    /// no file started or deleted, `.latest` unmoved); the thread that
+    /// writes them (here the flush) formats, rotates and deletes.
+    #[test]
+    fn record_makers_neither_write_nor_rotate_nor_delete() {
+        const CAP: u64 = 16 * 1024;
+        let dir = scratch("held");
+        let _cleanup = Scratch(dir.clone());
+        fs::create_dir_all(&dir).expect("dir");
+        // An earlier run's file that the cap makes room by deleting.
+        let old = dir.join("run-000001.jsonl");
+        fs::write(&old, vec![b'x'; 12 * 1024]).expect("old run");
+        let settings = LogSettings::new(&dir).deterministic(true).max_bytes(CAP);
+        let mut run = start_run(&settings).expect("writable");
+        assert!(run.latest_error.take().is_none());
+        let mut disk = Disk::new(&settings);
+        disk.adopt(run);
+        let log = ValidationLog {
+            inner: Some(Arc::new(Handle::start_writer(
+                Inner::new(&settings, default_reporter()),
+                disk,
+                false,
+            ))),
+        };
+        let first = log.path().expect("a run file");
+        let latest = fs::read_link(dir.join(LATEST)).expect(".latest");
+        log.inner
+            .as_ref()
+            .expect("enabled")
+            .shared
+            .lock()
+            .writer_alive = true;
+        let mut stdio = log.stdio_batched();
+        // ~40 records of ~300 bytes: past a file share (4 KiB) several
+        // times and past the cap with the old file.
+        for _ in 0..40 {
+            stdio.observe(&ServerEvent::Handled(outcome(None)), None);
+            stdio.end_batch();
+        }
+        let (size, files) = run_files_size(&dir);
+        assert_eq!(
+            (size, files),
+            (12 * 1024, 2),
+            "nothing written, started or deleted"
+        );
+        assert!(old.exists());
+        assert_eq!(log.path().as_ref(), Some(&first));
+        assert_eq!(fs::read_link(dir.join(LATEST)).expect(".latest"), latest);
+        assert_eq!(log.written(), 0);
+        log.inner
+            .as_ref()
+            .expect("enabled")
+            .shared
+            .lock()
+            .writer_alive = false;
+        stdio.flush();
+        assert_eq!(log.written(), 40);
+        assert!(!old.exists(), "deleted to keep the cap");
+        let newest = log.path().expect("a run file");
+        assert_ne!(newest, first, "rotated");
+        assert_eq!(
+            fs::read_link(dir.join(LATEST)).expect(".latest"),
+            PathBuf::from(newest.file_name().expect("name"))
+        );
+        let (size, _) = run_files_size(&dir);
+        assert!(size <= CAP + record::MAX_RECORD_BYTES as u64, "{size}");
+    }
+
+    /// Issue 43: the files a log writes, through its writer thread and
+    /// its callers' flushes, hold exactly the lines of the straightforward
+    /// path (each record's owned form written on its own,
+    /// `ValidationRecord::to_json_line`), in order, for any records made
+    /// through batching and direct stdio observers and HTTP calls; and,
+    /// with a small cap, they are split and deleted as the rules say:
+    /// every file ends where the next line would pass its share of the
+    /// cap, and the files kept hold the newest lines.
+    #[test]
+    fn the_files_hold_the_lines_of_the_straightforward_path() {
+        use proptest::prelude::*;
+        // Short text with escapes, or long enough to be excerpted.
+        let text = || {
+            prop_oneof![
+                "[ -~é\u{1}\n\"\\\\]{0,12}",
+                ("[a-z\"é\u{1}]{1,4}", 40usize..400).prop_map(|(unit, times)| unit.repeat(times)),
+            ]
+        };
+        let id = prop_oneof![
+            Just(None),
+            Just(Some(evidence_wire::id::Id::NegativeZero)),
+            any::<i64>().prop_map(|number| Some(evidence_wire::id::Id::Number(number))),
+            text().prop_map(|text| Some(evidence_wire::id::Id::from(text).into_owned())),
+        ];
+        let method = prop_oneof![
+            Just(Some(std::borrow::Cow::Borrowed("tools/call"))),
+            Just(None),
+            text().prop_map(|text| Some(std::borrow::Cow::Owned(text))),
+        ];
+        let error = proptest::option::of(0usize..CanonicalError::ALL.len());
+        // How each record is made: 0-2 a batching observer (then nothing,
+        // end the batch, flush), 3 a direct observer, 4 an HTTP call.
+        let record = (id, method, error, proptest::option::of(text()), 0u8..5);
+        let strategy = (proptest::collection::vec(record, 1..120), any::<bool>());
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 48,
+            ..proptest::test_runner::Config::default()
+        });
+        let case = AtomicU64::new(0);
+        runner
+            .run(&strategy, |(records, small_cap)| {
+                let dir = scratch(&format!("lines-{}", case.fetch_add(1, Ordering::Relaxed)));
+                let _cleanup = Scratch(dir.clone());
+                let cap = if small_cap {
+                    MIN_LOG_MAX_BYTES
+                } else {
+                    1 << 30
+                };
+                let settings = LogSettings::new(&dir).deterministic(true).max_bytes(cap);
+                let log = ValidationLog::try_open(&settings).expect("writable");
+                let mut reference = Recorder::new(true);
+                let mut expected: Vec<Vec<u8>> = Vec::new();
+                let mut batched = log.stdio_batched();
+                for (id, method, error, detail, how) in records {
+                    let outcome = Outcome {
+                        id,
+                        method,
+                        tool: Some(std::borrow::Cow::Borrowed("evidence_query")),
+                        error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
+                        detail,
+                        stateless: false,
+                    };
+                    let event = ServerEvent::Handled(outcome.clone());
+                    let framing = Some(Framing::NewlineDelimited);
+                    let stdio_facts = RecordFacts {
+                        transport: Channel::Stdio,
+                        route: record::stdio_route(framing),
+                        status: record::stdio_status(&outcome),
+                        duration_micros: 0,
+                    };
+                    let facts = match how {
+                        0..=2 => {
+                            batched.observe(&event, framing);
+                            match how {
+                                1 => batched.end_batch(),
+                                2 => batched.flush(),
+                                _ => {}
+                            }
+                            stdio_facts
+                        }
+                        3 => {
+                            log.stdio().observe(&event, framing);
+                            stdio_facts
+                        }
+                        _ => {
+                            let mut call = log.http_call("/rpc");
+                            call.observe(&event);
+                            call.finish(422, Channel::Http, b"");
+                            RecordFacts {
+                                transport: Channel::Http,
+                                route: "/rpc",
+                                status: 422,
+                                duration_micros: 0,
+                            }
+                        }
+                    };
+                    let line = reference
+                        .record(&outcome, &facts, ClockReading::default())
+                        .to_json_line();
+                    expected.push(line);
+                }
+                drop(batched);
+                log.flush();
+                prop_assert_eq!(log.written(), expected.len() as u64);
+                // The run files, oldest first (deterministic names sort by age).
+                let mut files: Vec<PathBuf> = fs::read_dir(&dir)
+                    .expect("dir")
+                    .filter_map(Result::ok)
+                    .map(|entry| entry.path())
+                    .filter(|path| {
+                        path.file_name()
+                            .and_then(|name| name.to_str())
+                            .is_some_and(is_run_file)
+                    })
+                    .collect();
+                files.sort();
+                let contents: Vec<Vec<u8>> = files
+                    .iter()
+                    .map(|file| fs::read(file).expect("run file"))
+                    .collect();
+                let written: Vec<u8> = contents.concat();
+                let all: Vec<u8> = expected.concat();
+                if !small_cap {
+                    prop_assert_eq!(files.len(), 1);
+                    prop_assert_eq!(
+                        String::from_utf8_lossy(&written),
+                        String::from_utf8_lossy(&all)
+                    );
+                    return Ok(());
+                }
+                // The newest lines, whole, in order.
+                prop_assert!(all.ends_with(&written), "not the newest lines");
+                let kept = expected.len()
+                    - expected
+                        .iter()
+                        .rev()
+                        .scan(0usize, |length, line| {
+                            *length += line.len();
+                            Some(*length)
+                        })
+                        .take_while(|length| *length <= written.len())
+                        .count();
+                prop_assert_eq!(
+                    expected[kept..].concat().len(),
+                    written.len(),
+                    "files end at line ends"
+                );
+                // Each file ends where the next line would pass its share.
+                let share = usize::try_from(settings.file_share()).expect("small");
+                let mut line = kept;
+                for (index, content) in contents.iter().enumerate() {
+                    let mut length = 0;
+                    while length < content.len() {
+                        length += expected[line].len();
+                        line += 1;
+                    }
+                    prop_assert_eq!(length, content.len());
+                    if let Some(next) = expected.get(line).filter(|_| index + 1 < contents.len()) {
+                        prop_assert!(content.len() + next.len() > share);
+                    }
+                    prop_assert!(
+                        content.len() <= share || content.len() == expected[line - 1].len()
+                    );
+                }
+                let total = u64::try_from(written.len()).expect("small");
+                prop_assert!(total <= cap + record::MAX_RECORD_BYTES as u64);
+                Ok(())
+            })
+            .expect("the files hold the straightforward lines");
     }
 }

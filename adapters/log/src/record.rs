@@ -448,12 +448,48 @@ impl Recorder {
             }
         };
         RecordView {
-            outcome,
+            parts: Parts::of(outcome),
             facts: *facts,
             stamp,
             deterministic: self.deterministic,
         }
     }
+}
+
+/// The parts of a record that come from its outcome, borrowed.
+#[derive(Clone, Copy, Debug)]
+struct Parts<'a> {
+    id: IdPart<'a>,
+    method: Option<&'a str>,
+    tool: Option<&'a str>,
+    error: Option<CanonicalError>,
+    detail: Option<&'a str>,
+}
+
+impl<'a> Parts<'a> {
+    fn of(outcome: &'a Outcome) -> Self {
+        Parts {
+            id: match &outcome.id {
+                None | Some(Id::Null) => IdPart::Null,
+                Some(Id::Number(number)) => IdPart::Number(*number),
+                Some(Id::NegativeZero) => IdPart::NegativeZero,
+                Some(Id::String(id)) => IdPart::String(id),
+            },
+            method: outcome.method.as_deref(),
+            tool: outcome.tool.as_deref(),
+            error: outcome.error,
+            detail: outcome.detail.as_deref(),
+        }
+    }
+}
+
+/// A record's request id, borrowed (a missing id is written as `null`).
+#[derive(Clone, Copy, Debug)]
+enum IdPart<'a> {
+    Null,
+    Number(i64),
+    NegativeZero,
+    String(&'a str),
 }
 
 /// The per-record stamps: when, which UUID, how long.
@@ -471,7 +507,7 @@ struct Stamp {
 /// serde bytes).
 #[derive(Clone, Copy, Debug)]
 pub struct RecordView<'a> {
-    outcome: &'a Outcome,
+    parts: Parts<'a>,
     facts: RecordFacts<'a>,
     stamp: Stamp,
     deterministic: bool,
@@ -480,13 +516,14 @@ pub struct RecordView<'a> {
 impl<'a> RecordView<'a> {
     /// The owned record.
     pub fn to_record(&self) -> ValidationRecord {
-        let outcome = self.outcome;
+        let outcome = &self.parts;
         // Ids are strings (excerpted: they come from the peer), 64-bit
         // integers (bounded), `-0` (kept as sent) or null.
-        let request_id = match &outcome.id {
-            Some(Id::String(id)) => Value::String(excerpt(id, MAX_NAME_BYTES)),
-            Some(id) => id.to_value(),
-            None => Value::Null,
+        let request_id = match outcome.id {
+            IdPart::String(id) => Value::String(excerpt(id, MAX_NAME_BYTES)),
+            IdPart::Number(number) => Id::Number(number).to_value(),
+            IdPart::NegativeZero => Id::NegativeZero.to_value(),
+            IdPart::Null => Value::Null,
         };
         ValidationRecord {
             timestamp: format_timestamp(self.stamp.unix_millis),
@@ -494,19 +531,13 @@ impl<'a> RecordView<'a> {
             request_id,
             transport: self.facts.transport,
             route: excerpt(self.facts.route, MAX_NAME_BYTES),
-            method: outcome
-                .method
-                .as_deref()
-                .map(|method| excerpt(method, MAX_NAME_BYTES)),
-            tool: outcome
-                .tool
-                .as_deref()
-                .map(|tool| excerpt(tool, MAX_NAME_BYTES)),
+            method: outcome.method.map(|method| excerpt(method, MAX_NAME_BYTES)),
+            tool: outcome.tool.map(|tool| excerpt(tool, MAX_NAME_BYTES)),
             status: self.facts.status,
             duration_micros: self.stamp.duration_micros,
             error: outcome
                 .error
-                .map(|error| ErrorPayload::new(error, outcome.detail.as_deref())),
+                .map(|error| ErrorPayload::new(error, outcome.detail)),
             metadata: Metadata {
                 schema_version: SCHEMA_VERSION.to_owned(),
                 deterministic: self.deterministic,
@@ -530,7 +561,7 @@ impl<'a> RecordView<'a> {
     }
 
     fn write_line(&self, out: &mut Vec<u8>, mut cache: Option<&mut LineCache>) {
-        let outcome = self.outcome;
+        let outcome = &self.parts;
         out.reserve(320);
         out.extend_from_slice(br#"{"timestamp":""#);
         match cache.as_deref_mut() {
@@ -540,11 +571,11 @@ impl<'a> RecordView<'a> {
         out.extend_from_slice(br#"","correlationId":""#);
         push_uuid(out, self.stamp.uuid);
         out.extend_from_slice(br#"","requestId":"#);
-        match &outcome.id {
-            None | Some(Id::Null) => out.extend_from_slice(b"null"),
-            Some(Id::Number(number)) => push_signed(out, *number),
-            Some(Id::NegativeZero) => out.extend_from_slice(b"-0"),
-            Some(Id::String(id)) => push_json_text(out, &excerpt_cow(id, MAX_NAME_BYTES)),
+        match outcome.id {
+            IdPart::Null => out.extend_from_slice(b"null"),
+            IdPart::Number(number) => push_signed(out, number),
+            IdPart::NegativeZero => out.extend_from_slice(b"-0"),
+            IdPart::String(id) => push_json_text(out, &excerpt_cow(id, MAX_NAME_BYTES)),
         }
         match cache {
             Some(cache) => cache.push_names(out, self),
@@ -564,7 +595,7 @@ impl<'a> RecordView<'a> {
                 out.extend_from_slice(br#","message":"#);
                 push_json_text(out, error.message());
                 out.extend_from_slice(br#","detail":"#);
-                match outcome.detail.as_deref() {
+                match outcome.detail {
                     Some(detail) => push_json_text(out, &excerpt_cow(detail, MAX_DETAIL_BYTES)),
                     None => out.extend_from_slice(b"null"),
                 }
@@ -588,9 +619,9 @@ impl<'a> RecordView<'a> {
         out.extend_from_slice(br#"","route":"#);
         push_json_text(out, &excerpt_cow(self.facts.route, MAX_NAME_BYTES));
         out.extend_from_slice(br#","method":"#);
-        push_json_name(out, self.outcome.method.as_deref());
+        push_json_name(out, self.parts.method);
         out.extend_from_slice(br#","tool":"#);
-        push_json_name(out, self.outcome.tool.as_deref());
+        push_json_name(out, self.parts.tool);
         out.extend_from_slice(br#","status":"#);
     }
 
@@ -611,23 +642,186 @@ impl<'a> RecordView<'a> {
 
     /// The method, excerpted as in the record.
     pub fn method(&self) -> Option<Cow<'a, str>> {
-        self.outcome
+        self.parts
             .method
-            .as_deref()
             .map(|method| excerpt_cow(method, MAX_NAME_BYTES))
     }
 
     /// The canonical error answered, or `None` when the message was accepted.
     pub fn error(&self) -> Option<CanonicalError> {
-        self.outcome.error
+        self.parts.error
     }
 
     /// The error detail, excerpted as in the record.
     pub fn detail(&self) -> Option<Cow<'a, str>> {
-        self.outcome
+        self.parts
             .detail
-            .as_deref()
             .map(|detail| excerpt_cow(detail, MAX_DETAIL_BYTES))
+    }
+}
+
+/// Records made and not written yet, held cheaply: what each view
+/// borrowed (its stamps and facts, and its text excerpted as the record
+/// shows it) copied into two flat buffers, with no JSON written. The thread
+/// that answers the peer hands records over this way and the log's writer
+/// thread writes their lines: [`RecordBatch::view`] gives each record back
+/// as a view whose JSON line is the bytes of the view it was made from
+/// (excerpting is idempotent: a record's text, cut once, is kept whole the
+/// second time).
+#[derive(Debug, Default)]
+pub(crate) struct RecordBatch {
+    records: Vec<Held>,
+    /// The records' text, one after the other.
+    text: String,
+}
+
+/// One record of a [`RecordBatch`]: its text as spans of the batch's text.
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    stamp: Stamp,
+    deterministic: bool,
+    transport: Channel,
+    status: u16,
+    error: Option<CanonicalError>,
+    id: HeldId,
+    route: Span,
+    method: Option<Span>,
+    tool: Option<Span>,
+    detail: Option<Span>,
+}
+
+/// [`IdPart`] with its text in the batch.
+#[derive(Clone, Copy, Debug)]
+enum HeldId {
+    Null,
+    Number(i64),
+    NegativeZero,
+    String(Span),
+}
+
+/// Where a piece of text is in a [`RecordBatch`]'s text.
+#[derive(Clone, Copy, Debug)]
+struct Span {
+    start: u32,
+    end: u32,
+}
+
+impl RecordBatch {
+    /// An empty batch with room for about `bytes` of records
+    /// ([`RecordBatch::bytes`]) before it grows.
+    pub(crate) fn with_capacity(bytes: usize) -> Self {
+        // Typical text is a quarter of a record's size here.
+        let records = bytes / core::mem::size_of::<Held>() + 1;
+        RecordBatch {
+            records: Vec::with_capacity(records),
+            text: String::with_capacity(bytes / 4),
+        }
+    }
+
+    /// Add the record `view` (copying its text, excerpted).
+    pub(crate) fn push(&mut self, view: &RecordView<'_>) {
+        let parts = &view.parts;
+        let id = match parts.id {
+            IdPart::Null => HeldId::Null,
+            IdPart::Number(number) => HeldId::Number(number),
+            IdPart::NegativeZero => HeldId::NegativeZero,
+            IdPart::String(id) => HeldId::String(self.hold(id, MAX_NAME_BYTES)),
+        };
+        let route = self.hold(view.facts.route, MAX_NAME_BYTES);
+        let method = parts.method.map(|method| self.hold(method, MAX_NAME_BYTES));
+        let tool = parts.tool.map(|tool| self.hold(tool, MAX_NAME_BYTES));
+        let detail = parts
+            .detail
+            .map(|detail| self.hold(detail, MAX_DETAIL_BYTES));
+        self.records.push(Held {
+            stamp: view.stamp,
+            deterministic: view.deterministic,
+            transport: view.facts.transport,
+            status: view.facts.status,
+            error: parts.error,
+            id,
+            route,
+            method,
+            tool,
+            detail,
+        });
+    }
+
+    /// Copy `text` as a record shows it (excerpted to `max`).
+    fn hold(&mut self, text: &str, max: usize) -> Span {
+        let start = self.text.len();
+        self.text.push_str(&excerpt_cow(text, max));
+        let offset = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
+        Span {
+            start: offset(start),
+            end: offset(self.text.len()),
+        }
+    }
+
+    fn text(&self, span: Span) -> &str {
+        let range = usize::try_from(span.start).unwrap_or(usize::MAX)
+            ..usize::try_from(span.end).unwrap_or(usize::MAX);
+        self.text.get(range).unwrap_or_default()
+    }
+
+    /// How many records the batch holds.
+    pub(crate) fn len(&self) -> usize {
+        self.records.len()
+    }
+
+    /// True when the batch holds no record.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.records.is_empty()
+    }
+
+    /// The memory the batch's records take (what the log's budget counts).
+    pub(crate) fn bytes(&self) -> usize {
+        self.records
+            .len()
+            .saturating_mul(core::mem::size_of::<Held>())
+            .saturating_add(self.text.len())
+    }
+
+    /// The memory the batch has room for.
+    pub(crate) fn capacity(&self) -> usize {
+        self.records
+            .capacity()
+            .saturating_mul(core::mem::size_of::<Held>())
+            .saturating_add(self.text.capacity())
+    }
+
+    /// Forget the records, keeping the room.
+    pub(crate) fn clear(&mut self) {
+        self.records.clear();
+        self.text.clear();
+    }
+
+    /// Record number `index`, as a view.
+    pub(crate) fn view(&self, index: usize) -> Option<RecordView<'_>> {
+        let held = self.records.get(index)?;
+        let id = match held.id {
+            HeldId::Null => IdPart::Null,
+            HeldId::Number(number) => IdPart::Number(number),
+            HeldId::NegativeZero => IdPart::NegativeZero,
+            HeldId::String(id) => IdPart::String(self.text(id)),
+        };
+        Some(RecordView {
+            parts: Parts {
+                id,
+                method: held.method.map(|method| self.text(method)),
+                tool: held.tool.map(|tool| self.text(tool)),
+                error: held.error,
+                detail: held.detail.map(|detail| self.text(detail)),
+            },
+            facts: RecordFacts {
+                transport: held.transport,
+                route: self.text(held.route),
+                status: held.status,
+                duration_micros: held.stamp.duration_micros,
+            },
+            stamp: held.stamp,
+            deterministic: held.deterministic,
+        })
     }
 }
 
@@ -662,22 +856,19 @@ impl LineCache {
     /// than a record shows ([`MAX_NAME_BYTES`], a peer's doing) are written
     /// and not kept, so the cache holds a few short strings at most.
     fn push_names(&mut self, out: &mut Vec<u8>, view: &RecordView<'_>) {
-        let (outcome, facts) = (view.outcome, &view.facts);
+        let (outcome, facts) = (&view.parts, &view.facts);
         if let Some(names) = &self.names {
             let same = names.transport == facts.transport
                 && names.route == facts.route
-                && names.method.as_deref() == outcome.method.as_deref()
-                && names.tool.as_deref() == outcome.tool.as_deref();
+                && names.method.as_deref() == outcome.method
+                && names.tool.as_deref() == outcome.tool;
             if same {
                 out.extend_from_slice(&names.json);
                 return;
             }
         }
         let short = |name: Option<&str>| name.is_none_or(|name| name.len() <= MAX_NAME_BYTES);
-        if !(short(Some(facts.route))
-            && short(outcome.method.as_deref())
-            && short(outcome.tool.as_deref()))
-        {
+        if !(short(Some(facts.route)) && short(outcome.method) && short(outcome.tool)) {
             view.push_names(out);
             return;
         }
@@ -687,8 +878,8 @@ impl LineCache {
         self.names = Some(CachedNames {
             transport: facts.transport,
             route: facts.route.to_owned(),
-            method: outcome.method.as_deref().map(str::to_owned),
-            tool: outcome.tool.as_deref().map(str::to_owned),
+            method: outcome.method.map(str::to_owned),
+            tool: outcome.tool.map(str::to_owned),
             json,
         });
     }
@@ -1501,5 +1692,177 @@ mod tests {
             "unknown codes are not guessed"
         );
         assert_eq!(Channel::Sse.as_str(), "sse");
+    }
+
+    /// One record's parts for the batch tests: an outcome (names borrowed
+    /// as the server's known ones are, or owned as a peer's are), facts
+    /// and a clock.
+    type AnyRecord = (Outcome, String, Channel, u16, u64, ClockReading);
+
+    /// Any record: every kind of id, short text with escapes, text long
+    /// enough to be excerpted, every canonical error, any clock.
+    fn any_record() -> impl proptest::strategy::Strategy<Value = AnyRecord> {
+        use proptest::prelude::*;
+        let text = || {
+            prop_oneof![
+                "[ -~é\u{1}\u{1f}\u{7f}\n\"\\\\]{0,12}",
+                ("[a-z\"é\u{1}]{1,4}", 40usize..400).prop_map(|(unit, times)| unit.repeat(times)),
+            ]
+        };
+        let name = || {
+            prop_oneof![
+                Just(Cow::Borrowed("tools/call")),
+                Just(Cow::Borrowed("evidence_query")),
+                text().prop_map(Cow::Owned),
+            ]
+        };
+        let id = prop_oneof![
+            Just(None),
+            Just(Some(Id::Null)),
+            Just(Some(Id::NegativeZero)),
+            any::<i64>().prop_map(|number| Some(Id::Number(number))),
+            text().prop_map(|text| Some(Id::from(text).into_owned())),
+        ];
+        (
+            (
+                id,
+                proptest::option::of(name()),
+                proptest::option::of(name()),
+                proptest::option::of(0usize..CanonicalError::ALL.len()),
+                proptest::option::of(prop_oneof![
+                    text(),
+                    (text(), 1usize..300).prop_map(|(text, times)| text.repeat(times)),
+                ]),
+            ),
+            (
+                prop_oneof![Just("stdio:content-length".to_owned()), text()],
+                0usize..3,
+                any::<u16>(),
+                any::<u64>(),
+                prop_oneof![any::<u64>(), 0u64..300_000_000_000_000],
+                any::<u128>(),
+            ),
+        )
+            .prop_map(
+                |(
+                    (id, method, tool, error, detail),
+                    (route, transport, status, duration_micros, unix_millis, entropy),
+                )| {
+                    let outcome = Outcome {
+                        id,
+                        method,
+                        tool,
+                        error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
+                        detail,
+                        stateless: false,
+                    };
+                    let transport = [Channel::Http, Channel::Stdio, Channel::Sse][transport];
+                    let clock = ClockReading {
+                        unix_millis,
+                        entropy,
+                    };
+                    (outcome, route, transport, status, duration_micros, clock)
+                },
+            )
+    }
+
+    /// Issue 43: the records the answering thread holds (stamps and facts
+    /// copied into a batch, no JSON) give the writer thread the bytes of
+    /// the straightforward path they replaced: each record's owned form
+    /// through serde, and the line of the view it was made from, in a run
+    /// of records sharing one line cache, in both modes.
+    #[test]
+    fn held_records_write_the_lines_of_the_straightforward_path() {
+        use proptest::prelude::*;
+        let strategy = (
+            proptest::collection::vec(any_record(), 1..24),
+            any::<bool>(),
+        );
+        let mut runner = proptest::test_runner::TestRunner::new(proptest::test_runner::Config {
+            cases: 512,
+            ..proptest::test_runner::Config::default()
+        });
+        runner
+            .run(&strategy, |(records, deterministic)| {
+                let mut recorder = Recorder::new(deterministic);
+                let mut batch = RecordBatch::default();
+                let (mut reference, mut from_views) = (Vec::new(), Vec::new());
+                let mut owned = Vec::new();
+                for (outcome, route, transport, status, duration_micros, clock) in &records {
+                    let facts = RecordFacts {
+                        transport: *transport,
+                        route,
+                        status: *status,
+                        duration_micros: *duration_micros,
+                    };
+                    let view = recorder.view(outcome, &facts, *clock);
+                    let record = view.to_record();
+                    reference.extend_from_slice(&record.to_json_line_serde());
+                    view.write_json_line(&mut from_views);
+                    owned.push(record);
+                    batch.push(&view);
+                }
+                prop_assert_eq!(batch.len(), records.len());
+                let mut cache = LineCache::default();
+                let mut held = Vec::new();
+                for (index, record) in owned.iter().enumerate() {
+                    let view = batch.view(index).expect("a held record");
+                    view.write_json_line_cached(&mut held, &mut cache);
+                    prop_assert_eq!(&view.to_record(), record);
+                }
+                prop_assert!(batch.view(records.len()).is_none());
+                prop_assert_eq!(
+                    String::from_utf8_lossy(&held),
+                    String::from_utf8_lossy(&reference)
+                );
+                prop_assert_eq!(
+                    String::from_utf8_lossy(&from_views),
+                    String::from_utf8_lossy(&reference)
+                );
+                // Emptied, the batch holds nothing and keeps its room.
+                let room = batch.capacity();
+                batch.clear();
+                prop_assert!(batch.is_empty() && batch.bytes() == 0);
+                prop_assert_eq!(batch.capacity(), room);
+                Ok(())
+            })
+            .expect("held records write the straightforward lines");
+    }
+
+    /// A held record costs the batch only what its line shows: peer text
+    /// is excerpted before it is copied (a 10 MiB detail, a 1 MiB method
+    /// and id add a few KiB), so the log's budget, counted in held bytes,
+    /// bounds its memory.
+    #[test]
+    fn a_held_record_keeps_only_its_excerpts() {
+        let huge = "x".repeat(10 * 1024 * 1024);
+        let name = "m".repeat(1024 * 1024);
+        let outcome = Outcome {
+            id: Some(Id::from(name.clone()).into_owned()),
+            method: Some(Cow::Owned(name.clone())),
+            tool: Some(Cow::Owned(name.clone())),
+            error: Some(CanonicalError::InvalidEnvelope),
+            detail: Some(huge),
+            stateless: false,
+        };
+        let facts = RecordFacts {
+            transport: Channel::Http,
+            route: &name,
+            status: 400,
+            duration_micros: 1,
+        };
+        let mut recorder = Recorder::new(false);
+        let view = recorder.view(&outcome, &facts, ClockReading::default());
+        let mut batch = RecordBatch::default();
+        batch.push(&view);
+        let text = batch.bytes() - core::mem::size_of::<Held>();
+        assert!(
+            text <= 4 * MAX_NAME_BYTES + MAX_DETAIL_BYTES,
+            "{text} bytes of text held"
+        );
+        let mut held = Vec::new();
+        batch.view(0).expect("held").write_json_line(&mut held);
+        assert_eq!(held, view.to_record().to_json_line_serde());
+        assert!(held.len() <= MAX_RECORD_BYTES);
     }
 }
