@@ -232,15 +232,22 @@ mod tests {
     #[test]
     fn a_queued_job_times_out_busy_and_is_skipped() {
         let pool = Arc::new(Pool::new(1));
+        let started = Arc::new(AtomicUsize::new(0));
         let slow = {
             let pool = pool.clone();
+            let started = started.clone();
             std::thread::spawn(move || {
-                pool.run(Duration::from_secs(5), &Cancellation::new(), || {
-                    std::thread::sleep(Duration::from_millis(300))
+                pool.run(Duration::from_secs(5), &Cancellation::new(), move || {
+                    started.store(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(300));
                 })
             })
         };
-        std::thread::sleep(Duration::from_millis(50));
+        // The one worker is busy once the slow job runs (not after a fixed
+        // sleep: on a loaded machine the job may start later).
+        while started.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let ran = Arc::new(AtomicUsize::new(0));
         let counter = ran.clone();
         let waited = pool.run(Duration::from_millis(20), &Cancellation::new(), move || {
@@ -261,15 +268,21 @@ mod tests {
     #[test]
     fn a_cancelled_caller_stops_waiting_and_its_queued_job_is_skipped() {
         let pool = Arc::new(Pool::new(1));
+        let running = Arc::new(AtomicUsize::new(0));
         let busy = {
             let pool = pool.clone();
+            let running = running.clone();
             std::thread::spawn(move || {
-                pool.run(Duration::from_secs(5), &Cancellation::new(), || {
-                    std::thread::sleep(Duration::from_millis(400))
+                pool.run(Duration::from_secs(5), &Cancellation::new(), move || {
+                    running.store(1, Ordering::SeqCst);
+                    std::thread::sleep(Duration::from_millis(400));
                 })
             })
         };
-        std::thread::sleep(Duration::from_millis(50));
+        // The one worker is busy once that job runs.
+        while running.load(Ordering::SeqCst) == 0 {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         let cancellation = Cancellation::new();
         let canceller = {
             let cancellation = cancellation.clone();
