@@ -92,10 +92,32 @@ pub mod rmcp_peer {
         let canonical = serde_json_canonicalizer::to_vec(value).map_err(|error| {
             ErrorData::invalid_params(format!("not canonicalizable: {error}"), None)
         })?;
-        Ok(Sha256::digest(&canonical)
-            .iter()
-            .map(|byte| format!("{byte:02x}"))
-            .collect())
+        Ok(hex(&Sha256::digest(&canonical)))
+    }
+
+    /// Lowercase hex of `bytes`, two table lookups per byte (a `format!`
+    /// per byte cost the peers ~15 k instructions per answer, more than
+    /// the hash itself: not the protocol work being compared).
+    pub fn hex(bytes: &[u8]) -> String {
+        const DIGITS: &[u8; 16] = b"0123456789abcdef";
+        let mut out = String::with_capacity(bytes.len() * 2);
+        for byte in bytes {
+            out.push(char::from(DIGITS[usize::from(byte >> 4)]));
+            out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+        }
+        out
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// The table-driven hex is `format!`'s `{:02x}` of every byte.
+        #[test]
+        fn hex_is_formatted_hex() {
+            let bytes: Vec<u8> = (0..=255).collect();
+            let formatted: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+            assert_eq!(super::hex(&bytes), formatted);
+            assert_eq!(super::hex(&[]), "");
+        }
     }
 
     /// A verified-lane EvidenceResult carrying `value` as JSON with `hash`.
@@ -128,4 +150,98 @@ pub fn bench_server_runtime() -> std::io::Result<tokio::runtime::Runtime> {
             .enable_all()
             .build()
     }
+}
+
+/// The control loop every benchmarked HTTP client runs (ours,
+/// `bench-http-client`; jsonrpsee's, `tests/peers/jsonrpsee`, which has a
+/// copy of this loop, being a separate Cargo project): prints `ready`, then
+/// for each `round CALLERS MILLIS` line on stdin runs `CALLERS` callers for
+/// `MILLIS` ms, each calling `call` one call after another, and prints
+/// `done CALLS FAILURES SECONDS`; stops at the end of stdin. A call taking
+/// over 10 s fails. `tests/benches/http.rs` drives it.
+#[cfg(feature = "bench-peers")]
+pub fn bench_client_loop<C, F>(runtime: &tokio::runtime::Runtime, call: C) -> std::io::Result<()>
+where
+    C: Fn() -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = Result<(), String>> + Send,
+{
+    use std::io::{BufRead, Write};
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "ready")?;
+    out.flush()?;
+    for line in std::io::stdin().lock().lines() {
+        let line = line?;
+        let mut words = line.split_whitespace();
+        let (Some("round"), Some(callers), Some(millis)) =
+            (words.next(), words.next(), words.next())
+        else {
+            writeln!(out, "error: expected `round CALLERS MILLIS`, got {line:?}")?;
+            out.flush()?;
+            continue;
+        };
+        let (Ok(callers), Ok(millis)) = (callers.parse::<usize>(), millis.parse::<u64>()) else {
+            writeln!(out, "error: bad numbers in {line:?}")?;
+            out.flush()?;
+            continue;
+        };
+        let (calls, failures, seconds) = runtime.block_on(bench_client_round(
+            callers,
+            std::time::Duration::from_millis(millis),
+            call.clone(),
+        ));
+        writeln!(out, "done {calls} {failures} {seconds}")?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// `callers` tasks calling until `length` has passed: (calls, failures, seconds).
+#[cfg(feature = "bench-peers")]
+async fn bench_client_round<C, F>(
+    callers: usize,
+    length: std::time::Duration,
+    call: C,
+) -> (u64, u64, f64)
+where
+    C: Fn() -> F + Clone + Send + 'static,
+    F: std::future::Future<Output = Result<(), String>> + Send,
+{
+    use std::time::{Duration, Instant};
+    let started = Instant::now();
+    let until = started + length;
+    let tasks: Vec<_> = (0..callers)
+        .map(|_| {
+            let call = call.clone();
+            tokio::spawn(async move {
+                let (mut done, mut failed) = (0u64, 0u64);
+                while Instant::now() < until {
+                    match tokio::time::timeout(Duration::from_secs(10), call()).await {
+                        Ok(Ok(())) => done += 1,
+                        Ok(Err(error)) => {
+                            if failed == 0 {
+                                eprintln!("call failed: {error}");
+                            }
+                            failed += 1;
+                        }
+                        Err(_) => {
+                            eprintln!("call took over 10 s");
+                            failed += 1;
+                        }
+                    }
+                }
+                (done, failed)
+            })
+        })
+        .collect();
+    let (mut calls, mut failures) = (0, 0);
+    for task in tasks {
+        match task.await {
+            Ok((done, failed)) => {
+                calls += done;
+                failures += failed;
+            }
+            Err(_) => failures += 1,
+        }
+    }
+    (calls, failures, started.elapsed().as_secs_f64())
 }

@@ -2,13 +2,13 @@
 //!
 //! Reads criterion's medians (`<criterion>/**/new/{benchmark,estimates}.json`)
 //! and the JSON lines the custom benches wrote (`<results>/{instructions,
-//! hostile,e2e,http}.jsonl`), and writes the machine, the versions, every
+//! hostile,e2e,http,http-clients,cold-build}.jsonl`), and writes the machine, the versions, every
 //! table as ours : peer ratios with the medians, the floors, and each
 //! issue-10 target as met or MISSED. A hand-written analysis
 //! (`--notes FILE`, Markdown) is appended verbatim.
 //!
 //! Usage: `bench-report --criterion DIR --results DIR --lock Cargo.lock
-//! [--notes FILE] --out BENCHMARKS.md`. Missing measurements print as "—"
+//! [--peer-lock FILE,FILE] [--notes FILE] --out BENCHMARKS.md`. Missing measurements print as "—"
 //! and their targets as "not measured"; nothing here panics on them.
 //! Built only with the `bench-peers` feature.
 
@@ -118,7 +118,7 @@ fn lock_versions(lock: &Path, names: &[&str]) -> String {
     found.join(", ")
 }
 
-fn machine(lock: &Path, results: &Path) -> String {
+fn machine(lock: &Path, peer_locks: &[PathBuf], results: &Path) -> String {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
@@ -161,9 +161,10 @@ fn machine(lock: &Path, results: &Path) -> String {
         std::fs::read_to_string(results.join("started.txt"))
             .map(|text| text.trim().to_string())
             .unwrap_or_else(|_| command_line("date", &["-u", "+%Y-%m-%d %H:%M"])),
-        lock_versions(
+        std::iter::once(lock_versions(
             lock,
             &[
+                "axum",
                 "lsp-server",
                 "rmcp",
                 "tokio-util",
@@ -175,7 +176,16 @@ fn machine(lock: &Path, results: &Path) -> String {
                 "criterion",
                 "valgrind",
             ]
-        ),
+        ))
+        // The peers built as projects of their own (tests/peers/*).
+        .chain(
+            peer_locks
+                .iter()
+                .map(|lock| lock_versions(lock, &["jsonrpsee", "rmcp"]))
+        )
+        .filter(|versions| !versions.is_empty())
+        .collect::<Vec<_>>()
+        .join("; "),
     )
 }
 
@@ -356,7 +366,7 @@ fn main() {
         (get("criterion"), get("results"), get("out"))
     else {
         eprintln!(
-            "usage: bench-report --criterion DIR --results DIR --lock Cargo.lock [--notes FILE] --out FILE"
+            "usage: bench-report --criterion DIR --results DIR --lock Cargo.lock [--peer-lock FILE,FILE] [--notes FILE] --out FILE"
         );
         std::process::exit(2);
     };
@@ -385,7 +395,13 @@ fn main() {
     let frame_count = |size: &str, side: &str| count("frame+envelope", size, side);
     let mut doc = String::new();
     doc.push_str("# Benchmarks\n\nWritten by `scripts/bench` (tests/src/bin/bench-report.rs) from one run; do not edit by hand\n(the analysis at the end comes from `tests/benches/notes.md`). Ratios are peer time / our time\n(or our rate / peer rate): above 1 means we are faster. Times are criterion medians per iteration.\n\n");
-    doc.push_str(&machine(&lock, &results));
+    // `--peer-lock FILE[,FILE...]`: the Cargo.lock files of the peers built
+    // as projects of their own (tests/peers/jsonrpsee, tests/peers/rmcp-git).
+    let peer_locks: Vec<PathBuf> = args
+        .get("peer-lock")
+        .map(|list| list.split(',').map(PathBuf::from).collect())
+        .unwrap_or_default();
+    doc.push_str(&machine(&lock, &peer_locks, &results));
 
     // Framing and envelope.
     let sides = [
@@ -780,6 +796,9 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
     );
 
     // HTTP: every server on both tokio runtimes; each one's best counts.
+    let mut issue43 = Verdicts(String::from(
+        "| target (ours : peer, same run) | wall clock (medians) | instruction counts |\n| --- | --- | --- |\n",
+    ));
     let http = read_lines(&results.join("http.jsonl"));
     let http_rps = |server: &str, runtime: &str, connections: u64| {
         http.iter().find_map(|row| {
@@ -798,21 +817,66 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
             .reduce(f64::max)
     };
     doc.push_str("\n## 6. HTTP on loopback (`tests/benches/http.rs`)\n\n");
-    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1, one request at a time\nper connection, 9 rounds of 1.2 s interleaved across the servers (round 1 of each, then round 2 of each in the opposite\norder, ...), median. Ours: evidence-wire-tokio `serve_http`; peer: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1). Each server runs on a\nmulti-thread (mt) and on a current-thread (ct) tokio runtime; the ratio compares each one's best.\nThe client (one current-thread runtime) shares the machine's cores with the server. Issue 25\ntarget 5: >= 2.5x at 64.\n\n| connections | evidence-wire mt | evidence-wire ct | rmcp mt | rmcp ct | best / best |\n|---|---|---|---|---|---|\n");
+    doc.push_str("`POST /mcp` `tools/call evidence_query` (`time_now`) over keep-alive HTTP/1.1 (a minimal client: the request\nwritten as one buffer, the answer read to its `Content-Length`), one request at a time per connection, 9 rounds of 1.2 s interleaved across the servers (round 1 of each, then round 2 of each in the opposite\norder, ...), median. Ours: evidence-wire-tokio `serve_http` (`bench-http-server`), and the same provider's\ntower service (`ProviderService`) mounted in an axum `Router` served by `axum::serve` (`--axum`). Peers: rmcp\nstreamable-HTTP server, stateless, JSON-response mode (hyper HTTP/1.1); jsonrpsee's server (HTTP only, batches\noff, `max_connections` 10240, its `TCP_NODELAY` default; `tests/peers/jsonrpsee`, a Cargo project of its own) with a\n`tools/call` method computing the same evidence and SHA-256 of its canonical JSON (`serde_json_canonicalizer`, as\nthe rmcp peer). Each server runs on a multi-thread (mt) and on a current-thread (ct) tokio runtime; the ratios\ncompare each one's best. The client (one current-thread runtime) shares the machine's cores with the server.\nIssue 25 target 5: >= 2.5x rmcp at 64; issue 43: >= 1.2x jsonrpsee at 64, axum >= 0.9x `serve_http`.\n\n| connections | evidence-wire mt | evidence-wire ct | axum-mounted mt | axum-mounted ct | rmcp mt | rmcp ct | jsonrpsee mt | jsonrpsee ct | ours / rmcp | ours / jsonrpsee | axum / `serve_http` |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
     for connections in [1u64, 64] {
-        let show = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
+        let mut row = format!("| {connections} |");
+        for server in ["evidence-wire", "evidence-wire-axum", "rmcp", "jsonrpsee"] {
+            for runtime in ["multi-thread", "current-thread"] {
+                let _ = write!(row, " {} |", show(http_rps(server, runtime, connections)));
+            }
+        }
+        let ours = best("evidence-wire", connections);
         let _ = writeln!(
             doc,
-            "| {connections} | {} | {} | {} | {} | {} |",
-            show(http_rps("evidence-wire", "multi-thread", connections)),
-            show(http_rps("evidence-wire", "current-thread", connections)),
-            show(http_rps("rmcp", "multi-thread", connections)),
-            show(http_rps("rmcp", "current-thread", connections)),
-            ratio(ratio_of(
-                best("evidence-wire", connections),
-                best("rmcp", connections)
-            ))
+            "{row} {} | {} | {} |",
+            ratio(ratio_of(ours, best("rmcp", connections))),
+            ratio(ratio_of(ours, best("jsonrpsee", connections))),
+            ratio(ratio_of(best("evidence-wire-axum", connections), ours)),
         );
+    }
+    // Where the CPU went: per request, the server process's and the driver's.
+    let http_row = |server: &str, runtime: &str, connections: u64| {
+        http.iter().find(|row| {
+            row["server"] == server
+                && row["connections"].as_u64() == Some(connections)
+                && row["runtime"].as_str().unwrap_or("multi-thread") == runtime
+        })
+    };
+    let micros = |row: Option<&Value>, key: &str| {
+        row.and_then(|row| row[key].as_f64())
+            .map_or_else(|| "—".into(), |us| format!("{us:.1}"))
+    };
+    if http.iter().any(|row| row["cpu_us"].is_number()) {
+        doc.push_str(
+            "
+CPU time per request over the measured rounds (user + system of every thread, from `/proc/PID/stat`;
+clock ticks, good to a few percent): the server process's, and the driver's (the client above, one
+process for every server). Steadier than the rates when the machine is shared.
+
+| connections | server | runtime | requests/s | server µs (user + system) | driver µs |
+|---|---|---|---|---|---|
+",
+        );
+        for connections in [1u64, 64] {
+            for server in ["evidence-wire", "evidence-wire-axum", "rmcp", "jsonrpsee"] {
+                for runtime in ["multi-thread", "current-thread"] {
+                    let row = http_row(server, runtime, connections);
+                    if row.is_none() {
+                        continue;
+                    }
+                    let _ = writeln!(
+                        doc,
+                        "| {connections} | {server} | {runtime} | {} | {} ({} + {}) | {} |",
+                        show(http_rps(server, runtime, connections)),
+                        micros(row, "cpu_us"),
+                        micros(row, "cpu_user_us"),
+                        micros(row, "cpu_system_us"),
+                        micros(row, "driver_cpu_us"),
+                    );
+                }
+            }
+        }
     }
     issue25.add(
         "5. HTTP, 64 connections: >= 2.5x the rmcp streamable-HTTP server (each on its best runtime)",
@@ -821,11 +885,166 @@ server (unpinned, a ping-pong on this VM lands in a fast or a slow wake-up mode 
         2.5,
         |r| format!("{r:.2}x"),
     );
+    issue43.add(
+        "1. HTTP, 64 connections: >= 1.2x jsonrpsee's HTTP server (each on its best runtime)",
+        ratio_of(best("evidence-wire", 64), best("jsonrpsee", 64)),
+        None,
+        1.2,
+        |r| format!("{r:.2}x"),
+    );
+    issue43.add(
+        "1. HTTP, 64 connections: still >= 2.5x rmcp's streamable HTTP, stateless JSON (each on its best runtime)",
+        ratio_of(best("evidence-wire", 64), best("rmcp", 64)),
+        None,
+        2.5,
+        |r| format!("{r:.2}x"),
+    );
+    for connections in [64u64, 1] {
+        issue43.add(
+            &format!("2. mounted in axum (`ProviderService`), {connections} connection{}: >= 0.9x `serve_http` (each on its best runtime)", if connections == 1 { "" } else { "s" }),
+            ratio_of(best("evidence-wire-axum", connections), best("evidence-wire", connections)),
+            None,
+            0.9,
+            |r| format!("{r:.2}x"),
+        );
+    }
+
+    // HTTP clients: every client calling our server; each one's best runtime counts.
+    let clients = read_lines(&results.join("http-clients.jsonl"));
+    let client_cps = |client: &str, runtime: &str, callers: u64| {
+        clients.iter().find_map(|row| {
+            (row["client"] == client
+                && row["callers"].as_u64() == Some(callers)
+                && row["runtime"] == runtime)
+                .then(|| row["median_cps"].as_f64())
+                .flatten()
+        })
+    };
+    let best_client = |client: &str, callers: u64| {
+        ["multi-thread", "current-thread"]
+            .into_iter()
+            .filter_map(|runtime| client_cps(client, runtime, callers))
+            .reduce(f64::max)
+    };
+    doc.push_str("\n### HTTP clients (`tests/benches/http.rs`, clients part)\n\n");
+    doc.push_str("Calls per second of a provider client calling one server, `bench-http-server --current-thread` (our\n`serve_http` on its best runtime, `POST /rpc`): one caller calling one query after another (as `query --url`\ndoes) and 64 callers at once, every answer verified (EvidenceResult found, SHA-256 of the value's canonical JSON\nequal to its `evidence_hash`) before it counts. Ours: evidence-wire-tokio's `HttpProvider` (`bench-http-client`,\nat most 64 connections, as many kept idle), and the same with `pool_max_idle` 0, a connection per query (the client\nbefore pooling: unpooled); peer: jsonrpsee's `HttpClient` (default builder; `tests/peers/jsonrpsee`), the same\nparams, the answer checked the same way (`serde_json_canonicalizer` + `sha2`). Each client is a process of its\nown on a multi-thread (mt) and a current-thread (ct) runtime (the unpooled one mt only); 9 rounds of 1.2 s\ninterleaved across the clients, median; the ratio compares each one's best. Client, server and the benchmark's\ndriver share the 2 cores. Issue 43 target 4: ours >= jsonrpsee's client.\n\n| callers | evidence-wire mt | evidence-wire ct | unpooled mt | jsonrpsee mt | jsonrpsee ct | ours / jsonrpsee | pooled / unpooled |\n|---|---|---|---|---|---|---|---|\n");
+    let show_calls = |v: Option<f64>| v.map_or_else(|| "—".into(), |v| format!("{v:.0}/s"));
+    for callers in [1u64, 64] {
+        let ours = best_client("evidence-wire", callers);
+        let _ = writeln!(
+            doc,
+            "| {callers} | {} | {} | {} | {} | {} | {} | {} |",
+            show_calls(client_cps("evidence-wire", "multi-thread", callers)),
+            show_calls(client_cps("evidence-wire", "current-thread", callers)),
+            show_calls(client_cps(
+                "evidence-wire-unpooled",
+                "multi-thread",
+                callers
+            )),
+            show_calls(client_cps("jsonrpsee", "multi-thread", callers)),
+            show_calls(client_cps("jsonrpsee", "current-thread", callers)),
+            ratio(ratio_of(ours, best_client("jsonrpsee", callers))),
+            ratio(ratio_of(
+                ours,
+                best_client("evidence-wire-unpooled", callers)
+            )),
+        );
+        issue43.add(
+            &format!(
+                "4. `HttpProvider`, {}: >= 1.0x jsonrpsee's `HttpClient` calling the same server (each on its best runtime)",
+                if callers == 1 { "one caller (sequential)".to_string() } else { format!("{callers} concurrent callers") }
+            ),
+            ratio_of(ours, best_client("jsonrpsee", callers)),
+            None,
+            1.0,
+            |r| format!("{r:.2}x"),
+        );
+    }
+
+    if clients.iter().any(|row| row["cpu_us"].is_number()) {
+        doc.push_str("\nCPU time per call of each client process over the measured rounds (user + system, `/proc/PID/stat`):\n\n| callers | client | runtime | calls/s | client µs per call (user + system) |\n|---|---|---|---|---|\n");
+        for callers in [1u64, 64] {
+            for client in ["evidence-wire", "evidence-wire-unpooled", "jsonrpsee"] {
+                for runtime in ["multi-thread", "current-thread"] {
+                    let Some(row) = clients.iter().find(|row| {
+                        row["client"] == client
+                            && row["callers"].as_u64() == Some(callers)
+                            && row["runtime"] == runtime
+                    }) else {
+                        continue;
+                    };
+                    let _ = writeln!(
+                        doc,
+                        "| {callers} | {client} | {runtime} | {} | {} ({} + {}) |",
+                        show_calls(row["median_cps"].as_f64()),
+                        micros(Some(row), "cpu_us"),
+                        micros(Some(row), "cpu_user_us"),
+                        micros(Some(row), "cpu_system_us"),
+                    );
+                }
+            }
+        }
+    }
+
+    // Cold builds (scripts/bench --cold-build).
+    let cold = read_lines(&results.join("cold-build.jsonl"));
+    let cold_row = |project: &str| cold.iter().find(|row| row["project"] == project);
+    doc.push_str("\n## 7. Cold build of the git provider (`scripts/bench --cold-build`)\n\n");
+    doc.push_str("`cargo build --release -j2` into an empty target directory, sources already downloaded, one after the\nother in one run: `adapters/tokio/examples/git_provider.rs` as a program of its own (`tests/peers/ew-git`: the\ndependencies the README lists, evidence-wire-tokio with no default features, the features a stdio provider\nneeds; and with its default features, signatures, HTTP server and TLS), against the same provider written with\nrmcp (`tests/peers/rmcp-git`: `server`, `macros`, `transport-io`, tools by `#[tool_router]`). Crates: `Compiling`\nlines (each package once, build scripts included in it). Issue 43 item 5 asks for the figures; the target row\njudges ours (no default features) against rmcp.\n\n| project | crates compiled | seconds | rmcp / this (crates) | rmcp / this (seconds) |\n|---|---|---|---|---|\n");
+    let rmcp_cold = cold_row("rmcp");
+    let cold_ratio = |row: Option<&Value>, key: &str| {
+        ratio_of(
+            rmcp_cold.and_then(|rmcp| rmcp[key].as_f64()),
+            row.and_then(|row| row[key].as_f64()),
+        )
+    };
+    for (project, label) in [
+        ("evidence-wire", "evidence-wire-tokio, no default features"),
+        (
+            "evidence-wire-defaults",
+            "evidence-wire-tokio, default features",
+        ),
+        ("rmcp", "rmcp (`server`, `macros`, `transport-io`)"),
+    ] {
+        let row = cold_row(project);
+        let number = |key: &str, decimals: usize| {
+            row.and_then(|row| row[key].as_f64())
+                .map_or_else(|| "—".into(), |v| format!("{v:.decimals$}"))
+        };
+        let _ = writeln!(
+            doc,
+            "| {label} | {} | {} | {} | {} |",
+            number("crates", 0),
+            number("seconds", 1),
+            ratio(cold_ratio(row, "crates")),
+            ratio(cold_ratio(row, "seconds")),
+        );
+    }
+    if cold.is_empty() {
+        doc.push_str("\nNot measured in this run (`scripts/bench --cold-build` measures it).\n");
+    }
+    let ours_cold = cold_row("evidence-wire");
+    issue43.add(
+        "5. cold build of the git provider, crates compiled: ours (no default features) no more than rmcp's",
+        cold_ratio(ours_cold, "crates"),
+        None,
+        1.0,
+        |r| format!("{r:.2}x fewer"),
+    );
+    issue43.add(
+        "5. cold build of the git provider, seconds (-j2): ours (no default features) no longer than rmcp's",
+        cold_ratio(ours_cold, "seconds"),
+        None,
+        1.0,
+        |r| format!("{r:.2}x faster"),
+    );
 
     doc.push_str("\n## Targets (issue 10)\n\n");
     doc.push_str(&verdicts.0);
     doc.push_str("\n## Targets (issue 25)\n\n");
     doc.push_str(&issue25.0);
+    doc.push_str("\n## Targets (issue 43)\n\n");
+    doc.push_str(&issue43.0);
     if let Some(notes) = get("notes").and_then(|path| std::fs::read_to_string(path).ok()) {
         doc.push('\n');
         doc.push_str(&notes);
