@@ -101,23 +101,13 @@ pub mod rmcp_peer {
     pub fn hex(bytes: &[u8]) -> String {
         const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut out = String::with_capacity(bytes.len() * 2);
+        let digit =
+            |nibble: u8| char::from(DIGITS.get(usize::from(nibble)).copied().unwrap_or(b'0'));
         for byte in bytes {
-            out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-            out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+            out.push(digit(byte >> 4));
+            out.push(digit(byte & 0x0f));
         }
         out
-    }
-
-    #[cfg(test)]
-    mod tests {
-        /// The table-driven hex is `format!`'s `{:02x}` of every byte.
-        #[test]
-        fn hex_is_formatted_hex() {
-            let bytes: Vec<u8> = (0..=255).collect();
-            let formatted: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-            assert_eq!(super::hex(&bytes), formatted);
-            assert_eq!(super::hex(&[]), "");
-        }
     }
 
     /// A verified-lane EvidenceResult carrying `value` as JSON with `hash`.
@@ -132,6 +122,18 @@ pub mod rmcp_peer {
             "signature": null,
             "content_type": "application/json"
         })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// The table-driven hex is `format!`'s `{:02x}` of every byte.
+        #[test]
+        fn hex_is_formatted_hex() {
+            let bytes: Vec<u8> = (0..=255).collect();
+            let formatted: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+            assert_eq!(super::hex(&bytes), formatted);
+            assert_eq!(super::hex(&[]), "");
+        }
     }
 }
 
