@@ -14,7 +14,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::path::Path;
 
 use evidence_wire::contract::{ContractError, ContractTransport, ProviderContract};
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
@@ -165,7 +164,7 @@ impl Provider {
     #[cfg_attr(docsrs, doc(cfg(feature = "signatures")))]
     pub fn signing_key_file(
         self,
-        path: impl AsRef<Path>,
+        path: impl AsRef<std::path::Path>,
         key_id: impl Into<String>,
     ) -> Result<Self, crate::signing::SigningKeyError> {
         Ok(self.signer(crate::signing::signer_from_file(path, key_id)?))
