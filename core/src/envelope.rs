@@ -1011,7 +1011,7 @@ fn check_id<'a>(id: IdRead<'a>, policy: &Policy, null_ok: bool) -> Result<Id<'a>
 }
 
 /// True for `xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx` with hex digits of either case.
-pub fn is_uuid(text: &str) -> bool {
+pub(crate) fn is_uuid(text: &str) -> bool {
     let bytes = text.as_bytes();
     bytes.len() == 36
         && bytes.iter().enumerate().all(|(index, byte)| match index {

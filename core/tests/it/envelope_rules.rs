@@ -5,7 +5,7 @@
 
 use evidence_wire::envelope::{
     DEFAULT_MAX_DEPTH, Id, Incoming, Message, Policy, Rejection, encode_batch, encode_error,
-    encode_notification, encode_request, encode_result, is_uuid, validate,
+    encode_notification, encode_request, encode_result, validate,
 };
 use evidence_wire::error::CanonicalError;
 use evidence_wire::schema::{CompiledSchema, ENVELOPE_SCHEMA};
@@ -193,8 +193,17 @@ fn ids_by_policy() {
         assert!(rejection.detail.contains("UUID"), "{not_uuid}");
         assert!(rejection.id.is_some());
     }
-    assert!(is_uuid("00000000-0000-0000-0000-000000000000"));
-    assert!(!is_uuid("00000000-0000-0000-0000-00000000000\u{e9}"));
+    let (id, _, _) = request(
+        body(r#""00000000-0000-0000-0000-000000000000""#).as_bytes(),
+        &Policy::strict().uuid_ids(true),
+    );
+    assert_eq!(id, Id::from("00000000-0000-0000-0000-000000000000"));
+    // 36 bytes but not 36 ASCII hex digits and dashes.
+    let rejection = reject(
+        body(r#""00000000-0000-0000-0000-00000000000\u00e9""#).as_bytes(),
+        &Policy::strict().uuid_ids(true),
+    );
+    assert!(rejection.detail.contains("UUID"));
 }
 
 #[test]
