@@ -1728,6 +1728,7 @@ mod tests {
             error,
             detail: error.map(|_| "what was wrong".to_owned()),
             stateless: false,
+            trace_id: None,
         }
     }
 

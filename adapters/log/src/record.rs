@@ -49,6 +49,8 @@ use evidence_wire::frame::Framing;
 use evidence_wire::id::Id;
 use evidence_wire::server::Outcome;
 use evidence_wire::text::{excerpt, excerpt_cow};
+#[cfg(test)]
+use evidence_wire::trace::TraceId;
 
 /// Version of the record format (`metadata.schemaVersion`).
 pub const SCHEMA_VERSION: &str = "1";
@@ -150,6 +152,7 @@ pub fn refusal_outcome(body: &[u8]) -> Option<Outcome> {
         error: Some(canonical),
         detail,
         stateless: false,
+        trace_id: None,
     })
 }
 
@@ -216,7 +219,8 @@ pub struct Metadata {
 /// One validation log record: one JSON line of the log.
 ///
 /// Fields serialize in this order, under these camelCase names; absent
-/// values are `null`, never missing.
+/// values are `null`, never missing, except `traceId`, which only a record
+/// of a call that carried a trace context has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidationRecord {
@@ -242,6 +246,13 @@ pub struct ValidationRecord {
     pub duration_micros: u64,
     /// The canonical error answered, or `null` when the message was accepted.
     pub error: Option<ErrorPayload>,
+    /// The trace id (32 lowercase hex digits) of the W3C trace context a
+    /// `tools/call` carried (`_meta.traceparent`, or over HTTP the
+    /// `traceparent` header). The one member left out rather than `null`
+    /// when absent: records of messages without a trace context are
+    /// written as before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// Format version and determinism.
     pub metadata: Metadata,
 }
@@ -297,6 +308,10 @@ impl ValidationRecord {
         match &self.error {
             None => out.extend_from_slice(b"null"),
             Some(error) => out.extend_from_slice(&serde_json::to_vec(error).ok()?),
+        }
+        if let Some(trace_id) = &self.trace_id {
+            out.extend_from_slice(br#","traceId":"#);
+            push_json_str(&mut out, trace_id)?;
         }
         out.extend_from_slice(br#","metadata":{"schemaVersion":"#);
         push_json_str(&mut out, &self.metadata.schema_version)?;
@@ -507,6 +522,7 @@ impl<'a> RecordView<'a> {
             error: outcome
                 .error
                 .map(|error| ErrorPayload::new(error, outcome.detail.as_deref())),
+            trace_id: outcome.trace_id.map(|trace_id| trace_id.to_string()),
             metadata: Metadata {
                 schema_version: SCHEMA_VERSION.to_owned(),
                 deterministic: self.deterministic,
@@ -570,6 +586,13 @@ impl<'a> RecordView<'a> {
                 }
                 out.push(b'}');
             }
+        }
+        if let Some(trace_id) = outcome.trace_id {
+            out.extend_from_slice(br#","traceId":""#);
+            for byte in trace_id.to_bytes() {
+                out.extend_from_slice(&hex_pair(byte));
+            }
+            out.push(b'"');
         }
         out.extend_from_slice(br#","metadata":{"schemaVersion":""#);
         out.extend_from_slice(SCHEMA_VERSION.as_bytes());
@@ -915,6 +938,7 @@ mod tests {
                 error: None,
                 detail: None,
                 stateless: false,
+                trace_id: None,
             };
             let view = recorder.view(&outcome, &facts, clock);
             let (mut plain, mut cached) = (Vec::new(), Vec::new());
@@ -1038,6 +1062,9 @@ mod tests {
                             message: "m\"x".to_owned(),
                             detail,
                         }),
+                        // Half the records carry a trace id.
+                        trace_id: (status % 2 == 0)
+                            .then(|| "4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
                         metadata: Metadata {
                             schema_version,
                             deterministic,
@@ -1125,6 +1152,10 @@ mod tests {
                         error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
                         detail,
                         stateless: false,
+                        // Half the records carry a trace id.
+                        trace_id: (status % 2 == 0)
+                            .then(|| TraceId::new(entropy.to_be_bytes()))
+                            .flatten(),
                     };
                     let facts = RecordFacts {
                         transport: [Channel::Http, Channel::Stdio, Channel::Sse][transport],
@@ -1222,6 +1253,7 @@ mod tests {
             error: Some(error),
             detail: Some(detail.to_owned()),
             stateless: false,
+            trace_id: None,
         }
     }
 
@@ -1362,6 +1394,7 @@ mod tests {
             error: None,
             detail: None,
             stateless: false,
+            trace_id: None,
         };
         let record = recorder.record(
             &outcome,
@@ -1428,6 +1461,7 @@ mod tests {
             error: Some(CanonicalError::InvalidEnvelope),
             detail: Some(long.clone()),
             stateless: false,
+            trace_id: None,
         };
         let record = recorder.record(
             &outcome,
@@ -1457,6 +1491,7 @@ mod tests {
             error: Some(CanonicalError::ResourceNotFound),
             detail: Some(nasty.clone()),
             stateless: false,
+            trace_id: None,
         };
         let clock = ClockReading {
             unix_millis: u64::MAX,
