@@ -497,7 +497,7 @@ impl Job {
     }
 
     /// The call's `evidence_wire::call` span (disabled when no subscriber
-    /// wants it): an adapter may record `transport` on it.
+    /// wants it): an adapter may enter it or record on it.
     pub fn span(&self) -> &tracing::Span {
         &self.span
     }
