@@ -116,7 +116,7 @@ use core::fmt;
 
 use serde::Serialize;
 use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use crate::dialect::{self, Dialect, HashProfile, McpRevision, ToolResultError};
 use crate::envelope::{self, Id, Incoming, Message, Policy};
@@ -126,6 +126,7 @@ use crate::evidence::{
     TrustPolicy, VerifiedEvidence, VerifyError,
 };
 use crate::frame::{self, Decoder, Framing, Limits};
+use crate::trace::TraceContext;
 
 /// How many first bytes of a provider message skipped for its size or
 /// charset the client keeps, to find the id of the query it answered
@@ -472,8 +473,24 @@ impl Client {
         context: &EvidenceContext,
         now: u64,
     ) -> RequestId {
+        self.query_traced(query, context, None, now)
+    }
+
+    /// [`Client::query`] carrying the caller's W3C trace context (when
+    /// `trace` is given) as `params._meta.traceparent` (and
+    /// `params._meta.tracestate`), after `arguments`, so the provider's
+    /// work joins the caller's trace. Without one the request is byte for
+    /// byte [`Client::query`]'s. (Over HTTP the transport also sends the
+    /// `traceparent` header.)
+    pub fn query_traced(
+        &mut self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+        trace: Option<&TraceContext>,
+        now: u64,
+    ) -> RequestId {
         let id = self.take_id();
-        let body = query_body(id, query, context);
+        let body = query_body(id, query, context, trace);
         self.send_request(id, body, false, now)
     }
 
@@ -489,7 +506,7 @@ impl Client {
         now: u64,
     ) -> RequestId {
         let id = self.take_id();
-        let body = query_body(id, query, context);
+        let body = query_body(id, query, context, None);
         self.send_request(id, body, true, now)
     }
 
@@ -1078,12 +1095,20 @@ fn request_body<T: Serialize + ?Sized>(id: i64, method: &str, params: &T) -> Vec
 
 /// The `tools/call` of `evidence_query` for `query` in `context`, members
 /// in the order Decision Gate writes them (`name`, then `arguments` with
-/// `query` before `context`), so that the bytes equal its own.
-fn query_body(id: i64, query: &EvidenceQuery, context: &EvidenceContext) -> Vec<u8> {
+/// `query` before `context`), so that the bytes equal its own; with
+/// `trace`, a `_meta` member carrying it follows `arguments`.
+fn query_body(
+    id: i64,
+    query: &EvidenceQuery,
+    context: &EvidenceContext,
+    trace: Option<&TraceContext>,
+) -> Vec<u8> {
     #[derive(Serialize)]
     struct Params<'a> {
         name: &'static str,
         arguments: Arguments<'a>,
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<Map<String, Value>>,
     }
     #[derive(Serialize)]
     struct Arguments<'a> {
@@ -1093,6 +1118,7 @@ fn query_body(id: i64, query: &EvidenceQuery, context: &EvidenceContext) -> Vec<
     let params = Params {
         name: EVIDENCE_QUERY_TOOL,
         arguments: Arguments { query, context },
+        meta: trace.map(TraceContext::to_meta),
     };
     request_body(id, "tools/call", &params)
 }

@@ -57,6 +57,7 @@ pub mod schema;
 pub mod server;
 pub mod supervisor;
 pub mod text;
+pub mod trace;
 pub mod transport;
 mod unique;
 

@@ -140,6 +140,7 @@ use crate::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use crate::evidence::{
     EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult, VerifiedEvidence,
 };
+use crate::trace::TraceContext;
 
 /// The `error.code` of a query that got no answer because the provider is
 /// not there: its process could not be started, or the client was shut
@@ -329,6 +330,7 @@ struct Deferred<T> {
     ticket: QueryTicket,
     query: EvidenceQuery,
     context: EvidenceContext,
+    trace: Option<TraceContext>,
     payload: T,
     deadline: u64,
 }
@@ -430,6 +432,19 @@ impl<T, E> Supervisor<T, E> {
         payload: T,
         now: u64,
     ) -> QueryTicket {
+        self.query_traced(query, context, None, payload, now)
+    }
+
+    /// [`Supervisor::query`] carrying the caller's W3C trace context to
+    /// the provider (`params._meta`, [`Client::query_traced`]).
+    pub fn query_traced(
+        &mut self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+        trace: Option<TraceContext>,
+        payload: T,
+        now: u64,
+    ) -> QueryTicket {
         let ticket = QueryTicket(self.next_ticket);
         self.next_ticket = self.next_ticket.wrapping_add(1);
         if self.shut_down {
@@ -437,7 +452,9 @@ impl<T, E> Supervisor<T, E> {
             return ticket;
         }
         if self.child == Child::Up {
-            let id = self.client.query(&query, &context, now);
+            let id = self
+                .client
+                .query_traced(&query, &context, trace.as_ref(), now);
             self.sent.insert(ticket, id);
             self.events += 1;
             self.waiting.insert(id, (ticket, payload, self.events));
@@ -446,6 +463,7 @@ impl<T, E> Supervisor<T, E> {
                 ticket,
                 query,
                 context,
+                trace,
                 payload,
                 deadline: now.saturating_add(self.request_timeout_ms),
             });
@@ -501,7 +519,12 @@ impl<T, E> Supervisor<T, E> {
         self.restart_at = None;
         self.skipped = 0;
         while let Some(deferred) = self.deferred.pop_front() {
-            let id = self.client.query(&deferred.query, &deferred.context, now);
+            let id = self.client.query_traced(
+                &deferred.query,
+                &deferred.context,
+                deferred.trace.as_ref(),
+                now,
+            );
             self.sent.insert(deferred.ticket, id);
             self.events += 1;
             self.waiting

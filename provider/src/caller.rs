@@ -359,6 +359,11 @@ impl<T> ProcessCore<T> {
         }
     }
 
+    /// The command the child runs (program and arguments).
+    pub fn command(&self) -> &[String] {
+        &self.command
+    }
+
     /// The spawn error of this command for the system's `error`.
     pub fn spawn_error(&self, error: &io::Error) -> SpawnError {
         SpawnError::new(&self.command, error)
@@ -404,7 +409,10 @@ impl<T> ProcessCore<T> {
                 Action::Answer { payload, outcome } => {
                     return Some(Step::Answer(payload, outcome.map_err(ProviderError::from)));
                 }
-                Action::Log(line) => self.relay.note(&line),
+                Action::Log(line) => {
+                    tracing::info!(target: "evidence_wire::child", note = line.as_str(), "supervisor note");
+                    self.relay.note(&line);
+                }
                 _ => {}
             }
         }

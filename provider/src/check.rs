@@ -42,6 +42,7 @@ use std::time::{Duration, Instant};
 use crate::cancel::{CancelReason, Cancellation};
 use crate::handler::{Answer, CallContext, Caller};
 use crate::root::EvidenceRoot;
+use crate::trace::TraceContext;
 
 /// The `error.code` of params the check's type cannot read (after they
 /// passed the derived schema; a schema the type does not fully describe).
@@ -231,6 +232,13 @@ impl CheckContext {
     /// (MCP clients may: a progress token, a trace context).
     pub fn meta(&self) -> Option<&Map<String, Value>> {
         self.inner.call.meta()
+    }
+
+    /// The caller's W3C trace context, when it sent a valid one (in the
+    /// request's `_meta`, or over HTTP in its `traceparent` header): the
+    /// trace the check's own outgoing calls continue. See [`crate::trace`].
+    pub fn trace(&self) -> Option<&TraceContext> {
+        self.inner.call.trace()
     }
 
     /// Everything the adapter said about the call.

@@ -39,11 +39,14 @@
 //! is given back when the work really ends, not when its caller leaves.
 //!
 //! Every call gets one `tracing` span, `evidence_wire::call` (fields
-//! `transport`, `method`, `id`, `tool`, `check_id`, `outcome`,
-//! `duration_ms`): the job's work runs inside it (on the blocking pool or
-//! as a task) and it closes when the work has produced the answer, with
-//! `outcome` and `duration_ms` recorded then. With no subscriber
-//! installed the span is disabled and costs a few branches.
+//! `transport`, `method`, `id`, `ticket`, `tool`, `check_id`, `trace_id`,
+//! `parent_id`, `outcome`, `duration_ms`): the job's work runs inside it
+//! (on the blocking pool or as a task) and it closes when the work has
+//! produced the answer, with `outcome` and `duration_ms` recorded then.
+//! Refusals, cancellations and fatal stream errors are events. With no
+//! subscriber installed the span is disabled and costs a few branches.
+//! See [`crate::trace`] for every span, event and field, and for the W3C
+//! trace context a call carries ([`CallContext::trace`]).
 //!
 //! A [`Service`] is a server configuration and a handler, built once and
 //! shared by every connection; a [`crate::Provider`] is the usual handler,
@@ -59,11 +62,14 @@ use std::time::{Duration, Instant};
 
 use evidence_wire::Transport;
 use evidence_wire::dialect::Dialect;
+use evidence_wire::error::CanonicalError;
+use evidence_wire::evidence::EVIDENCE_QUERY_TOOL;
 use evidence_wire::evidence::{EvidenceContext, EvidenceError, EvidenceQuery, EvidenceResult};
 use evidence_wire::frame::FrameError;
 use evidence_wire::server::{
-    CallInfo, RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure,
+    CallInfo, Outcome, RespondError, Server, ServerConfig, ServerEvent, Ticket, ToolFailure,
 };
+use evidence_wire::trace::TraceContext;
 use futures_lite::FutureExt as _;
 use serde_json::{Map, Value};
 
@@ -231,6 +237,7 @@ impl CallSource {
             deadline,
             caller: Caller::new(info.dialect, self.transport).authenticated(self.authenticated),
             meta: info.meta.map(Arc::new),
+            trace: info.trace.map(Arc::new),
         }
     }
 }
@@ -245,6 +252,7 @@ pub struct CallContext {
     deadline: Option<Instant>,
     caller: Caller,
     meta: Option<Arc<Map<String, Value>>>,
+    trace: Option<Arc<TraceContext>>,
 }
 
 impl CallContext {
@@ -291,6 +299,19 @@ impl CallContext {
     /// The `_meta` of the request's params, when it sent one (an object).
     pub fn meta(&self) -> Option<&Map<String, Value>> {
         self.meta.as_deref()
+    }
+
+    /// The same call, carrying the caller's W3C trace context `trace`.
+    pub fn with_trace(mut self, trace: TraceContext) -> Self {
+        self.trace = Some(Arc::new(trace));
+        self
+    }
+
+    /// The caller's W3C trace context, when it sent a valid one: the
+    /// request's `_meta.traceparent` (and `tracestate`), else over HTTP
+    /// its `traceparent` (and `tracestate`) headers. See [`crate::trace`].
+    pub fn trace(&self) -> Option<&TraceContext> {
+        self.trace.as_deref()
     }
 }
 
@@ -476,7 +497,7 @@ impl Job {
     }
 
     /// The call's `evidence_wire::call` span (disabled when no subscriber
-    /// wants it): an adapter may record `transport` on it.
+    /// wants it): an adapter may enter it or record on it.
     pub fn span(&self) -> &tracing::Span {
         &self.span
     }
@@ -675,7 +696,13 @@ pub fn dispatch_from<H: Handler + ?Sized>(
             ticket,
             job: Job::guarded(
                 CallKind::Evidence,
-                call_span(ticket, "evidence_query", Some(&query.check_id)),
+                call_span(
+                    source,
+                    ticket,
+                    &call,
+                    EVIDENCE_QUERY_TOOL,
+                    Some(&query.check_id),
+                ),
                 source.call(call),
                 |call| {
                     handler
@@ -693,7 +720,7 @@ pub fn dispatch_from<H: Handler + ?Sized>(
             ticket,
             job: Job::guarded(
                 CallKind::Tool,
-                call_span(ticket, &name, None),
+                call_span(source, ticket, &call, &name, None),
                 source.call(call),
                 |call| {
                     handler
@@ -703,38 +730,104 @@ pub fn dispatch_from<H: Handler + ?Sized>(
             ),
         },
         ServerEvent::Cancelled { ticket, reason } => {
+            tracing::debug!(
+                target: "evidence_wire::call",
+                transport = source.transport.map(Transport::as_str),
+                ticket = ticket.get(),
+                reason = reason.as_deref(),
+                "the peer cancelled a call",
+            );
             let event = ServerEvent::Cancelled { ticket, reason };
             handler.observe(&event);
             Work::Cancel { ticket }
         }
         ServerEvent::Fatal(error) => {
+            tracing::warn!(
+                target: "evidence_wire::stream",
+                transport = source.transport.map(Transport::as_str),
+                error = %error,
+                "the input stream broke beyond repair: answering what is in flight, then stopping",
+            );
             let work = Work::Fatal(error.clone());
             handler.observe(&ServerEvent::Fatal(error));
             work
         }
         other => {
+            if let ServerEvent::Handled(outcome) = &other {
+                // Answered with an error, or with a note (a call the
+                // contract refused is answered with an evidence error).
+                if outcome.error.is_some() || outcome.detail.is_some() {
+                    refused(source, outcome);
+                }
+            }
             handler.observe(&other);
             Work::Observed
         }
     }
 }
 
+/// The `evidence_wire::refusal` event of a message answered with an error
+/// (or, as a call the contract refused, with an evidence error): INFO when
+/// a limit was reached (the server is overloaded or draining), DEBUG when
+/// the message itself was refused.
+fn refused(source: &CallSource, outcome: &Outcome) {
+    macro_rules! refusal {
+        ($level:expr, $message:literal) => {
+            tracing::event!(
+                target: "evidence_wire::refusal",
+                $level,
+                transport = source.transport.map(Transport::as_str),
+                id = outcome.id.as_ref().map(tracing::field::display),
+                method = outcome.method.as_deref(),
+                tool = outcome.tool.as_deref(),
+                error = outcome.error.map(CanonicalError::name),
+                detail = outcome.detail.as_deref(),
+                trace_id = outcome.trace_id.map(tracing::field::display),
+                $message,
+            )
+        };
+    }
+    if outcome.error == Some(CanonicalError::Overloaded) {
+        refusal!(tracing::Level::INFO, "call refused: a limit was reached");
+    } else {
+        refusal!(tracing::Level::DEBUG, "message refused");
+    }
+}
+
 /// The `evidence_wire::call` span of the call `ticket` of `tool` (and of
-/// `check_id` for an evidence query). The fields are only captured when a
-/// subscriber enables the span; `transport`, `outcome` and `duration_ms`
-/// are recorded later.
-fn call_span(ticket: Ticket, tool: &str, check_id: Option<&str>) -> tracing::Span {
-    tracing::info_span!(
+/// `check_id` for an evidence query) from `source`, as `call` describes
+/// it. The fields are only captured when a subscriber enables the span
+/// (and only then is it linked to the caller's trace,
+/// [`crate::trace::set_remote_parent`]); `outcome` and `duration_ms` are
+/// recorded later.
+fn call_span(
+    source: &CallSource,
+    ticket: Ticket,
+    call: &CallInfo,
+    tool: &str,
+    check_id: Option<&str>,
+) -> tracing::Span {
+    let trace = call.trace.as_ref();
+    let span = tracing::info_span!(
         target: "evidence_wire::call",
         "evidence_wire::call",
-        transport = tracing::field::Empty,
+        transport = source.transport.map(Transport::as_str),
         method = "tools/call",
-        id = ticket.get(),
+        id = call.id.as_ref().map(tracing::field::display),
+        ticket = ticket.get(),
         tool = tool,
         check_id = check_id,
+        trace_id = trace.map(|trace| tracing::field::display(trace.trace_id())),
+        parent_id = trace.map(|trace| tracing::field::display(trace.parent_id())),
         outcome = tracing::field::Empty,
         duration_ms = tracing::field::Empty,
-    )
+    );
+    if let Some(trace) = trace {
+        if !span.is_disabled() {
+            crate::trace::link_remote_parent(&span, trace);
+        }
+    }
+    span
 }
 
 /// Records on `span` how the call ended (`ok`, `error`: the answer

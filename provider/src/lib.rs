@@ -82,6 +82,7 @@ pub mod stdout;
 #[cfg(feature = "testing")]
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
+pub mod trace;
 
 pub use cancel::{CancelReason, Cancellation, OnCancel};
 pub use check::{Check, CheckContext, CheckError, NoParams, default_comparators};
@@ -93,6 +94,7 @@ pub use handler::{
 };
 pub use provider::Provider;
 pub use root::{EvidenceRoot, RootError, RootedPath};
+pub use trace::TraceContext;
 
 /// One `use` line for a provider author.
 pub mod prelude {

@@ -563,6 +563,119 @@ impl tracing::Subscriber for Capture {
     }
 }
 
+/// The global subscriber of this binary's span tests: a scoped one races
+/// with the other tests over the callsites' cached interest.
+fn capture() -> &'static Capture {
+    static CAPTURE: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+    CAPTURE.get_or_init(|| {
+        let capture = Capture::default();
+        tracing::subscriber::set_global_default(capture.clone()).expect("the only one");
+        capture
+    })
+}
+
+/// A call on stdio whose `_meta` carries a W3C trace context: the check
+/// sees it (`CheckContext::trace`), the call's span carries `trace_id`,
+/// `parent_id` and `transport`, and the call's validation record its
+/// trace id; an invalid `_meta.traceparent` is ignored (no context, no
+/// field, the call answered as usual).
+#[test]
+fn a_meta_traceparent_reaches_the_check_and_the_span() {
+    use evidence_wire_provider::{CallSource, TraceContext, Transport, dispatch_from};
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let provider = Provider::new("traced", "Reports its trace context.").check(
+        Check::new(
+            "seen",
+            "The trace context the check saw.",
+            |_: NoParams, context: &CheckContext| {
+                Ok(json!({
+                    "traceparent": context.trace().map(TraceContext::traceparent),
+                    "tracestate": context.trace().and_then(TraceContext::tracestate),
+                    "same": context.trace() == context.call().trace(),
+                }))
+            },
+        )
+        .inline(),
+    );
+    let service = provider.into_service().unwrap();
+    let source = CallSource::new(Some(Transport::Stdio));
+    let capture = capture();
+    let ask = |id: u64, meta: Value| {
+        let mut server = service.connection();
+        let body = json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "evidence_query", "_meta": meta, "arguments": {
+                "query": {"provider_id": "traced", "check_id": "seen"},
+                "context": {"tenant_id": 1, "namespace_id": 1, "run_id": "r", "scenario_id": "s",
+                    "stage_id": "st", "trigger_id": "t",
+                    "trigger_time": {"kind": "logical", "value": 1}}
+            }}
+        });
+        server.handle_input(format!("{body}\n").as_bytes());
+        let mut trace_ids = Vec::new();
+        while let Some(event) = server.poll_event() {
+            if let ServerEvent::Handled(outcome) = &event {
+                trace_ids.push(outcome.trace_id.map(|id| id.to_string()));
+            }
+            if let Work::Run { ticket, job } =
+                dispatch_from(service.handler().as_ref(), event, &source)
+            {
+                complete(&mut server, ticket, job.run_blocking()).unwrap();
+            }
+        }
+        let out = String::from_utf8(server.poll_transmit().expect("an answer")).unwrap();
+        let answer: Value = serde_json::from_str(out.trim()).unwrap();
+        (
+            answer["result"]["content"][0]["json"]["value"]["value"].clone(),
+            trace_ids,
+        )
+    };
+    let span_of = |id: &str| {
+        let spans = capture.0.lock().unwrap();
+        let calls: Vec<SpanRecord> = spans
+            .iter()
+            .filter(|span| span.name == "evidence_wire::call")
+            .filter(|span| span.fields.get("check_id").map(String::as_str) == Some("seen"))
+            .filter(|span| span.fields.get("id").map(String::as_str) == Some(id))
+            .map(|span| SpanRecord {
+                name: span.name.clone(),
+                fields: span.fields.clone(),
+                ..SpanRecord::default()
+            })
+            .collect();
+        assert_eq!(calls.len(), 1, "{spans:?}");
+        calls.into_iter().next().unwrap()
+    };
+
+    let (seen, records) = ask(9101, json!({"traceparent": PARENT, "tracestate": "rojo=1"}));
+    assert_eq!(
+        seen,
+        json!({"traceparent": PARENT, "tracestate": "rojo=1", "same": true})
+    );
+    assert_eq!(
+        records,
+        vec![Some("4bf92f3577b34da6a3ce929d0e0e4736".to_owned())]
+    );
+    let span = span_of("9101");
+    assert_eq!(span.fields["trace_id"], "4bf92f3577b34da6a3ce929d0e0e4736");
+    assert_eq!(span.fields["parent_id"], "00f067aa0ba902b7");
+    assert_eq!(span.fields["transport"], "stdio");
+    assert_eq!(span.fields["outcome"], "ok");
+
+    // Invalid: an all-zero trace id. Ignored, never an error.
+    let invalid = "00-00000000000000000000000000000000-00f067aa0ba902b7-01";
+    let (seen, records) = ask(9102, json!({"traceparent": invalid}));
+    assert_eq!(
+        seen,
+        json!({"traceparent": null, "tracestate": null, "same": true})
+    );
+    assert_eq!(records, vec![None]);
+    let span = span_of("9102");
+    assert!(!span.fields.contains_key("trace_id"), "{span:?}");
+    assert_eq!(span.fields["outcome"], "ok");
+}
+
 /// One call, one `evidence_wire::call` span: the check id and the outcome
 /// are on it, the work ran inside it (entered), and it is closed once the
 /// answer is given; blocking, async and failing checks alike.
@@ -574,15 +687,9 @@ fn a_call_yields_one_span_with_its_check_and_outcome() {
         ("lookup", json!({"key": "k", "fail": true}), "error"),
         ("boom", json!(null), "error"),
     ] {
-        // A global subscriber: a scoped one races with the other tests
-        // over the callsites' cached interest. Spans are told apart by the
-        // thread that opened them (`ask` runs the job on its own thread).
-        static CAPTURE: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
-        let capture = CAPTURE.get_or_init(|| {
-            let capture = Capture::default();
-            tracing::subscriber::set_global_default(capture.clone()).expect("the only one");
-            capture
-        });
+        // Spans are told apart by the thread that opened them (`ask` runs
+        // the job on its own thread).
+        let capture = capture();
         let before = capture.0.lock().unwrap().len();
         let answer = ask(check, params.clone());
         assert!(answer.is_object(), "{check}: {answer}");
@@ -597,7 +704,12 @@ fn a_call_yields_one_span_with_its_check_and_outcome() {
         assert_eq!(call.fields["check_id"], check, "{call:?}");
         assert_eq!(call.fields["tool"], "evidence_query", "{call:?}");
         assert_eq!(call.fields["method"], "tools/call", "{call:?}");
-        assert_eq!(call.fields["id"], "0", "the first ticket: {call:?}");
+        assert_eq!(call.fields["id"], "7", "the JSON-RPC id: {call:?}");
+        assert_eq!(call.fields["ticket"], "0", "the first ticket: {call:?}");
+        assert!(
+            !call.fields.contains_key("trace_id"),
+            "no context: {call:?}"
+        );
         assert_eq!(call.fields["outcome"], outcome, "{check}: {call:?}");
         assert!(call.fields.contains_key("duration_ms"), "{call:?}");
         assert!(call.entered >= 2, "built and run inside the span: {call:?}");

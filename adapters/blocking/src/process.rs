@@ -46,6 +46,7 @@ use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, ExitSta
 use std::thread;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::trace::TraceContext;
 use evidence_wire_provider::caller::child_loop::{ChildLoop, LoopHandle};
 use evidence_wire_provider::caller::runtime::{Piped, Runtime};
 use evidence_wire_provider::caller::{ProcessConfig, ProviderError};
@@ -85,6 +86,19 @@ impl ProcessProvider {
         context: EvidenceContext,
     ) -> Result<VerifiedEvidence, ProviderError> {
         self.handle.ask(query, context)?.wait()
+    }
+
+    /// [`ProcessProvider::query`] continuing the caller's W3C trace: with
+    /// `trace`, the request carries it in `params._meta.traceparent` (and
+    /// `tracestate`); without one the request is exactly
+    /// [`ProcessProvider::query`]'s.
+    pub fn query_traced(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+        trace: Option<TraceContext>,
+    ) -> Result<VerifiedEvidence, ProviderError> {
+        self.handle.ask_traced(query, context, trace)?.wait()
     }
 }
 

@@ -689,6 +689,13 @@ fn wait_until_done<W: Write>(
         if !state.server.is_draining() {
             // Drain: read nothing more, answer what was read, let the
             // queries in flight finish.
+            tracing::info!(
+                target: "evidence_wire::drain",
+                transport = "stdio",
+                running = state.server.in_flight(),
+                timeout_ms = u64::try_from(drain_timeout.as_millis()).unwrap_or(u64::MAX),
+                "drain started: new calls are refused, the calls in flight finish",
+            );
             state.server.drain();
             shared.pump(&mut state, &mut found);
             shared.input_wanted.notify_all();
@@ -697,6 +704,12 @@ fn wait_until_done<W: Write>(
             // Once: answer what still runs, retryably (and cancel it);
             // then wait for the answers to be written.
             expired = true;
+            tracing::warn!(
+                target: "evidence_wire::drain",
+                transport = "stdio",
+                running = state.server.in_flight(),
+                "drain deadline passed: the calls still running are answered retryably and cancelled",
+            );
             state.server.expire_in_flight();
             shared.pump(&mut state, &mut found);
             drop(settle_unlocked(shared, state, &mut found));

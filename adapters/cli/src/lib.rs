@@ -14,6 +14,8 @@
 mod check_provider;
 mod docs_cmd;
 mod logging;
+#[cfg(feature = "otlp")]
+mod otlp;
 mod wrap;
 
 use std::io::{Read, Write};
@@ -420,6 +422,9 @@ pub fn run() -> ExitCode {
         Command::Config(ConfigCommand::Check { file }) => config_check(&file),
         Command::Docs { cmd } => return docs_cmd::main(cmd, config),
     };
+    // The spans still batched for the collector go out before the exit.
+    #[cfg(feature = "otlp")]
+    otlp::shutdown();
     match outcome {
         Ok(code) => ExitCode::from(code),
         Err(failure) => {

@@ -11,43 +11,88 @@
 //! rotated, oldest deleted). A log that cannot be written is reported once
 //! on stderr and the server goes on.
 //!
-//! Diagnostics: `EVIDENCE_WIRE_LOG` sets the stderr level (`error`, `warn`
-//! (default), `info`, `debug`, `trace`, `off`). At `info` every rejected
-//! message is one line, at `debug` every accepted one too; each names the
-//! record's correlation id so it can be found in the JSONL file. Nothing is
-//! ever written to stdout, which carries the protocol on stdio.
+//! Diagnostics: `RUST_LOG` (tracing-subscriber's `EnvFilter` directives,
+//! e.g. `evidence_wire=debug` or `info,evidence_wire::call=debug`) selects
+//! what goes to stderr, spans included: each call's `evidence_wire::call`
+//! span is one line when it closes, with its fields (see the SDK's
+//! `trace` module). Without `RUST_LOG`, `EVIDENCE_WIRE_LOG` sets one level
+//! for everything (`error`, `warn` (default), `info`, `debug`, `trace`,
+//! `off`). At `info` every rejected message is one line, at `debug` every
+//! accepted one too; each names the record's correlation id so it can be
+//! found in the JSONL file. Nothing is ever written to stdout, which
+//! carries the protocol on stdio. With the `otlp` cargo feature the spans
+//! are also exported over OTLP when `OTEL_EXPORTER_OTLP_ENDPOINT` is set
+//! (see `spec/guides/deployment.md`, "Tracing").
 
 use evidence_wire_blocking::log::{LogSettings, ValidationLog};
 use evidence_wire_config::Config;
 use evidence_wire_log::record::RecordView;
 use std::sync::Arc;
 use tracing::level_filters::LevelFilter;
+use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::fmt::format::FmtSpan;
 
 use crate::ServeArgs;
 
 /// The environment variable holding the stderr diagnostics level.
 pub const LEVEL_VARIABLE: &str = "EVIDENCE_WIRE_LOG";
 
-/// Send `tracing` diagnostics to stderr at the level `EVIDENCE_WIRE_LOG`
-/// names (default `warn`). An unknown level is reported and `warn` used.
+/// The environment variable holding `EnvFilter` directives (it wins over
+/// [`LEVEL_VARIABLE`]).
+pub const FILTER_VARIABLE: &str = "RUST_LOG";
+
+/// Send `tracing` diagnostics (events, and spans as they close) to stderr,
+/// filtered by `RUST_LOG` when it is set, else at the level
+/// `EVIDENCE_WIRE_LOG` names (default `warn`). Directives or a level that
+/// cannot be read are reported and `warn` used. With the `otlp` feature,
+/// spans are exported too when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 pub fn init_diagnostics() {
-    let requested = std::env::var(LEVEL_VARIABLE).ok();
-    let level = match requested.as_deref().map(str::trim) {
-        None | Some("") => Ok(LevelFilter::WARN),
-        Some(name) => name.parse::<LevelFilter>().map_err(|_| name.to_owned()),
+    use tracing_subscriber::layer::SubscriberExt as _;
+
+    let directives = std::env::var(FILTER_VARIABLE)
+        .ok()
+        .filter(|directives| !directives.trim().is_empty());
+    let (filter, problem) = match &directives {
+        Some(directives) => match EnvFilter::try_new(directives) {
+            Ok(filter) => (filter, None),
+            Err(error) => (
+                EnvFilter::new("warn"),
+                Some(format!(
+                    "{FILTER_VARIABLE}={directives:?} cannot be read ({error}); use tracing-subscriber's EnvFilter directives, e.g. evidence_wire=debug (using warn)"
+                )),
+            ),
+        },
+        None => {
+            let requested = std::env::var(LEVEL_VARIABLE).ok();
+            let level = match requested.as_deref().map(str::trim) {
+                None | Some("") => Ok(LevelFilter::WARN),
+                Some(name) => name.parse::<LevelFilter>().map_err(|_| name.to_owned()),
+            };
+            let problem = level.as_ref().err().map(|name| {
+                format!(
+                    "{LEVEL_VARIABLE}={name:?} is not a level; use error, warn, info, debug, trace or off (using warn)"
+                )
+            });
+            let level = level.unwrap_or(LevelFilter::WARN);
+            (EnvFilter::default().add_directive(level.into()), problem)
+        }
     };
-    let subscriber = tracing_subscriber::fmt()
+    // Targets help when directives name them; the plain level keeps the
+    // lines as they always were.
+    let stderr = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false)
-        .with_target(false)
-        .with_max_level(level.clone().unwrap_or(LevelFilter::WARN))
-        .finish();
+        .with_target(directives.is_some())
+        .with_span_events(FmtSpan::CLOSE)
+        .with_filter(filter);
+    let subscriber = tracing_subscriber::registry().with(stderr);
+    #[cfg(feature = "otlp")]
+    let subscriber = subscriber.with(crate::otlp::layer());
     // Fails only when a subscriber is already installed: keep that one.
     let _ = tracing::subscriber::set_global_default(subscriber);
-    if let Err(name) = level {
-        tracing::warn!(
-            "{LEVEL_VARIABLE}={name:?} is not a level; use error, warn, info, debug, trace or off (using warn)"
-        );
+    if let Some(problem) = problem {
+        tracing::warn!("{problem}");
     }
 }
 

@@ -503,6 +503,7 @@ impl Inner {
             error: Some(CanonicalError::InternalError),
             detail: Some(detail),
             stateless: false,
+            trace_id: None,
         };
         let facts = RecordFacts {
             transport: self.transport,

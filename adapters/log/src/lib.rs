@@ -1835,6 +1835,7 @@ mod tests {
             error,
             detail: error.map(|_| "what was wrong".to_owned()),
             stateless: false,
+            trace_id: None,
         }
     }
 
@@ -2863,6 +2864,11 @@ mod tests {
                         error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
                         detail,
                         stateless: false,
+                        // Every other record carries a trace id (held in
+                        // batches and written by the writer like the rest).
+                        trace_id: (how % 2 == 0)
+                            .then(|| evidence_wire::trace::TraceId::new([how + 1; 16]))
+                            .flatten(),
                     };
                     let event = ServerEvent::Handled(outcome.clone());
                     let framing = Some(Framing::NewlineDelimited);

@@ -49,6 +49,7 @@ use evidence_wire::frame::Framing;
 use evidence_wire::id::Id;
 use evidence_wire::server::Outcome;
 use evidence_wire::text::{excerpt, excerpt_cow};
+use evidence_wire::trace::TraceId;
 
 /// Version of the record format (`metadata.schemaVersion`).
 pub const SCHEMA_VERSION: &str = "1";
@@ -150,6 +151,7 @@ pub fn refusal_outcome(body: &[u8]) -> Option<Outcome> {
         error: Some(canonical),
         detail,
         stateless: false,
+        trace_id: None,
     })
 }
 
@@ -216,7 +218,8 @@ pub struct Metadata {
 /// One validation log record: one JSON line of the log.
 ///
 /// Fields serialize in this order, under these camelCase names; absent
-/// values are `null`, never missing.
+/// values are `null`, never missing, except `traceId`, which only a record
+/// of a call that carried a trace context has.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ValidationRecord {
@@ -242,6 +245,13 @@ pub struct ValidationRecord {
     pub duration_micros: u64,
     /// The canonical error answered, or `null` when the message was accepted.
     pub error: Option<ErrorPayload>,
+    /// The trace id (32 lowercase hex digits) of the W3C trace context a
+    /// `tools/call` carried (`_meta.traceparent`, or over HTTP the
+    /// `traceparent` header). The one member left out rather than `null`
+    /// when absent: records of messages without a trace context are
+    /// written as before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
     /// Format version and determinism.
     pub metadata: Metadata,
 }
@@ -297,6 +307,10 @@ impl ValidationRecord {
         match &self.error {
             None => out.extend_from_slice(b"null"),
             Some(error) => out.extend_from_slice(&serde_json::to_vec(error).ok()?),
+        }
+        if let Some(trace_id) = &self.trace_id {
+            out.extend_from_slice(br#","traceId":"#);
+            push_json_str(&mut out, trace_id)?;
         }
         out.extend_from_slice(br#","metadata":{"schemaVersion":"#);
         push_json_str(&mut out, &self.metadata.schema_version)?;
@@ -464,6 +478,7 @@ struct Parts<'a> {
     tool: Option<&'a str>,
     error: Option<CanonicalError>,
     detail: Option<&'a str>,
+    trace_id: Option<TraceId>,
 }
 
 impl<'a> Parts<'a> {
@@ -479,6 +494,7 @@ impl<'a> Parts<'a> {
             tool: outcome.tool.as_deref(),
             error: outcome.error,
             detail: outcome.detail.as_deref(),
+            trace_id: outcome.trace_id,
         }
     }
 }
@@ -538,6 +554,7 @@ impl<'a> RecordView<'a> {
             error: outcome
                 .error
                 .map(|error| ErrorPayload::new(error, outcome.detail)),
+            trace_id: outcome.trace_id.map(|trace_id| trace_id.to_string()),
             metadata: Metadata {
                 schema_version: SCHEMA_VERSION.to_owned(),
                 deterministic: self.deterministic,
@@ -601,6 +618,13 @@ impl<'a> RecordView<'a> {
                 }
                 out.push(b'}');
             }
+        }
+        if let Some(trace_id) = outcome.trace_id {
+            out.extend_from_slice(br#","traceId":""#);
+            for byte in trace_id.to_bytes() {
+                out.extend_from_slice(&hex_pair(byte));
+            }
+            out.push(b'"');
         }
         out.extend_from_slice(br#","metadata":{"schemaVersion":""#);
         out.extend_from_slice(SCHEMA_VERSION.as_bytes());
@@ -688,6 +712,7 @@ struct Held {
     method: Option<Span>,
     tool: Option<Span>,
     detail: Option<Span>,
+    trace_id: Option<TraceId>,
 }
 
 /// [`IdPart`] with its text in the batch.
@@ -744,6 +769,7 @@ impl RecordBatch {
             method,
             tool,
             detail,
+            trace_id: parts.trace_id,
         });
     }
 
@@ -812,6 +838,7 @@ impl RecordBatch {
                 tool: held.tool.map(|tool| self.text(tool)),
                 error: held.error,
                 detail: held.detail.map(|detail| self.text(detail)),
+                trace_id: held.trace_id,
             },
             facts: RecordFacts {
                 transport: held.transport,
@@ -1106,6 +1133,7 @@ mod tests {
                 error: None,
                 detail: None,
                 stateless: false,
+                trace_id: None,
             };
             let view = recorder.view(&outcome, &facts, clock);
             let (mut plain, mut cached) = (Vec::new(), Vec::new());
@@ -1229,6 +1257,9 @@ mod tests {
                             message: "m\"x".to_owned(),
                             detail,
                         }),
+                        // Half the records carry a trace id.
+                        trace_id: (status % 2 == 0)
+                            .then(|| "4bf92f3577b34da6a3ce929d0e0e4736".to_owned()),
                         metadata: Metadata {
                             schema_version,
                             deterministic,
@@ -1316,6 +1347,10 @@ mod tests {
                         error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
                         detail,
                         stateless: false,
+                        // Half the records carry a trace id.
+                        trace_id: (status % 2 == 0)
+                            .then(|| TraceId::new(entropy.to_be_bytes()))
+                            .flatten(),
                     };
                     let facts = RecordFacts {
                         transport: [Channel::Http, Channel::Stdio, Channel::Sse][transport],
@@ -1413,6 +1448,7 @@ mod tests {
             error: Some(error),
             detail: Some(detail.to_owned()),
             stateless: false,
+            trace_id: None,
         }
     }
 
@@ -1553,6 +1589,7 @@ mod tests {
             error: None,
             detail: None,
             stateless: false,
+            trace_id: None,
         };
         let record = recorder.record(
             &outcome,
@@ -1619,6 +1656,7 @@ mod tests {
             error: Some(CanonicalError::InvalidEnvelope),
             detail: Some(long.clone()),
             stateless: false,
+            trace_id: None,
         };
         let record = recorder.record(
             &outcome,
@@ -1648,6 +1686,7 @@ mod tests {
             error: Some(CanonicalError::ResourceNotFound),
             detail: Some(nasty.clone()),
             stateless: false,
+            trace_id: None,
         };
         let clock = ClockReading {
             unix_millis: u64::MAX,
@@ -1755,6 +1794,10 @@ mod tests {
                         error: error.and_then(|index| CanonicalError::ALL.get(index).copied()),
                         detail,
                         stateless: false,
+                        // Half the records carry a trace id.
+                        trace_id: (status % 2 == 0)
+                            .then(|| TraceId::new(entropy.to_be_bytes()))
+                            .flatten(),
                     };
                     let transport = [Channel::Http, Channel::Stdio, Channel::Sse][transport];
                     let clock = ClockReading {
@@ -1844,6 +1887,7 @@ mod tests {
             error: Some(CanonicalError::InvalidEnvelope),
             detail: Some(huge),
             stateless: false,
+            trace_id: None,
         };
         let facts = RecordFacts {
             transport: Channel::Http,

@@ -50,6 +50,7 @@ use std::time::Instant;
 use async_executor::Executor;
 use async_process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::trace::TraceContext;
 use evidence_wire_provider::caller::child_loop::{ChildLoop, LoopHandle};
 use evidence_wire_provider::caller::runtime::{AsyncRuntime, Piped, Runtime};
 use evidence_wire_provider::caller::{ProcessConfig, ProviderError};
@@ -71,6 +72,22 @@ impl ProcessProvider {
         context: &EvidenceContext,
     ) -> Result<VerifiedEvidence, ProviderError> {
         let answer = self.handle.ask(query.clone(), context.clone())?;
+        answer.cancel_on_drop().await
+    }
+
+    /// [`ProcessProvider::query`] continuing the caller's W3C trace: with
+    /// `trace`, the request carries it in `params._meta.traceparent` (and
+    /// `tracestate`); without one the request is exactly
+    /// [`ProcessProvider::query`]'s.
+    pub async fn query_traced(
+        &self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+        trace: Option<&TraceContext>,
+    ) -> Result<VerifiedEvidence, ProviderError> {
+        let answer = self
+            .handle
+            .ask_traced(query.clone(), context.clone(), trace.cloned())?;
         answer.cancel_on_drop().await
     }
 

@@ -68,12 +68,13 @@ use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::CONTENT_TYPE_JSON;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::trace::{self as w3c, TraceContext};
 use evidence_wire_http::{self as http, BodyLimit};
 use futures_lite::future::or;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::client::conn::{http1, http2};
-use hyper::header::{self, HeaderValue};
+use hyper::header::{self, HeaderName, HeaderValue};
 use hyper::{Method, Request, Response, Uri};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -87,6 +88,10 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, ServerName};
 use tokio_rustls::rustls::{self, RootCertStore};
 
 use evidence_wire_provider::caller::ProviderError;
+
+/// The W3C trace context headers a traced query carries.
+static TRACEPARENT: HeaderName = HeaderName::from_static(w3c::TRACEPARENT);
+static TRACESTATE: HeaderName = HeaderName::from_static(w3c::TRACESTATE);
 
 /// Bytes of a non-2xx body read to explain the failure.
 const ERROR_DETAIL_BYTES: usize = 4096;
@@ -384,20 +389,37 @@ impl HttpProvider {
         query: &EvidenceQuery,
         context: &EvidenceContext,
     ) -> Result<VerifiedEvidence, ProviderError> {
+        self.query_traced(query, context, None).await
+    }
+
+    /// [`HttpProvider::query`] continuing the caller's W3C trace: with
+    /// `trace`, the request carries it in the `traceparent` (and
+    /// `tracestate`) headers and in `params._meta`, so the provider's span
+    /// and validation-log record name the caller's trace. Without one the
+    /// request is exactly [`HttpProvider::query`]'s. Send the caller's own
+    /// current span as the context's parent id.
+    pub async fn query_traced(
+        &self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+        trace: Option<&TraceContext>,
+    ) -> Result<VerifiedEvidence, ProviderError> {
         let epoch = Instant::now();
         let mut settings = self.config.client.clone();
         settings.handshake = false;
         let mut client = Client::new(settings);
-        let id = client.query(query, context, 0);
+        let id = client.query_traced(query, context, trace, 0);
         // Without a handshake the query is the one message to send.
         let body = client.poll_message().unwrap_or_default();
         let deadline_ms = client
             .poll_timeout()
             .unwrap_or(self.config.client.request_timeout_ms);
         let deadline = epoch + Duration::from_millis(deadline_ms);
-        let posted =
-            tokio::time::timeout_at(deadline, self.post(body, context.correlation_id.as_deref()))
-                .await;
+        let posted = tokio::time::timeout_at(
+            deadline,
+            self.post(body, context.correlation_id.as_deref(), trace),
+        )
+        .await;
         match posted {
             Err(_elapsed) => client.handle_timeout(deadline_ms),
             Ok(Err(error)) => return Err(error),
@@ -423,7 +445,7 @@ impl HttpProvider {
         body: Vec<u8>,
         correlation: Option<&str>,
     ) -> Result<Vec<u8>, ProviderError> {
-        self.post(body, correlation).await
+        self.post(body, correlation, None).await
     }
 
     fn address(&self) -> String {
@@ -446,6 +468,7 @@ impl HttpProvider {
         &self,
         body: Vec<u8>,
         correlation: Option<&str>,
+        trace: Option<&TraceContext>,
     ) -> Result<Vec<u8>, ProviderError> {
         let body = Bytes::from(body);
         let mut fresh = false;
@@ -454,7 +477,7 @@ impl HttpProvider {
                 Checkout::Pooled(lease) => lease,
                 Checkout::Open(slot) => self.connect(slot).await?,
             };
-            let request = self.request(body.clone(), correlation, lease.is_http2());
+            let request = self.request(body.clone(), correlation, trace, lease.is_http2());
             match lease.send(request).await {
                 Ok(response) => return self.read(response, lease).await,
                 // A pooled connection died before any answer came back
@@ -467,7 +490,13 @@ impl HttpProvider {
     }
 
     /// The POST of `body` for an HTTP/1.1 or an HTTP/2 connection.
-    fn request(&self, body: Bytes, correlation: Option<&str>, http2: bool) -> Request<Body> {
+    fn request(
+        &self,
+        body: Bytes,
+        correlation: Option<&str>,
+        trace: Option<&TraceContext>,
+        http2: bool,
+    ) -> Request<Body> {
         let mut request = Request::new(Full::new(body));
         *request.method_mut() = Method::POST;
         // Over HTTP/2 the authority travels as `:authority`, from the whole URL.
@@ -496,6 +525,19 @@ impl HttpProvider {
         // the body's context; only the header is left out.
         if let Some(value) = correlation.and_then(|id| HeaderValue::try_from(id).ok()) {
             headers.insert("x-correlation-id", value);
+        }
+        if let Some(trace) = trace {
+            // Both are ASCII by construction (hex, and a tracestate that
+            // passed the W3C grammar).
+            if let Ok(value) = HeaderValue::try_from(trace.traceparent()) {
+                headers.insert(&TRACEPARENT, value);
+            }
+            if let Some(value) = trace
+                .tracestate()
+                .and_then(|state| HeaderValue::try_from(state).ok())
+            {
+                headers.insert(&TRACESTATE, value);
+            }
         }
         request
     }

@@ -425,6 +425,13 @@ impl Books {
     fn shed_all(&mut self, shed: Vec<ConnectionId>) {
         for id in shed {
             if let Some(signal) = self.shed.remove(&id) {
+                tracing::info!(
+                    target: "evidence_wire::shed",
+                    transport = "http",
+                    connection = ?id,
+                    open = self.shed.len(),
+                    "connection shed: the one waiting longest for a request is closed to let a new one in",
+                );
                 // The connection may be closing already; nothing to do then.
                 let _ = signal.send(());
             }

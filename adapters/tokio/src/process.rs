@@ -49,6 +49,7 @@ use std::process::ExitStatus;
 use std::time::Instant;
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
+use evidence_wire::trace::TraceContext;
 use evidence_wire_provider::caller::child_loop::{ChildLoop, LoopHandle};
 use evidence_wire_provider::caller::runtime::{AsyncRuntime, Piped, Runtime};
 use evidence_wire_provider::caller::{ProcessConfig, ProviderError};
@@ -92,6 +93,21 @@ impl ProcessProvider {
         context: &EvidenceContext,
     ) -> Result<VerifiedEvidence, ProviderError> {
         self.handle.ask(query.clone(), context.clone())?.await
+    }
+
+    /// [`ProcessProvider::query`] continuing the caller's W3C trace: with
+    /// `trace`, the request carries it in `params._meta.traceparent` (and
+    /// `tracestate`); without one the request is exactly
+    /// [`ProcessProvider::query`]'s.
+    pub async fn query_traced(
+        &self,
+        query: &EvidenceQuery,
+        context: &EvidenceContext,
+        trace: Option<&TraceContext>,
+    ) -> Result<VerifiedEvidence, ProviderError> {
+        self.handle
+            .ask_traced(query.clone(), context.clone(), trace.cloned())?
+            .await
     }
 }
 

@@ -93,6 +93,7 @@
 //! that carries the requests: the standalone server's, or the
 //! application's.
 
+use std::borrow::Cow;
 use std::convert::Infallible;
 use std::fmt;
 use std::future::Future;
@@ -104,12 +105,14 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
+use evidence_wire::trace::MAX_TRACESTATE_BYTES;
 use evidence_wire_http::{
     self as http, Admission, BodyLimit, Exchange, HttpReply, Lifecycle, RequestHead, Routing,
 };
 use evidence_wire_log::HttpCall;
 use evidence_wire_log::record::Channel;
 use evidence_wire_metrics::Transport;
+use evidence_wire_provider::trace::TraceContext;
 use evidence_wire_provider::{
     CallSource, CancelReason, Completion, IntoService, Service, complete, dispatch_from,
 };
@@ -267,10 +270,23 @@ impl ProviderService {
         let inner = &self.inner;
         inner.draining.store(true, Ordering::SeqCst);
         let all = u32::try_from(inner.config.max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
+        tracing::info!(
+            target: "evidence_wire::drain",
+            transport = "http",
+            running = all.saturating_sub(u32::try_from(inner.calls.available_permits()).unwrap_or(all)),
+            timeout_ms = u64::try_from(inner.config.drain_timeout.as_millis()).unwrap_or(u64::MAX),
+            "drain started: new calls are refused, the calls in flight finish",
+        );
         let idle = || Arc::clone(&inner.calls).acquire_many_owned(all);
         let slots = match tokio::time::timeout(inner.config.drain_timeout, idle()).await {
             Ok(slots) => slots.ok(),
             Err(_) => {
+                tracing::warn!(
+                    target: "evidence_wire::drain",
+                    transport = "http",
+                    running = all.saturating_sub(u32::try_from(inner.calls.available_permits()).unwrap_or(all)),
+                    "drain deadline passed: the calls still running are answered retryably and cancelled",
+                );
                 let _ = inner.expire.send(true);
                 tokio::time::timeout(EXPIRE_GRACE, idle())
                     .await
@@ -364,14 +380,60 @@ static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
+static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
 
-/// The fields of `head` the core reads from request headers, filled in by
-/// one walk over `headers` (a handful, at most hyper's header count
-/// limit), each name compared with the 13 read: cheaper than 13 lookups,
+/// The W3C trace context headers of a request, as `read_headers` found them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct TraceHeaders<'a> {
+    traceparent: http::HeaderField<'a>,
+    tracestate: http::HeaderField<'a>,
+}
+
+impl TraceHeaders<'_> {
+    /// The trace context they carry: one valid `traceparent` (none, or
+    /// several, is no context), with its `tracestate` (several are joined
+    /// with commas, as W3C Trace Context §3.3.1.1 says a list split over
+    /// headers is read); invalid input is ignored.
+    fn context(&self, headers: &HeaderMap) -> Option<TraceContext> {
+        let http::HeaderField::One(traceparent) = self.traceparent else {
+            return None;
+        };
+        let traceparent = std::str::from_utf8(traceparent).ok()?;
+        let tracestate = match self.tracestate {
+            http::HeaderField::Absent => None,
+            http::HeaderField::One(value) => std::str::from_utf8(value).ok().map(Cow::Borrowed),
+            http::HeaderField::Repeated(_) => {
+                let mut joined = Vec::new();
+                for value in headers.get_all(&TRACESTATE) {
+                    // Past the bound the whole list is dropped anyway.
+                    if joined.len() > MAX_TRACESTATE_BYTES {
+                        break;
+                    }
+                    if !joined.is_empty() {
+                        joined.push(b',');
+                    }
+                    joined.extend_from_slice(value.as_bytes());
+                }
+                String::from_utf8(joined).ok().map(Cow::Owned)
+            }
+        };
+        TraceContext::parse(traceparent, tracestate.as_deref())
+    }
+}
+
+/// The fields of `head` the core reads from request headers (and the
+/// trace context headers, into `trace`), filled in by one walk over
+/// `headers` (a handful, at most hyper's header count limit), each name
+/// compared with the 15 read: cheaper than 15 lookups,
 /// each of which hashes its name (~2.5 k instructions per request,
 /// callgrind). Every value is kept for the core to judge repeats; of
 /// `Accept`, the first. The `head_by_lookup` test holds it to the lookups.
-fn read_headers<'a>(mut head: RequestHead<'a>, headers: &'a HeaderMap) -> RequestHead<'a> {
+fn read_headers<'a>(
+    mut head: RequestHead<'a>,
+    headers: &'a HeaderMap,
+    trace: &mut TraceHeaders<'a>,
+) -> RequestHead<'a> {
     for (name, value) in headers {
         let value = value.as_bytes();
         let field = if name == HOST {
@@ -401,6 +463,10 @@ fn read_headers<'a>(mut head: RequestHead<'a>, headers: &'a HeaderMap) -> Reques
             &mut head.x_forwarded_host
         } else if name == X_REAL_IP {
             &mut head.x_real_ip
+        } else if name == TRACEPARENT {
+            &mut trace.traceparent
+        } else if name == TRACESTATE {
+            &mut trace.tracestate
         } else {
             continue;
         };
@@ -428,6 +494,7 @@ where
         Lifecycle::Serving
     };
     let plan = {
+        let mut trace = TraceHeaders::default();
         let mut head = read_headers(
             RequestHead {
                 method: request.method().as_str(),
@@ -437,6 +504,7 @@ where
                 ..RequestHead::default()
             },
             request.headers(),
+            &mut trace,
         );
         // HTTP/2 sends the host as `:authority`, not `Host` (RFC 9113
         // §8.3.1); hyper puts it in the URI.
@@ -454,19 +522,34 @@ where
                 if refused_call {
                     metrics.overload_refused(Transport::Http);
                 }
+                if reply.status >= 400 {
+                    refused(reply.status, head.path, "refused at admission");
+                }
                 return reply;
             }
             Admission::Metrics => return http::metrics_reply(metrics.encode().into_bytes()),
-            Admission::Call(plan) => plan,
+            Admission::Call(mut plan) => {
+                // Each call in the body carries it unless its own `_meta`
+                // has one (the core decides).
+                plan.headers.trace = trace.context(request.headers());
+                plan
+            }
         }
     };
     let Ok(slot) = Arc::clone(&shared.calls).try_acquire_owned() else {
         metrics.overload_refused(Transport::Http);
         if shared.draining.load(Ordering::SeqCst) {
+            refused(503, request.uri().path(), "the server is draining");
             return http::draining_reply();
         }
+        refused(
+            503,
+            request.uri().path(),
+            "the concurrent call cap is reached",
+        );
         return http::overloaded_reply(shared.config.max_concurrent_requests);
     };
+
     let mut expired = shared.expired.clone();
     let timeout = shared.config.body_read_timeout;
     let read = tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit));
@@ -479,20 +562,24 @@ where
     let Some(body) = or(async { Some(read.await) }, expiry).await else {
         // The drain deadline passed while the body was still arriving.
         metrics.overload_refused(Transport::Http);
+        refused(503, "", "the drain deadline passed while the body arrived");
         return http::draining_reply();
     };
     let body = match body {
         Err(_) => {
             metrics.frame_dropped(Transport::Http, "body_timeout");
             let reason = format!("it did not arrive within {} ms", timeout.as_millis());
+            refused(400, "", "the body did not arrive in time");
             return http::unreadable_body_reply(&reason);
         }
         Ok(Err(BodyError::TooLarge(limit))) => {
             metrics.frame_dropped(Transport::Http, "body_too_large");
+            refused(413, "", "the body is over the limit");
             return http::payload_too_large_reply(limit);
         }
         Ok(Err(BodyError::Read(error))) => {
             metrics.frame_dropped(Transport::Http, "body_unreadable");
+            refused(400, "", "the body could not be read");
             return http::unreadable_body_reply(&error);
         }
         Ok(Ok(body)) => {
@@ -551,6 +638,18 @@ where
         let _ = complete(exchange.server_mut(), ticket, completion);
     }
     exchange.into_reply()
+}
+
+/// The `evidence_wire::refusal` event of a request answered `status`
+/// before its body reached the core (`path` empty once the request is
+/// taken apart): INFO for `503` (a limit was reached, or the server
+/// drains), DEBUG for the rest (the request itself was refused).
+fn refused(status: u16, path: &str, why: &str) {
+    if status == 503 {
+        tracing::info!(target: "evidence_wire::refusal", transport = "http", status, path, "{why}");
+    } else {
+        tracing::debug!(target: "evidence_wire::refusal", transport = "http", status, path, "{why}");
+    }
 }
 
 /// The evidence error code a completion carries, if any.
@@ -710,6 +809,8 @@ mod tests {
             X_FORWARDED_FOR.clone(),
             X_FORWARDED_HOST.clone(),
             X_REAL_IP.clone(),
+            TRACEPARENT.clone(),
+            TRACESTATE.clone(),
             CONTENT_TYPE,
             HeaderName::from_static("mcp-other"),
             HeaderName::from_static("x-real-ips"),
@@ -729,11 +830,17 @@ mod tests {
                 let value = HeaderValue::from_str(&format!("v{case}-{value}")).unwrap();
                 headers.append(name, value);
             }
+            let mut trace = TraceHeaders::default();
             assert_eq!(
-                read_headers(RequestHead::default(), &headers),
+                read_headers(RequestHead::default(), &headers, &mut trace),
                 head_by_lookup(&headers),
                 "{headers:?}"
             );
+            let lookup = |name: &HeaderName| {
+                HeaderField::from_values(headers.get_all(name).iter().map(HeaderValue::as_bytes))
+            };
+            assert_eq!(trace.traceparent, lookup(&TRACEPARENT), "{headers:?}");
+            assert_eq!(trace.tracestate, lookup(&TRACESTATE), "{headers:?}");
         }
     }
 

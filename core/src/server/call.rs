@@ -20,6 +20,7 @@ use crate::dialect::{self, Speech};
 use crate::envelope::{self, Id};
 use crate::error::CanonicalError;
 use crate::evidence::{EvidenceError, EvidenceQueryArguments, EvidenceResult};
+use crate::trace::TraceContext;
 use crate::unique::{self, Duplicate, UniqueError};
 
 use super::{
@@ -51,6 +52,10 @@ impl Server {
                 None,
             );
         };
+        // What the embedder is told of the call (read before any refusal,
+        // so that a refused call's record carries its trace id too).
+        let call = self.call_info(id, raw);
+        self.call_trace = call.trace.as_ref().map(TraceContext::trace_id);
         // The usual `evidence_query` call, arguments included, in one pass
         // (exact only against the built-in input schema); any other call
         // or shape is read the full way below.
@@ -151,7 +156,6 @@ impl Server {
                 if let Some(error) = refusal {
                     return self.answer_refused_query(id, batch, name, error);
                 }
-                let call = self.call_info(raw);
                 let ticket = self.issue_ticket(id, CallKind::Evidence, batch, name.clone());
                 self.events.push_back(ServerEvent::EvidenceQuery {
                     ticket,
@@ -196,7 +200,6 @@ impl Server {
                     let result = handler(&arguments);
                     return self.answer_tool(id, batch, self.speech, name, result);
                 }
-                let call = self.call_info(raw);
                 let ticket = self.issue_ticket(id, CallKind::Tool, batch, name.clone());
                 self.events.push_back(ServerEvent::ToolCall {
                     ticket,
@@ -212,27 +215,32 @@ impl Server {
         }
     }
 
-    /// What the embedder is told about a call whose params are `raw`: the
-    /// dialect of the request, and its `_meta` when it is an object. The
-    /// params are read again only when they may hold `_meta` (its bytes,
-    /// or an escape that could spell them); the usual Decision Gate call
-    /// has none and costs one substring search.
-    fn call_info(&self, raw: &RawValue) -> CallInfo {
+    /// What the embedder is told about the call `id` whose params are
+    /// `raw`: the dialect of the request, its id, its `_meta` when it is an
+    /// object, and its trace context (`_meta`'s when valid, else the HTTP
+    /// headers'). The params are read again only when they may hold
+    /// `_meta` (its bytes, or an escape that could spell them); the usual
+    /// Decision Gate call has none and costs one substring search.
+    fn call_info(&self, id: &Id<'static>, raw: &RawValue) -> CallInfo {
         #[derive(serde::Deserialize)]
         struct Params {
             #[serde(rename = "_meta", default)]
             meta: Option<serde_json::Map<String, Value>>,
         }
         let mut info = CallInfo::new(self.speech.dialect);
+        info.id = Some(id.clone());
         let bytes = raw.get().as_bytes();
-        if self.config.finders.meta.find(bytes).is_none() && memchr::memchr(b'\\', bytes).is_none()
+        if self.config.finders.meta.find(bytes).is_some() || memchr::memchr(b'\\', bytes).is_some()
         {
-            return info;
+            // A `_meta` that is not an object (or named twice) reads as
+            // none: `_meta` is only passed on.
+            if let Ok(Params { meta: Some(meta) }) = serde_json::from_str::<Params>(raw.get()) {
+                info.trace = TraceContext::from_meta(&meta);
+                info.meta = Some(meta);
+            }
         }
-        // A `_meta` that is not an object (or named twice) reads as none:
-        // the request was already accepted, `_meta` is only passed on.
-        if let Ok(Params { meta: Some(meta) }) = serde_json::from_str::<Params>(raw.get()) {
-            info.meta = Some(meta);
+        if info.trace.is_none() {
+            info.trace = (self.headers.as_ref()).and_then(|headers| headers.trace.clone());
         }
         info
     }

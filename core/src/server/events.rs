@@ -16,6 +16,7 @@ use crate::envelope::Id;
 use crate::error::CanonicalError;
 use crate::evidence::{EvidenceContext, EvidenceQuery};
 use crate::frame::FrameError;
+use crate::trace::{TraceContext, TraceId};
 
 /// A handle on one query in flight, given with its event and used to answer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -97,9 +98,10 @@ pub enum ServerEvent {
 
 /// What the server knows about one call besides its arguments: the
 /// dialect the request was spoken in (the connection's, or a stateless
-/// request's own) and the `_meta` member of its `tools/call` params (MCP's
-/// request metadata: a progress token, a trace context, whatever the
-/// client sends), as the client sent it.
+/// request's own), the request's JSON-RPC id, the `_meta` member of its
+/// `tools/call` params (MCP's request metadata: a progress token, a trace
+/// context, whatever the client sends), as the client sent it, and the
+/// W3C trace context the call carries.
 ///
 /// Limits: `_meta` is part of the request, bounded by the frame and
 /// envelope limits before it is read; it is read only when the params hold
@@ -112,15 +114,31 @@ pub struct CallInfo {
     pub dialect: Dialect,
     /// `params._meta` of the `tools/call`, when it is an object.
     pub meta: Option<Map<String, Value>>,
+    /// The request's JSON-RPC id (`None` for a call made without a
+    /// request, in this process).
+    pub id: Option<Id<'static>>,
+    /// The call's trace context: `_meta.traceparent` (and
+    /// `_meta.tracestate`) when valid, else, over HTTP, the request's
+    /// `traceparent` (and `tracestate`) headers when valid
+    /// ([`MessageHeaders::with_trace`]): the message's own `_meta` wins.
+    pub trace: Option<TraceContext>,
 }
 
 impl CallInfo {
-    /// A call spoken in `dialect`, without `_meta`.
+    /// A call spoken in `dialect`, without `_meta`, id or trace context.
     pub fn new(dialect: Dialect) -> Self {
         CallInfo {
             dialect,
             meta: None,
+            id: None,
+            trace: None,
         }
+    }
+
+    /// The same call with `trace` as its trace context.
+    pub fn with_trace(mut self, trace: TraceContext) -> Self {
+        self.trace = Some(trace);
+        self
     }
 
     /// The same call with `meta` as its `_meta`.
@@ -148,6 +166,10 @@ pub struct Outcome {
     /// 2026-07-28 in its `_meta`): over HTTP its errors carry their own
     /// status (400, 404) rather than 200.
     pub stateless: bool,
+    /// The trace id of the `tools/call`'s W3C trace context, when it
+    /// carried a valid one (see [`CallInfo::trace`]); `None` for any other
+    /// message.
+    pub trace_id: Option<TraceId>,
 }
 
 /// What an HTTP request's headers say about the message in its body,
@@ -163,6 +185,10 @@ pub struct MessageHeaders {
     pub method: Option<String>,
     /// `Mcp-Name`.
     pub name: Option<String>,
+    /// The W3C trace context of the `traceparent` and `tracestate`
+    /// headers, when valid: the trace context of each call in the body
+    /// whose `_meta` carries none of its own.
+    pub trace: Option<TraceContext>,
 }
 
 impl MessageHeaders {
@@ -176,7 +202,15 @@ impl MessageHeaders {
             protocol_version,
             method,
             name,
+            trace: None,
         }
+    }
+
+    /// The same headers, whose `traceparent` (and `tracestate`) gave
+    /// `trace` (`None`: absent or invalid).
+    pub fn with_trace(mut self, trace: Option<TraceContext>) -> Self {
+        self.trace = trace;
+        self
     }
 }
 

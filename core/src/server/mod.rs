@@ -129,6 +129,7 @@ use crate::envelope::{self, Id, Incoming, Message};
 use crate::error::CanonicalError;
 use crate::evidence::EvidenceQueryArguments;
 use crate::frame::{self, Decoder, FrameError, Framing};
+use crate::trace::TraceId;
 use crate::unique::{self, Duplicate, UniqueError};
 
 mod answer;
@@ -173,6 +174,25 @@ struct Pending {
     speech: Speech,
     batch: Option<u64>,
     tool: Cow<'static, str>,
+    /// The call's trace id, for its deferred record.
+    trace_id: Option<TraceId>,
+}
+
+/// What the deferred record of a call keeps of it.
+struct DeferredCall {
+    id: Id<'static>,
+    speech: Speech,
+    trace_id: Option<TraceId>,
+}
+
+impl DeferredCall {
+    fn of(call: &Pending) -> Self {
+        DeferredCall {
+            id: call.id.clone(),
+            speech: call.speech,
+            trace_id: call.trace_id,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -226,6 +246,9 @@ pub struct Server {
     end_pending: bool,
     /// [`Server::drain`] was called: new calls are refused, retryably.
     draining: bool,
+    /// The trace id of the `tools/call` being handled, when it carries a
+    /// valid trace context: its record's `trace_id`.
+    call_trace: Option<TraceId>,
 }
 
 impl fmt::Debug for Server {
@@ -273,6 +296,7 @@ impl Server {
             held: None,
             end_pending: false,
             draining: false,
+            call_trace: None,
         }
     }
 
@@ -424,6 +448,7 @@ impl Server {
             .pending
             .remove(&ticket)
             .ok_or(RespondError::UnknownTicket(ticket))?;
+        let deferred = DeferredCall::of(&call);
         let outcome = self.reply_error(
             &call.id,
             call.batch,
@@ -434,7 +459,7 @@ impl Server {
         // A tool call's record waits for its answer: this is it. An
         // evidence query was recorded when it was accepted.
         if call.kind == CallKind::Tool {
-            self.push_deferred_outcome(call.id, outcome, call.speech);
+            self.push_deferred_outcome(deferred, outcome);
         }
         // A slot is free: what was held at the cap goes on.
         self.resume();
@@ -575,6 +600,7 @@ impl Server {
         result: Result<Value, ToolFailure>,
     ) -> Result<(), RespondError> {
         let pending = self.take_pending(ticket, CallKind::Tool)?;
+        let deferred = DeferredCall::of(&pending);
         // The call's record was held back until now (see `handle_message`):
         // it carries what was actually sent, an error included.
         let outcome = self.answer_tool(
@@ -584,20 +610,21 @@ impl Server {
             pending.tool,
             result,
         );
-        self.push_deferred_outcome(pending.id, outcome, pending.speech);
+        self.push_deferred_outcome(deferred, outcome);
         self.resume();
         Ok(())
     }
 
     /// The `Handled` record of a call answered after it was validated.
-    fn push_deferred_outcome(&mut self, id: Id<'static>, outcome: RequestOutcome, speech: Speech) {
+    fn push_deferred_outcome(&mut self, call: DeferredCall, outcome: RequestOutcome) {
         self.events.push_back(ServerEvent::Handled(Outcome {
-            id: Some(id),
+            id: Some(call.id),
             method: Some(Cow::Borrowed(TOOLS_CALL)),
             tool: outcome.tool,
             error: outcome.error,
             detail: outcome.detail,
-            stateless: speech.is_stateless(),
+            stateless: call.speech.is_stateless(),
+            trace_id: call.trace_id,
         }));
     }
 
@@ -667,6 +694,7 @@ impl Server {
             error: Some(canonical),
             detail: Some(detail),
             stateless: false,
+            trace_id: None,
         }));
         self.events.push_back(ServerEvent::FramingError(error));
     }
@@ -702,6 +730,7 @@ impl Server {
                     error: Some(rejection.error),
                     detail: Some(rejection.detail),
                     stateless: false,
+                    trace_id: None,
                 }));
             }
             Ok(Incoming::Single(message)) => self.handle_envelope(message, None, ready),
@@ -729,6 +758,7 @@ impl Server {
                                 error: Some(rejection.error),
                                 detail: Some(rejection.detail),
                                 stateless: false,
+                                trace_id: None,
                             }));
                         }
                     }
@@ -752,6 +782,8 @@ impl Server {
         match message {
             Message::Request(request) => {
                 let id = request.id.into_owned();
+                // Set by a `tools/call` whose trace context is valid.
+                self.call_trace = None;
                 let method = static_name(request.method);
                 // Params read whole without a `_meta` member name no revision.
                 let speech = match &ready {
@@ -771,7 +803,8 @@ impl Server {
                 };
                 // A call handed to the embedder is recorded when it is
                 // answered (`respond_tool`) or cancelled, with what was
-                // actually sent.
+                // actually sent (its trace id kept with it until then).
+                let trace_id = self.call_trace.take();
                 if outcome.deferred {
                     return;
                 }
@@ -782,6 +815,7 @@ impl Server {
                     error: outcome.error,
                     detail: outcome.detail,
                     stateless: self.speech.is_stateless(),
+                    trace_id,
                 }));
             }
             Message::Notification(notification) => {
@@ -793,6 +827,7 @@ impl Server {
                     error: refused.as_ref().map(|_| CanonicalError::InvalidToolInput),
                     detail: refused,
                     stateless: false,
+                    trace_id: None,
                 }));
             }
             Message::Response(response) => {
@@ -804,6 +839,7 @@ impl Server {
                     error: None,
                     detail: Some("unsolicited response ignored".to_owned()),
                     stateless: false,
+                    trace_id: None,
                 }));
             }
         }
@@ -848,7 +884,7 @@ impl Server {
                                 ),
                                 deferred: false,
                             };
-                            self.push_deferred_outcome(pending.id.clone(), outcome, pending.speech);
+                            self.push_deferred_outcome(DeferredCall::of(&pending), outcome);
                         }
                         // A cancelled request gets no answer; a batch stops
                         // waiting for it.
@@ -918,6 +954,7 @@ impl Server {
                 speech: self.speech,
                 batch,
                 tool,
+                trace_id: self.call_trace,
             },
         );
         ticket

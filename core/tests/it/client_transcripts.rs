@@ -877,3 +877,32 @@ fn require_signature_accepts_a_signed_answer_and_rejects_an_unsigned_one() {
     };
     assert_eq!(evidence.signer(), Some("k1"));
 }
+
+/// A traced query carries the caller's W3C trace context as
+/// `params._meta` after `arguments`; an untraced one (or `None`) is byte
+/// for byte the plain query.
+#[test]
+fn a_traced_query_carries_its_trace_context_in_meta() {
+    use evidence_wire::trace::TraceContext;
+
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let body_of = |trace: Option<&TraceContext>, traced: bool| {
+        let mut client = Client::new(config(|config| config.handshake = false));
+        if traced {
+            client.query_traced(&query("c"), &context(), trace, 0);
+        } else {
+            client.query(&query("c"), &context(), 0);
+        }
+        String::from_utf8(client.poll_message().expect("a request")).unwrap()
+    };
+    let plain = body_of(None, false);
+    assert_eq!(body_of(None, true), plain, "no context: the same bytes");
+    let trace = TraceContext::parse(PARENT, Some("rojo=1")).unwrap();
+    let traced = body_of(Some(&trace), true);
+    let meta = format!(r#","_meta":{{"traceparent":"{PARENT}","tracestate":"rojo=1"}}"#);
+    // The plain body ends with the closing braces of `arguments`, `params`
+    // and the request: the traced one has `_meta` after `arguments`.
+    let (head, tail) = plain.split_at(plain.len() - 2);
+    assert_eq!(tail, "}}", "{plain}");
+    assert_eq!(traced, format!("{head}{meta}{tail}"), "{plain}");
+}

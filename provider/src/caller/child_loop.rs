@@ -47,6 +47,7 @@ use std::time::{Duration, Instant};
 
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
 use evidence_wire::supervisor::QueryTicket;
+use evidence_wire::trace::TraceContext;
 use futures_lite::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 use super::group;
@@ -67,7 +68,7 @@ type Outcome = Result<VerifiedEvidence, ProviderError>;
 enum Event {
     Query {
         token: u64,
-        request: Box<(EvidenceQuery, EvidenceContext)>,
+        request: Box<(EvidenceQuery, EvidenceContext, Option<TraceContext>)>,
         reply: Reply,
     },
     Cancel(u64),
@@ -142,11 +143,23 @@ impl LoopHandle {
         query: EvidenceQuery,
         context: EvidenceContext,
     ) -> Result<PendingAnswer, ProviderError> {
+        self.ask_traced(query, context, None)
+    }
+
+    /// [`LoopHandle::ask`] carrying the caller's W3C trace context to the
+    /// provider in the request's `params._meta` (`traceparent`,
+    /// `tracestate`); `None` sends exactly what [`LoopHandle::ask`] does.
+    pub fn ask_traced(
+        &self,
+        query: EvidenceQuery,
+        context: EvidenceContext,
+        trace: Option<TraceContext>,
+    ) -> Result<PendingAnswer, ProviderError> {
         let token = self.callers.next_token.fetch_add(1, Ordering::Relaxed);
         let reply = Queue::new();
         let event = Event::Query {
             token,
-            request: Box::new((query, context)),
+            request: Box::new((query, context, trace)),
             reply: Reply(reply.clone()),
         };
         self.callers
@@ -361,10 +374,10 @@ impl<R: Runtime> ChildLoop<R> {
                 request,
                 reply,
             }) => {
-                let (query, context) = *request;
-                let ticket = self
-                    .core
-                    .query(query, context, Waiting { token, reply }, now);
+                let (query, context, trace) = *request;
+                let ticket =
+                    self.core
+                        .query_traced(query, context, trace, Waiting { token, reply }, now);
                 self.tickets.insert(token, ticket);
             }
             Popped::Item(Event::Cancel(token)) => {
@@ -407,8 +420,23 @@ impl<R: Runtime> ChildLoop<R> {
         while let Some(step) = self.core.poll() {
             match step {
                 Step::Spawn => {
+                    // The first child is started by `start`: this is a restart.
                     self.stop_child();
                     let started = self.start_child();
+                    match &started {
+                        Ok(()) => tracing::info!(
+                            target: "evidence_wire::child",
+                            command = ?self.core.command(),
+                            generation = self.generation,
+                            "provider process restarted",
+                        ),
+                        Err(error) => tracing::warn!(
+                            target: "evidence_wire::child",
+                            command = ?self.core.command(),
+                            error = %error,
+                            "provider process could not be started",
+                        ),
+                    }
                     if started.is_ok() {
                         // Queries whose caller gave up are not sent.
                         self.core

@@ -137,6 +137,7 @@ const CRATES_WITH_FEATURES: &[&str] = &[
     "adapters/blocking",
     "adapters/smol",
     "adapters/tokio",
+    "adapters/cli",
 ];
 
 /// The features a `Cargo.toml`'s `[features]` table declares (`default` aside).

@@ -432,3 +432,124 @@ fn an_unwritable_log_directory_does_not_stop_the_server() {
     assert_eq!(log.written(), 0);
     let _ = std::fs::remove_file(&dir);
 }
+
+/// A call that carries a W3C trace context is recorded with its trace id
+/// (`traceId`), on stdio from its `_meta.traceparent` and over HTTP from
+/// the `traceparent` header too (the message's own `_meta` wins); the
+/// records of everything else have no `traceId` (the golden file above is
+/// unchanged), and every record matches the schema.
+#[test]
+fn a_traced_call_is_recorded_with_its_trace_id() {
+    const PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const OTHER: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+    let call = |id: u32, meta: &str| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"evidence_query",{meta}"arguments":{{"query":{{"provider_id":"golden","check_id":"answer","params":{{}}}},"context":{{"tenant_id":1,"namespace_id":1,"run_id":"run-1","scenario_id":"scenario-1","stage_id":"stage-1","trigger_id":"trigger-1","trigger_time":{{"kind":"logical","value":1}},"correlation_id":null}}}}}}}}"#
+        )
+    };
+    let traced = call(1, &format!(r#""_meta":{{"traceparent":"{PARENT}"}},"#));
+    let invalid = call(2, r#""_meta":{"traceparent":"00-not-a-trace"},"#);
+    let plain = call(3, "");
+    // A refused call (an unknown tool) is recorded with its trace id too.
+    let refused = format!(
+        r#"{{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{{"name":"no_such_tool","_meta":{{"traceparent":"{PARENT}"}},"arguments":{{}}}}}}"#
+    );
+    let messages = [
+        traced.as_str(),
+        invalid.as_str(),
+        plain.as_str(),
+        refused.as_str(),
+    ];
+
+    let dir = scratch("traced");
+    let log = ValidationLog::try_open(&LogSettings::new(&dir).deterministic(true))
+        .expect("the log directory is writable");
+    run_stdio(&messages, &log);
+    log.flush();
+    let stdio = records(&log.path().expect("a run file"));
+    let trace_ids = |records: &[Value]| -> Vec<Value> {
+        records
+            .iter()
+            .map(|record| record.get("traceId").cloned().unwrap_or(Value::Null))
+            .collect()
+    };
+    let id = "4bf92f3577b34da6a3ce929d0e0e4736";
+    assert_eq!(
+        trace_ids(&stdio),
+        [json!(id), Value::Null, Value::Null, json!(id)],
+        "{stdio:?}"
+    );
+
+    // Over HTTP the header gives the messages without a valid `_meta`
+    // context theirs; `_meta` wins where it has one.
+    let http_log = ValidationLog::try_open(&LogSettings::new(dir.join("http")).deterministic(true))
+        .expect("writable");
+    let (address_tx, address_rx) = std::sync::mpsc::channel::<SocketAddr>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let server_log = http_log.clone();
+    let server = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(async move {
+            let config =
+                evidence_wire_tokio::HttpServerConfig::default().with_validation_log(server_log);
+            let listener =
+                evidence_wire_tokio::bind_http(SocketAddr::from(([127, 0, 0, 1], 0)), &config)
+                    .await
+                    .expect("bind");
+            address_tx
+                .send(listener.local_addr().expect("address"))
+                .expect("report");
+            evidence_wire_tokio::serve_http(listener, new_service(), config, async move {
+                let _ = stop_rx.await;
+            })
+            .await
+            .expect("serves");
+        });
+    });
+    let address = address_rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("started");
+    for message in messages {
+        let mut stream =
+            TcpStream::connect_timeout(&address, Duration::from_secs(10)).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        let request = format!(
+            "POST /rpc HTTP/1.1\r\nHost: {address}\r\nContent-Type: application/json\r\ntraceparent: {OTHER}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{message}",
+            message.len()
+        );
+        stream.write_all(request.as_bytes()).expect("send");
+        let mut reply = Vec::new();
+        stream.read_to_end(&mut reply).expect("reply");
+    }
+    let _ = stop_tx.send(());
+    server.join().expect("server thread");
+    let http = records(&http_log.path().expect("a run file"));
+    let other = "0af7651916cd43dd8448eb211c80319c";
+    assert_eq!(
+        trace_ids(&http),
+        [json!(id), json!(other), json!(other), json!(id)],
+        "{http:?}"
+    );
+
+    let schema: Value =
+        serde_json::from_str(&std::fs::read_to_string(SCHEMA).expect("the schema")).expect("JSON");
+    let validator = jsonschema::draft202012::options()
+        .build(&schema)
+        .expect("the schema compiles");
+    for record in stdio.iter().chain(&http) {
+        let errors: Vec<String> = validator
+            .iter_errors(record)
+            .map(|error| format!("{} at {}", error, error.instance_path()))
+            .collect();
+        assert!(errors.is_empty(), "{record} fails the schema: {errors:?}");
+    }
+    let mut broken = stdio[0].clone();
+    broken["traceId"] = json!("not-hex");
+    assert!(!validator.is_valid(&broken), "traceId is checked");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -1602,3 +1602,94 @@ fn serve_loses_no_validation_record_of_an_answered_query_on_sigterm() {
         "one record per message answered or read: {files:?}"
     );
 }
+
+/// `RUST_LOG=debug evidence-wire serve` on stdio: each call's
+/// `evidence_wire::call` span goes to stderr when it closes (with its
+/// check, outcome and the caller's trace id from `_meta.traceparent`),
+/// refusals are events there too, and stdout holds the protocol answers
+/// and nothing else.
+#[test]
+fn rust_log_sends_spans_to_stderr_and_stdout_stays_the_protocol() {
+    let call = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "evidence_query",
+            "_meta": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+            "arguments": {
+                "query": {"provider_id": "evidence-wire", "check_id": "time_now"},
+                "context": serde_json::from_str::<Value>(CONTEXT).expect("context"),
+            }
+        }
+    });
+    let unknown = json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"});
+    let input = format!("{call}\n{unknown}\n");
+    let output = run_in(
+        &["serve", "--no-log"],
+        Some(input.as_bytes()),
+        None,
+        &[("RUST_LOG", "debug")],
+    );
+    let stderr = stderr(&output);
+    assert_eq!(code(&output), 0, "{stderr}");
+    let stdout = String::from_utf8(output.stdout.clone()).expect("utf-8");
+    let answers: Vec<Value> = stdout
+        .lines()
+        .map(|line| {
+            serde_json::from_str(line)
+                .unwrap_or_else(|error| panic!("stdout line is not JSON ({error}): {line:?}"))
+        })
+        .collect();
+    assert_eq!(answers.len(), 2, "{stdout}");
+    assert!(
+        answers.iter().all(|answer| answer["jsonrpc"] == "2.0"),
+        "{stdout}"
+    );
+    // Answers go out as they are ready: find each by its id.
+    let by_id = |id: i64| {
+        answers
+            .iter()
+            .find(|answer| answer["id"] == id)
+            .unwrap_or_else(|| panic!("no answer {id}: {stdout}"))
+    };
+    assert!(by_id(1)["result"].is_object(), "{stdout}");
+    assert_eq!(by_id(2)["error"]["code"], -32601, "{stdout}");
+    // The span, closed, with its fields.
+    let span = stderr
+        .lines()
+        .find(|line| line.contains("evidence_wire::call{") && line.contains("close"))
+        .unwrap_or_else(|| panic!("no closed call span on stderr: {stderr}"));
+    for field in [
+        "transport=\"stdio\"",
+        "check_id=\"time_now\"",
+        "trace_id=4bf92f3577b34da6a3ce929d0e0e4736",
+        "parent_id=00f067aa0ba902b7",
+        "outcome=\"ok\"",
+        "duration_ms=",
+    ] {
+        assert!(span.contains(field), "{field} missing from {span}");
+    }
+    assert!(
+        stderr.contains("evidence_wire::refusal") && stderr.contains("no/such/method"),
+        "{stderr}"
+    );
+    // Without RUST_LOG (and at the default level) no span is written.
+    let quiet = run_in(&["serve", "--no-log"], Some(input.as_bytes()), None, &[]);
+    let quiet_stderr = String::from_utf8_lossy(&quiet.stderr);
+    assert!(
+        !quiet_stderr.contains("evidence_wire::call"),
+        "{quiet_stderr}"
+    );
+    let lines = |bytes: &[u8]| {
+        let mut lines: Vec<String> = String::from_utf8_lossy(bytes)
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(
+        lines(&quiet.stdout),
+        lines(&output.stdout),
+        "the same answers"
+    );
+}

@@ -32,6 +32,7 @@ fn a_request_id_of_minus_zero_is_recorded_as_sent() {
         error: None,
         detail: None,
         stateless: false,
+        trace_id: None,
     };
     let line = recorder
         .record(&outcome, &facts, Default::default())

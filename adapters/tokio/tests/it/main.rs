@@ -23,3 +23,4 @@ mod load;
 mod mounted;
 mod runner;
 mod stdio;
+mod trace;
