@@ -55,6 +55,11 @@
 //!
 //! The CLI binary: `$EW_BENCH_CLI`, or `evidence-wire` next to this bench's
 //! directory (scripts/bench builds it with `--profile bench`).
+//! A quick run: a server-name filter as the argument (`-- evidence-wire`:
+//! our four rows) and `EW_BENCH_E2E_ONLY` naming the configurations to run
+//! (`64`, `1`, `1-pinned`, comma-separated; all three by default), e.g.
+//! the validation log's rows at 64 in flight:
+//! `EW_BENCH_E2E_ONLY=64 cargo bench -p evidence-wire-tests --features bench-peers --bench e2e -- evidence-wire`.
 //! Output: a table on stderr and JSON lines in `$EW_BENCH_RESULTS/e2e.jsonl`.
 
 #![allow(
@@ -584,7 +589,16 @@ fn main() {
         .into_iter()
         .filter(|(name, _, _)| filter.as_deref().is_none_or(|filter| name.contains(filter)))
         .collect();
-    for (window, pinned) in [(1u64, false), (64, false), (1, true)] {
+    let only = std::env::var("EW_BENCH_E2E_ONLY").ok();
+    let configurations =
+        [(1u64, false), (64, false), (1, true)]
+            .into_iter()
+            .filter(|(window, pinned)| {
+                let name = format!("{window}{}", if *pinned { "-pinned" } else { "" });
+                only.as_deref()
+                    .is_none_or(|only| only.split(',').any(|wanted| wanted.trim() == name))
+            });
+    for (window, pinned) in configurations {
         let how = if pinned { " (pinned)" } else { "" };
         for (name, outcome) in measure_all(&mut servers, window, pinned) {
             match outcome {

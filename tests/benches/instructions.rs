@@ -19,8 +19,9 @@
 //! (`$EW_BENCH_CLI`, as `e2e.rs` finds it) under callgrind, driven one
 //! request at a time, `(run of 2000 - run of 200) / 1800` per request,
 //! counted in the io thread's loop, where every request is read, answered
-//! and written, and in the validation log's writer thread, which writes
-//! the records (callgrind `--toggle-collect`);
+//! and written, and wherever the validation log writes its records
+//! (`Disk::write_batch`: the JSON lines, rotation and the `write`s, on the
+//! log's writer thread or in a flush) (callgrind `--toggle-collect`);
 //! once with `--no-log` (side `evidence-wire`) and once writing the
 //! validation log (the default; side `evidence-wire-log`, into a scratch
 //! directory under the results directory) for target 3.
@@ -183,9 +184,13 @@ fn serve_run(
         // instructions) unless the process exits first, which moved a
         // run by ~2 k per request.
         .arg("--toggle-collect=*::read_loop")
-        // And the validation log's writer thread, which writes the records
-        // the io thread made (its whole loop: start-up cancels out).
-        .arg("--toggle-collect=*::run_writer")
+        // And the validation log's writing of the records the io thread
+        // made (their JSON lines, rotation and `write`s), on its writer
+        // thread or in the flush at the end: all of it, whoever writes
+        // (counting the writer thread's loop instead left out the records
+        // a final flush wrote, a varying share of the run, since the
+        // writer thread formats them).
+        .arg("--toggle-collect=*::write_batch")
         .arg(cli)
         .arg("serve");
     match log_dir {

@@ -38,12 +38,20 @@
 //!
 //! Writing: the log's own thread (`evidence-wire-log`) writes the records
 //! of stdio observers ([`ValidationLog::stdio_batched`]) and HTTP calls,
-//! so the thread that answers the peer only formats them. Records wait in
-//! memory until [`BATCH_BYTES`] are pending or the oldest is
-//! [`FLUSH_INTERVAL`] old, then go in one `write`; a record made while
-//! more than `QUEUED_BUFFERS` (2) such buffers wait for the thread blocks
-//! until one is written (or, while the thread is reporting a failure,
-//! writes them itself), so memory stays bounded when the disk is slow.
+//! so the thread that answers the peer only stamps them (clock,
+//! correlation id) and holds them: their facts and text (excerpted as the
+//! record shows it) copied into a batch, no JSON written. The writer
+//! thread writes their JSON lines, starts new files, points `.latest` and
+//! deletes the oldest files (the size cap and rotation below are applied
+//! as it writes, in the order the records were made, so the files are
+//! byte for byte those of writing each record as it is made). Records
+//! wait in memory until [`BATCH_BYTES`] of them are held (counted as the
+//! memory they take, before any line is formatted) or the oldest is
+//! [`FLUSH_INTERVAL`] old; the writer thread then writes their lines, in
+//! `write`s of about [`BATCH_BYTES`]. A record made while more than
+//! `QUEUED_BUFFERS` (2) such batches wait for the thread blocks until one
+//! is written (or, while the thread is reporting a failure, writes them
+//! itself), so memory stays bounded when the disk is slow.
 //! [`ValidationLog::flush`] (at shutdown, a SIGTERM included; it also syncs
 //! the file to disk), [`StdioLog::flush`], dropping a stdio observer and
 //! dropping the log's last clone write what is pending before they return,
@@ -118,8 +126,9 @@ pub type Reporter = Arc<dyn Fn(&str) + Send + Sync>;
 /// makes the owned record when a listener needs it.
 pub type Listener = Arc<dyn Fn(&RecordView<'_>) + Send + Sync>;
 
-/// Pending record bytes handed to the log's writer thread at once (one
-/// `write` of about this size), whatever the interval.
+/// Pending records handed to the log's writer thread at once, in bytes of
+/// memory they take (their facts and text, before any JSON is written),
+/// whatever the interval; also the size of the writer thread's `write`s.
 pub const BATCH_BYTES: usize = 256 * 1024;
 
 /// The longest a record waits in memory before the log's writer thread
@@ -236,7 +245,7 @@ impl std::error::Error for LogError {
 /// how far its whole record lines reach.
 ///
 /// Writes to it are serialized by the log (the writer thread while it
-/// writes a chunk, else a caller under the lock while the writer is not
+/// writes a batch, else a caller under the lock while the writer is not
 /// writing), so the counts below are only ever changed by one thread at a
 /// time; they are atomics only so that the file can be shared.
 struct RunFile {
@@ -613,10 +622,17 @@ impl Disk {
     /// it is taken back out and accepted like any other line, so the cap
     /// and rotation are exactly those of [`Disk::accept`]). Without a run
     /// file the records are dropped.
+    /// Never inlined: the instruction bench counts the log's writing by
+    /// its name (callgrind `--toggle-collect=*::write_batch`).
+    #[inline(never)]
     fn write_batch(&mut self, batch: &RecordBatch) {
         if self.file.is_none() {
             return;
         }
+        // Room for the most the lines to write hold, at once (they are
+        // written when they pass `BATCH_BYTES`).
+        let most = BATCH_BYTES.saturating_add(record::MAX_RECORD_BYTES);
+        self.out.reserve(most.saturating_sub(self.out.len()));
         for index in 0..batch.len() {
             let Some(view) = batch.view(index) else {
                 continue;
@@ -811,6 +827,9 @@ impl Inner {
         if !self.has_file {
             return;
         }
+        // A first record: room for a batch at once.
+        self.pending
+            .reserve(BATCH_BYTES.saturating_add(record::MAX_HELD_BYTES));
         self.pending.push(view);
         self.pended();
     }
@@ -869,7 +888,7 @@ impl Inner {
         let fresh = self
             .spare
             .pop()
-            .unwrap_or_else(|| RecordBatch::with_capacity(BATCH_BYTES + record::MAX_RECORD_BYTES));
+            .unwrap_or_else(|| RecordBatch::with_capacity(BATCH_BYTES + record::MAX_HELD_BYTES));
         self.queue
             .push_back(core::mem::replace(&mut self.pending, fresh));
     }
@@ -1030,9 +1049,6 @@ impl Shared {
     /// closes. It formats their lines, rotates the files and deletes the
     /// oldest, holding the [`Disk`] but not the log's lock, so the threads
     /// that make records go on meanwhile.
-    /// Never inlined: the instruction bench counts this thread's work by
-    /// its name (callgrind `--toggle-collect=*::run_writer`).
-    #[inline(never)]
     fn run_writer(&self) {
         /// Marks the writer gone however it ends (a reporter may panic),
         /// writes what is left (the report is not repeated: a log reports
@@ -1408,9 +1424,10 @@ pub struct StdioLog {
     received: Instant,
     /// Records are left to the writer thread ([`ValidationLog::stdio_batched`]).
     batched: bool,
-    /// Batched: the clocks read at the batch's first record (monotonic,
-    /// and the wall clock in Unix milliseconds), shared by its records.
-    reading: Option<(Instant, u64)>,
+    /// Batched: the clocks read at the batch's first record, shared by
+    /// its records: the wall clock in Unix milliseconds, and the
+    /// microseconds from `received` to then.
+    reading: Option<(u64, u64)>,
 }
 
 impl StdioLog {
@@ -1437,10 +1454,11 @@ impl StdioLog {
         // the server handled them, so per-record readings would only add
         // the time spent logging the records before (two clock reads are
         // about a quarter of a record's cost).
-        let (now, unix_millis) = match self.reading {
+        let (unix_millis, duration_micros) = match self.reading {
             Some(reading) => reading,
             None => {
-                let reading = (Instant::now(), read_unix_millis());
+                let now = Instant::now();
+                let reading = (read_unix_millis(), micros_between(self.received, now));
                 if self.batched {
                     self.reading = Some(reading);
                 }
@@ -1451,7 +1469,7 @@ impl StdioLog {
             transport: Channel::Stdio,
             route: record::stdio_route(framing),
             status: record::stdio_status(outcome),
-            duration_micros: micros_between(self.received, now),
+            duration_micros,
         };
         self.log
             .record_line(outcome, &facts, Some(unix_millis), self.batched);
@@ -2030,7 +2048,7 @@ mod tests {
             inner.writer_reporting = true;
         }
         let path = log.path().expect("a run file");
-        // Records for well over QUEUED_BUFFERS full chunks (each > 100 bytes).
+        // Records for well over QUEUED_BUFFERS full batches (each record holds > 100 bytes).
         let records = (QUEUED_BUFFERS + 2) * BATCH_BYTES / 100;
         let (done, finished) = mpsc::channel::<u64>();
         let maker = {
@@ -2050,7 +2068,7 @@ mod tests {
         maker.join().expect("the record maker");
         assert!(
             written > 0,
-            "past the queue's bound the record maker wrote the chunks itself"
+            "past the queue's bound the record maker wrote the batches itself"
         );
         {
             let mut inner = log.inner.as_ref().expect("enabled").shared.lock();
@@ -2382,7 +2400,7 @@ mod tests {
         }
         stdio.end_batch();
         // Bounded: the interval is 100 ms; a loaded machine gets 50 times
-        // that. `written` counts a chunk once its `write` has returned.
+        // that. `written` counts a batch once its `write` has returned.
         let written_soon = |count: u64| {
             let started = Instant::now();
             while log.written() < count && started.elapsed() < FLUSH_INTERVAL * 50 {
@@ -2977,5 +2995,57 @@ mod tests {
                 Ok(())
             })
             .expect("the files hold the straightforward lines");
+    }
+
+    /// The memory budget holds before any line is formatted: records are
+    /// handed off once `BATCH_BYTES` of them are held (counted as the
+    /// memory they take, peer text excerpted first), so the pending batch
+    /// never holds more, and a queued one at most one record more; past
+    /// `QUEUED_BUFFERS` queued batches a record maker waits (`settle`).
+    #[test]
+    fn held_records_are_handed_off_at_the_batch_budget() {
+        let mut inner = Inner::new(&LogSettings::new("unused"), default_reporter());
+        inner.has_file = true;
+        // Alive, so hand-offs only queue (nothing is written here).
+        inner.writer_alive = true;
+        let mut outcome = outcome(Some(CanonicalError::InvalidEnvelope));
+        let facts = RecordFacts {
+            transport: Channel::Http,
+            route: "/rpc",
+            status: 400,
+            duration_micros: 0,
+        };
+        let most = record::MAX_HELD_BYTES;
+        let mut made = 0u64;
+        for n in 0..20_000usize {
+            // Details from none to far past the excerpt's bound.
+            outcome.detail = (n % 3 != 0).then(|| "d".repeat(n % 5000));
+            inner.accept_outcome(&outcome, &facts, Some(0));
+            made += 1;
+            assert!(
+                inner.pending.bytes() < BATCH_BYTES,
+                "pending past the budget"
+            );
+            if let Some(queued) = inner.queue.back() {
+                assert!(queued.bytes() < BATCH_BYTES + most, "{}", queued.bytes());
+                assert!(queued.bytes() >= BATCH_BYTES, "handed off early");
+            }
+            // The writer thread takes the oldest batches as `settle` would
+            // make the record maker wait for.
+            while inner.queue.len() > QUEUED_BUFFERS {
+                let batch = inner.queue.pop_front().expect("queued");
+                made -= u64::try_from(batch.len()).expect("count");
+                inner.recycle(batch);
+            }
+        }
+        let held: u64 = inner
+            .queue
+            .iter()
+            .chain([&inner.pending])
+            .map(|batch| u64::try_from(batch.len()).expect("count"))
+            .sum();
+        assert_eq!(held, made, "every record made is held once");
+        assert!(inner.queue.len() <= QUEUED_BUFFERS);
+        assert!(inner.spare.len() <= QUEUED_BUFFERS + 1);
     }
 }

@@ -621,8 +621,9 @@ impl<'a> RecordView<'a> {
         }
         if let Some(trace_id) = outcome.trace_id {
             out.extend_from_slice(br#","traceId":""#);
-            for byte in trace_id.to_bytes() {
-                out.extend_from_slice(&hex_pair(byte));
+            for word in trace_id.to_bytes().chunks_exact(4) {
+                let word = <[u8; 4]>::try_from(word).unwrap_or_default();
+                out.extend_from_slice(&hex_digits(u32::from_be_bytes(word)));
             }
             out.push(b'"');
         }
@@ -699,6 +700,12 @@ pub(crate) struct RecordBatch {
     text: String,
 }
 
+/// The most memory one record takes in a [`RecordBatch`]: its parts and
+/// its text, excerpted (an id, a route, a method and a tool of at most
+/// [`MAX_NAME_BYTES`], a detail of at most [`MAX_DETAIL_BYTES`]).
+pub(crate) const MAX_HELD_BYTES: usize =
+    core::mem::size_of::<Held>() + 4 * MAX_NAME_BYTES + MAX_DETAIL_BYTES;
+
 /// One record of a [`RecordBatch`]: its text as spans of the batch's text.
 #[derive(Clone, Copy, Debug)]
 struct Held {
@@ -735,11 +742,13 @@ impl RecordBatch {
     /// An empty batch with room for about `bytes` of records
     /// ([`RecordBatch::bytes`]) before it grows.
     pub(crate) fn with_capacity(bytes: usize) -> Self {
-        // Typical text is a quarter of a record's size here.
-        let records = bytes / core::mem::size_of::<Held>() + 1;
+        // A usual record's text (route, method, tool: `stdio:newline-delimited`,
+        // `tools/call`, `evidence_query`) is under this.
+        const TEXT: usize = 48;
+        let records = bytes / (core::mem::size_of::<Held>() + TEXT) + 1;
         RecordBatch {
             records: Vec::with_capacity(records),
-            text: String::with_capacity(bytes / 4),
+            text: String::with_capacity(records.saturating_mul(TEXT)),
         }
     }
 
@@ -774,9 +783,16 @@ impl RecordBatch {
     }
 
     /// Copy `text` as a record shows it (excerpted to `max`).
+    #[inline]
     fn hold(&mut self, text: &str, max: usize) -> Span {
         let start = self.text.len();
-        self.text.push_str(&excerpt_cow(text, max));
+        // No byte takes more than 6 escaped: short text is kept whole
+        // (what `excerpt_cow` finds first, without the call).
+        if text.len().saturating_mul(6) <= max {
+            self.text.push_str(text);
+        } else {
+            self.text.push_str(&excerpt_cow(text, max));
+        }
         let offset = |at: usize| u32::try_from(at).unwrap_or(u32::MAX);
         Span {
             start: offset(start),
@@ -788,6 +804,14 @@ impl RecordBatch {
         let range = usize::try_from(span.start).unwrap_or(usize::MAX)
             ..usize::try_from(span.end).unwrap_or(usize::MAX);
         self.text.get(range).unwrap_or_default()
+    }
+
+    /// Make room for about `bytes` of records ([`RecordBatch::bytes`])
+    /// in an empty batch that has none, so it does not grow as it fills.
+    pub(crate) fn reserve(&mut self, bytes: usize) {
+        if self.records.capacity() == 0 {
+            *self = RecordBatch::with_capacity(bytes);
+        }
     }
 
     /// How many records the batch holds.
@@ -994,19 +1018,32 @@ fn format_uuid(bits: u128) -> String {
     String::from_utf8(out).unwrap_or_default()
 }
 
-/// Appends `bits` as a UUID ([`format_uuid`]), two digits per byte (a
-/// `format!` costs ten times as much, once per record).
+/// Appends `bits` as a UUID ([`format_uuid`]), eight digits at a time
+/// ([`hex_digits`]; a `format!` costs ten times as much, once per record).
 fn push_uuid(out: &mut Vec<u8>, bits: u128) {
-    // Where each byte's two digits go: groups of 4, 2, 2, 2 and 6 bytes,
-    // a dash between (constant offsets, so the copies need no checks).
-    const AT: [usize; 16] = [0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34];
-    let mut text = [b'-'; 36];
-    for (byte, at) in bits.to_be_bytes().into_iter().zip(AT) {
-        if let Some([high, low]) = text.get_mut(at..at.saturating_add(2)) {
-            [*high, *low] = hex_pair(byte);
-        }
-    }
-    out.extend_from_slice(&text);
+    let word = |shift: u32| hex_digits(u32::try_from((bits >> shift) & 0xffff_ffff).unwrap_or(0));
+    let [a0, a1, a2, a3, a4, a5, a6, a7] = word(96);
+    let [b0, b1, b2, b3, c0, c1, c2, c3] = word(64);
+    let [d0, d1, d2, d3, e0, e1, e2, e3] = word(32);
+    let [f0, f1, f2, f3, f4, f5, f6, f7] = word(0);
+    out.extend_from_slice(&[
+        a0, a1, a2, a3, a4, a5, a6, a7, b'-', b0, b1, b2, b3, b'-', c0, c1, c2, c3, b'-', d0, d1,
+        d2, d3, b'-', e0, e1, e2, e3, f0, f1, f2, f3, f4, f5, f6, f7,
+    ]);
+}
+
+/// The eight lowercase hex digits of `value`, most significant first: its
+/// nibbles spread one per byte of a `u64`, then made ASCII in every byte
+/// at once (`'0'` plus the nibble, plus 39 more from 10 on, where
+/// `nibble + 6` carries into bit 4; no byte overflows into the next).
+fn hex_digits(value: u32) -> [u8; 8] {
+    const BYTES: u64 = 0x0101_0101_0101_0101;
+    let mut x = u64::from(value);
+    x = ((x & 0xffff_0000) << 16) | (x & 0xffff);
+    x = ((x & 0x0000_ff00_0000_ff00) << 8) | (x & 0x0000_00ff_0000_00ff);
+    x = ((x & 0x00f0_00f0_00f0_00f0) << 4) | (x & 0x000f_000f_000f_000f);
+    let letters = ((x + 6 * BYTES) >> 4) & BYTES;
+    (x + u64::from(b'0') * BYTES + letters * 39).to_be_bytes()
 }
 
 /// Milliseconds since the Unix epoch as RFC 3339 UTC with milliseconds,
@@ -1092,15 +1129,6 @@ fn civil(unix_millis: u64) -> (u64, u64, u64, u64, u64, u64, u64) {
     };
     let year = year_of_era + era * 400 + u64::from(month <= 2);
     (year, month, day, hour, minute, second, millis)
-}
-
-/// The two lowercase hex digits of `byte`.
-fn hex_pair(byte: u8) -> [u8; 2] {
-    let digit = |nibble: u8| match nibble {
-        0..=9 => b'0' + nibble,
-        _ => b'a' + (nibble - 10),
-    };
-    [digit(byte >> 4), digit(byte & 0xf)]
 }
 
 #[cfg(test)]
@@ -1899,10 +1927,10 @@ mod tests {
         let view = recorder.view(&outcome, &facts, ClockReading::default());
         let mut batch = RecordBatch::default();
         batch.push(&view);
-        let text = batch.bytes() - core::mem::size_of::<Held>();
         assert!(
-            text <= 4 * MAX_NAME_BYTES + MAX_DETAIL_BYTES,
-            "{text} bytes of text held"
+            batch.bytes() <= MAX_HELD_BYTES,
+            "{} bytes held",
+            batch.bytes()
         );
         let mut held = Vec::new();
         batch.view(0).expect("held").write_json_line(&mut held);
