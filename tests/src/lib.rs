@@ -95,29 +95,17 @@ pub mod rmcp_peer {
         Ok(hex(&Sha256::digest(&canonical)))
     }
 
-    /// Lowercase hex of `bytes`, two table lookups per byte (a `format!`
+    /// Lowercase hex of `bytes`, two digits pushed per byte (a `format!`
     /// per byte cost the peers ~15 k instructions per answer, more than
     /// the hash itself: not the protocol work being compared).
     pub fn hex(bytes: &[u8]) -> String {
-        const DIGITS: &[u8; 16] = b"0123456789abcdef";
         let mut out = String::with_capacity(bytes.len() * 2);
         for byte in bytes {
-            out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-            out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+            for nibble in [byte >> 4, byte & 0x0f] {
+                out.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+            }
         }
         out
-    }
-
-    #[cfg(test)]
-    mod tests {
-        /// The table-driven hex is `format!`'s `{:02x}` of every byte.
-        #[test]
-        fn hex_is_formatted_hex() {
-            let bytes: Vec<u8> = (0..=255).collect();
-            let formatted: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
-            assert_eq!(super::hex(&bytes), formatted);
-            assert_eq!(super::hex(&[]), "");
-        }
     }
 
     /// A verified-lane EvidenceResult carrying `value` as JSON with `hash`.
@@ -132,6 +120,18 @@ pub mod rmcp_peer {
             "signature": null,
             "content_type": "application/json"
         })
+    }
+
+    #[cfg(test)]
+    mod tests {
+        /// `hex` is `format!`'s `{:02x}` of every byte.
+        #[test]
+        fn hex_is_formatted_hex() {
+            let bytes: Vec<u8> = (0..=255).collect();
+            let formatted: String = bytes.iter().map(|byte| format!("{byte:02x}")).collect();
+            assert_eq!(super::hex(&bytes), formatted);
+            assert_eq!(super::hex(&[]), "");
+        }
     }
 }
 
