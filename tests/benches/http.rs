@@ -34,7 +34,13 @@
 //! unpooled one) a current-thread runtime, driven over stdin
 //! (`evidence_wire_tests::bench_client_loop`).
 //!
-//! In each part every process runs at once (idle while another is
+//! **Instructions**: each server under valgrind's callgrind on a
+//! current-thread runtime, answering 200 then 1200 requests one after
+//! another on one keep-alive connection: `(run of 1200 - run of 200) /
+//! 1000` instructions per request (start-up cancels out), steady where the
+//! rates are not. Skipped without valgrind.
+//!
+//! In the first two parts every process runs at once (idle while another is
 //! measured); for 1, then 64 connections (callers): a 0.5 s warm-up of
 //! each, then 9 rounds of 1.2 s, interleaved (round 1 of every one, then
 //! round 2 of every one in the opposite order, ...), so a slow spell of
@@ -46,12 +52,14 @@
 //! configuration, as does any failed call of a client.
 //!
 //! Arguments: a name filter (only servers and clients whose name contains
-//! it run; `client` runs the client part alone). The jsonrpsee binaries are
+//! it, or one of its comma-separated parts, run; `client` runs the client
+//! part alone; e.g. `evidence-wire,jsonrpsee`). The jsonrpsee binaries are
 //! looked for in `$EW_BENCH_JSONRPSEE_DIR`, else next to this package's
 //! binaries (scripts/bench builds them into the same target directory).
 //!
 //! Output: tables on stderr and JSON lines in `$EW_BENCH_RESULTS/http.jsonl`
-//! (servers) and `$EW_BENCH_RESULTS/http-clients.jsonl` (clients).
+//! (servers), `http-clients.jsonl` (clients) and `http-instructions.jsonl`
+//! (callgrind; its output files stay beside them, `http-callgrind-*.out`).
 
 #![allow(
     clippy::unwrap_used,
@@ -94,31 +102,65 @@ fn request_bytes(port: u16) -> Vec<u8> {
 /// Most bytes an answer may take.
 const MAX_ANSWER: usize = 64 * 1024;
 
+/// The length of the answer at the start of `buffer`, head and body, once
+/// its head is in (`None` before). Every server measured answers with a
+/// `Content-Length` (hyper writes one for a whole body); an answer without
+/// one is an error.
+fn answer_length(buffer: &[u8]) -> Result<Option<usize>, String> {
+    let Some(end) = memchr::memmem::find(buffer, b"\r\n\r\n") else {
+        return if buffer.len() >= MAX_ANSWER {
+            Err(format!("an answer head over {MAX_ANSWER} bytes"))
+        } else {
+            Ok(None)
+        };
+    };
+    let head = &buffer[..end];
+    let length = head
+        .split(|byte| *byte == b'\n')
+        .find_map(|line| {
+            let (name, value) = line.split_at(line.iter().position(|b| *b == b':')?);
+            name.eq_ignore_ascii_case(b"content-length").then(|| {
+                std::str::from_utf8(&value[1..])
+                    .ok()?
+                    .trim()
+                    .parse::<usize>()
+                    .ok()
+            })?
+        })
+        .ok_or_else(|| {
+            format!(
+                "an answer without Content-Length: {}",
+                String::from_utf8_lossy(head)
+            )
+        })?;
+    if length > MAX_ANSWER {
+        return Err(format!("an answer of {length} bytes"));
+    }
+    Ok(Some(end + 4 + length))
+}
+
+/// Whether `buffer` holds exactly one whole answer, which is then
+/// `(where its body starts)`; an error past its end (nothing was asked).
+fn answer_complete(buffer: &[u8]) -> Result<Option<usize>, String> {
+    match answer_length(buffer)? {
+        Some(total) if buffer.len() == total => {
+            Ok(memchr::memmem::find(buffer, b"\r\n\r\n").map(|end| end + 4))
+        }
+        Some(total) if buffer.len() > total => Err("the server sent more than one answer".into()),
+        _ => Ok(None),
+    }
+}
+
 /// Reads one answer into `buffer` (emptied first): its head up to the
 /// blank line, then exactly the `Content-Length` bytes of its body.
-/// Returns where the body starts. Every server measured answers with a
-/// `Content-Length` (hyper writes one for a whole body); anything else,
-/// or bytes past the answer (nothing was asked), is an error.
+/// Returns where the body starts.
 async fn read_answer(
     stream: &mut tokio::net::TcpStream,
     buffer: &mut Vec<u8>,
 ) -> Result<usize, String> {
     use tokio::io::AsyncReadExt;
     buffer.clear();
-    let mut total = None;
     loop {
-        if let Some(total) = total {
-            match buffer.len().cmp(&total) {
-                std::cmp::Ordering::Equal => break,
-                std::cmp::Ordering::Greater => {
-                    return Err("the server sent more than one answer".into());
-                }
-                std::cmp::Ordering::Less => {}
-            }
-        }
-        if buffer.len() >= MAX_ANSWER {
-            return Err(format!("an answer over {MAX_ANSWER} bytes"));
-        }
         let read = stream
             .read_buf(buffer)
             .await
@@ -126,33 +168,32 @@ async fn read_answer(
         if read == 0 {
             return Err("the server closed the connection".into());
         }
-        if total.is_none()
-            && let Some(end) = memchr::memmem::find(buffer, b"\r\n\r\n")
-        {
-            let head = &buffer[..end];
-            let length = head
-                .split(|byte| *byte == b'\n')
-                .find_map(|line| {
-                    let (name, value) = line.split_at(line.iter().position(|b| *b == b':')?);
-                    name.eq_ignore_ascii_case(b"content-length").then(|| {
-                        std::str::from_utf8(&value[1..])
-                            .ok()?
-                            .trim()
-                            .parse::<usize>()
-                            .ok()
-                    })?
-                })
-                .ok_or_else(|| {
-                    format!(
-                        "an answer without Content-Length: {}",
-                        String::from_utf8_lossy(head)
-                    )
-                })?;
-            total = Some(end + 4 + length);
+        if let Some(body) = answer_complete(buffer)? {
+            return Ok(body);
         }
     }
-    let body = memchr::memmem::find(buffer, b"\r\n\r\n").map_or(0, |end| end + 4);
-    Ok(body)
+}
+
+/// The same, blocking.
+fn read_answer_blocking(
+    stream: &mut std::net::TcpStream,
+    buffer: &mut Vec<u8>,
+) -> Result<usize, String> {
+    use std::io::Read;
+    buffer.clear();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let read = stream
+            .read(&mut chunk)
+            .map_err(|error| format!("read: {error}"))?;
+        if read == 0 {
+            return Err("the server closed the connection".into());
+        }
+        buffer.extend_from_slice(&chunk[..read]);
+        if let Some(body) = answer_complete(buffer)? {
+            return Ok(body);
+        }
+    }
 }
 
 /// One connection's loop: requests until `until`, counting answers. A
@@ -372,14 +413,25 @@ impl Running {
     }
 
     fn stop(&mut self) {
+        self.stop_within(Duration::from_secs(5));
+    }
+
+    /// Closes its stdin, waits up to `grace` for it to end, then kills it.
+    fn stop_within(&mut self, grace: Duration) {
         drop(self.stdin.take());
-        let deadline = Instant::now() + Duration::from_secs(5);
+        let deadline = Instant::now() + grace;
         while Instant::now() < deadline && !matches!(self.child.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(10));
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// Whether `name` is selected by the command line's filter: no filter, or
+/// one of its comma-separated parts is in the name.
+fn wanted(filter: Option<&str>, name: &str) -> bool {
+    filter.is_none_or(|filter| filter.split(',').any(|part| name.contains(part)))
 }
 
 /// Every measured thing's rounds, interleaved: a warm-up each, then
@@ -568,7 +620,7 @@ fn servers(filter: Option<&str>, client: &tokio::runtime::Runtime, lines: &mut S
     let jsonrpsee = jsonrpsee_binary("jsonrpsee-server");
     let mut running = Vec::new();
     for name in ["evidence-wire", "evidence-wire-axum", "rmcp", "jsonrpsee"] {
-        if filter.is_some_and(|filter| !name.contains(filter)) {
+        if !wanted(filter, name) {
             continue;
         }
         for runtime in RUNTIMES {
@@ -636,21 +688,21 @@ fn servers(filter: Option<&str>, client: &tokio::runtime::Runtime, lines: &mut S
 /// thread), one caller and 64.
 fn clients(filter: Option<&str>, lines: &mut String) {
     let jsonrpsee = jsonrpsee_binary("jsonrpsee-client");
-    let mut wanted = Vec::new();
+    let mut selected = Vec::new();
     for (name, runtimes) in [
         ("evidence-wire", &RUNTIMES[..]),
         ("evidence-wire-unpooled", &RUNTIMES[..1]),
         ("jsonrpsee", &RUNTIMES[..]),
     ] {
         let label = format!("{name}-client");
-        if filter.is_some_and(|filter| !label.contains(filter)) {
+        if !wanted(filter, &label) {
             continue;
         }
         for &runtime in runtimes {
-            wanted.push((name, runtime));
+            selected.push((name, runtime));
         }
     }
-    if wanted.is_empty() {
+    if selected.is_empty() {
         return;
     }
     let mut server = match Running::start(
@@ -666,7 +718,7 @@ fn clients(filter: Option<&str>, lines: &mut String) {
     };
     let url = format!("http://127.0.0.1:{}/rpc", server.port);
     let mut running = Vec::new();
-    for (name, runtime) in wanted {
+    for (name, runtime) in selected {
         let mut command = match name {
             "jsonrpsee" => match &jsonrpsee {
                 Some(path) => Command::new(path),
@@ -711,6 +763,117 @@ fn clients(filter: Option<&str>, lines: &mut String) {
     server.stop();
 }
 
+/// Requests per run of the instruction counts: `(run of LONG - run of
+/// SHORT) / (LONG - SHORT)` per request, so start-up cancels out.
+const SHORT: u64 = 200;
+const LONG: u64 = 1200;
+
+/// Total instructions callgrind counted, from its output file.
+fn callgrind_total(out: &std::path::Path) -> Result<u64, String> {
+    let text = std::fs::read_to_string(out)
+        .map_err(|error| format!("cannot read {}: {error}", out.display()))?;
+    text.lines()
+        .find_map(|line| {
+            line.strip_prefix("totals:")
+                .or_else(|| line.strip_prefix("summary:"))
+        })
+        .and_then(|rest| rest.split_whitespace().next()?.parse().ok())
+        .ok_or_else(|| format!("no totals in {}", out.display()))
+}
+
+/// Instructions of one server process (under callgrind, on a current
+/// thread) answering `requests` requests one after another on one
+/// keep-alive connection, start-up and shutdown included.
+fn callgrind_run(
+    name: &'static str,
+    program: &std::path::Path,
+    args: &[&str],
+    requests: u64,
+    dir: &std::path::Path,
+) -> Result<u64, String> {
+    let out = dir.join(format!("http-callgrind-{name}-{requests}.out"));
+    let _ = std::fs::remove_file(&out);
+    let mut command = Command::new("valgrind");
+    command
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(program)
+        .args(args)
+        .arg("--current-thread");
+    let mut server = Running::start(name, "current-thread", &mut command)?;
+    let exchanged = (|| {
+        use std::io::Write as _;
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", server.port))
+            .map_err(|error| format!("connect: {error}"))?;
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(60)));
+        let request = request_bytes(server.port);
+        let mut buffer = Vec::with_capacity(8192);
+        for _ in 0..requests {
+            stream
+                .write_all(&request)
+                .map_err(|error| format!("write: {error}"))?;
+            let body = read_answer_blocking(&mut stream, &mut buffer)?;
+            if !buffer.starts_with(b"HTTP/1.1 200 ")
+                || memchr::memmem::find(&buffer[body..], b"\"evidence_hash\"").is_none()
+            {
+                return Err(format!("answer: {}", String::from_utf8_lossy(&buffer)));
+            }
+        }
+        Ok(())
+    })();
+    // Callgrind writes its counts as the server exits.
+    server.stop_within(Duration::from_secs(60));
+    exchanged?;
+    callgrind_total(&out)
+}
+
+/// The instructions part: every server's instructions per request under
+/// callgrind, on a current-thread runtime, one keep-alive connection.
+fn instructions(filter: Option<&str>, lines: &mut String) {
+    let has_valgrind = Command::new("valgrind")
+        .arg("--version")
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has_valgrind {
+        eprintln!("http: valgrind not found; no instruction counts");
+        return;
+    }
+    let dir = results_dir();
+    let ours = PathBuf::from(env!("CARGO_BIN_EXE_bench-http-server"));
+    let rmcp = PathBuf::from(env!("CARGO_BIN_EXE_bench-rmcp-stdio"));
+    let jsonrpsee = jsonrpsee_binary("jsonrpsee-server");
+    let servers: [(&'static str, Option<&PathBuf>, &[&str]); 4] = [
+        ("evidence-wire", Some(&ours), &[]),
+        ("evidence-wire-axum", Some(&ours), &["--axum"]),
+        ("rmcp", Some(&rmcp), &["--http"]),
+        ("jsonrpsee", jsonrpsee.as_ref(), &[]),
+    ];
+    for (name, program, args) in servers {
+        let Some(program) = program else { continue };
+        if !wanted(filter, name) {
+            continue;
+        }
+        let counted = callgrind_run(name, program, args, SHORT, &dir).and_then(|short| {
+            let long = callgrind_run(name, program, args, LONG, &dir)?;
+            Ok(long.saturating_sub(short) as f64 / (LONG - SHORT) as f64)
+        });
+        match counted {
+            Ok(per_request) => {
+                eprintln!(
+                    "{name:18} current-thread: {per_request:>10.0} instructions per request (callgrind)"
+                );
+                lines.push_str(
+                    &serde_json::json!({"server": name, "runtime": "current-thread", "instructions": per_request})
+                        .to_string(),
+                );
+                lines.push('\n');
+            }
+            Err(error) => eprintln!("{name} instructions: FAILED: {error}"),
+        }
+    }
+}
+
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|arg| !arg.starts_with("--"));
     let dir = results_dir();
@@ -723,9 +886,12 @@ fn main() {
     servers(filter.as_deref(), &client, &mut server_lines);
     let mut client_lines = String::new();
     clients(filter.as_deref(), &mut client_lines);
+    let mut instruction_lines = String::new();
+    instructions(filter.as_deref(), &mut instruction_lines);
     for (file, lines) in [
         ("http.jsonl", server_lines),
         ("http-clients.jsonl", client_lines),
+        ("http-instructions.jsonl", instruction_lines),
     ] {
         let path = dir.join(file);
         let mut out = std::fs::File::create(&path).expect("results file");

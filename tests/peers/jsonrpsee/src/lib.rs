@@ -67,14 +67,14 @@ pub fn sha256_canonical(value: &Value) -> Result<String, String> {
     Ok(hex(&Sha256::digest(&canonical)))
 }
 
-/// Lowercase hex of `bytes`, two table lookups per byte (as the rmcp
+/// Lowercase hex of `bytes`, two digits pushed per byte (as the rmcp
 /// peer's `hex`: a `format!` per byte costs more than the hash itself).
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0x0f)]));
+        for nibble in [byte >> 4, byte & 0x0f] {
+            out.push(char::from_digit(u32::from(nibble), 16).unwrap_or('0'));
+        }
     }
     out
 }
