@@ -19,7 +19,7 @@
 //! [`QueryError::AnswerDropped`], naming the limit: the id is read from
 //! the envelope when it could be read, found by [`envelope::find_id`] in
 //! the body otherwise, and, for a message skipped for its size or charset,
-//! in its first [`DROPPED_PREFIX_BYTES`] bytes (kept by the decoder). When
+//! in its first [`Client::DROPPED_PREFIX_BYTES`] bytes (kept by the decoder). When
 //! no id can be found the queries keep waiting, and a timeout then says
 //! that a message was dropped meanwhile ([`QueryError::TimeoutAfterDrop`]).
 //!
@@ -45,7 +45,7 @@
 //!
 //! Limits: frame limits from [`frame::Limits`]; the memory of expired ids
 //! (to drop late answers) is bounded by [`ClientConfig::late_answer_memory`];
-//! of a skipped message at most [`DROPPED_PREFIX_BYTES`] are kept.
+//! of a skipped message at most [`Client::DROPPED_PREFIX_BYTES`] are kept.
 //!
 //! # Driving it
 //!
@@ -127,14 +127,6 @@ use crate::evidence::{
 };
 use crate::frame::{self, Decoder, Framing, Limits};
 use crate::trace::TraceContext;
-
-/// How many first bytes of a provider message skipped for its size or
-/// charset the client keeps, to find the id of the query it answered
-/// ([`frame::Decoder::keep_skipped_prefix`]). Providers write `id` near the
-/// start (`{"jsonrpc":"2.0","id":7,"result":…}`); one that writes it after
-/// a large `result` is not recognized, and its query times out as
-/// [`QueryError::TimeoutAfterDrop`].
-pub const DROPPED_PREFIX_BYTES: usize = 1024;
 
 /// The most of a provider's refusal message (escaped, as JSON text) that a
 /// handshake error quotes.
@@ -414,6 +406,14 @@ pub struct Client {
 }
 
 impl Client {
+    /// How many first bytes of a provider message skipped for its size or
+    /// charset the client keeps, to find the id of the query it answered
+    /// ([`frame::Decoder::keep_skipped_prefix`]). Providers write `id` near the
+    /// start (`{"jsonrpc":"2.0","id":7,"result":…}`); one that writes it after
+    /// a large `result` is not recognized, and its query times out as
+    /// [`QueryError::TimeoutAfterDrop`].
+    pub const DROPPED_PREFIX_BYTES: usize = 1024;
+
     /// A client; with `config.handshake` it queues `initialize` at once.
     ///
     /// The handshake's deadline starts with the first [`Client::query`]
@@ -422,7 +422,7 @@ impl Client {
     pub fn new(config: ClientConfig) -> Self {
         let mut client = Client {
             decoder: Decoder::with_fallback(config.framing, config.limits)
-                .keep_skipped_prefix(DROPPED_PREFIX_BYTES),
+                .keep_skipped_prefix(Client::DROPPED_PREFIX_BYTES),
             config,
             next_id: 1,
             pending: BTreeMap::new(),
@@ -723,7 +723,7 @@ impl Client {
             "the provider was restarted".to_owned(),
         ));
         self.decoder = Decoder::with_fallback(self.config.framing, self.config.limits)
-            .keep_skipped_prefix(DROPPED_PREFIX_BYTES);
+            .keep_skipped_prefix(Client::DROPPED_PREFIX_BYTES);
         self.transmits.clear();
         self.held.clear();
         self.needs_restart = false;
@@ -894,7 +894,7 @@ impl Client {
                 "a message of {} bytes is over the limit of {limit} bytes; it was dropped unread",
                 body.len()
             );
-            let prefix = body.get(..DROPPED_PREFIX_BYTES).unwrap_or(body);
+            let prefix = body.get(..Client::DROPPED_PREFIX_BYTES).unwrap_or(body);
             let id = envelope::find_id(prefix);
             self.drop_message(reason, true, id);
             return;

@@ -26,7 +26,7 @@
 //! - when the child cannot be started ([`Supervisor::spawn_failed`]), the
 //!   deferred queries fail with that reason and the next attempt is
 //!   scheduled with backoff;
-//! - ignored provider messages are logged at most [`MAX_SKIPPED_LOGGED`]
+//! - ignored provider messages are logged at most [`SupervisorConfig::MAX_SKIPPED_LOGGED`]
 //!   times per child, the rest only counted.
 //!
 //! The adapter keeps only plumbing. Each query carries an opaque payload
@@ -147,11 +147,6 @@ use crate::trace::TraceContext;
 /// down ([`Failure::to_evidence_result`]).
 pub const PROVIDER_UNAVAILABLE: &str = "provider_unavailable";
 
-/// Ignored (unparsable, unknown, late) provider messages logged per child;
-/// the rest are counted, so a child flooding its output with junk cannot
-/// flood the log.
-pub const MAX_SKIPPED_LOGGED: u32 = 16;
-
 /// When to restart a child that failed: after `backoff_initial_ms`,
 /// doubling after each consecutive failure, at most `backoff_max_ms`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -214,6 +209,11 @@ impl Default for SupervisorConfig {
 }
 
 impl SupervisorConfig {
+    /// Ignored (unparsable, unknown, late) provider messages logged per child;
+    /// the rest are counted, so a child flooding its output with junk cannot
+    /// flood the log.
+    pub const MAX_SKIPPED_LOGGED: u32 = 16;
+
     /// The same settings with `client`.
     pub fn with_client(mut self, client: ClientConfig) -> Self {
         self.client = client;
@@ -747,12 +747,13 @@ impl<T, E> Supervisor<T, E> {
                 }
                 ClientEvent::Skipped(skipped) => {
                     self.skipped = self.skipped.saturating_add(1);
-                    if self.skipped <= MAX_SKIPPED_LOGGED {
+                    if self.skipped <= SupervisorConfig::MAX_SKIPPED_LOGGED {
                         self.log(format!("ignored a provider message: {skipped:?}"));
                     }
-                    if self.skipped == MAX_SKIPPED_LOGGED {
+                    if self.skipped == SupervisorConfig::MAX_SKIPPED_LOGGED {
                         self.log(format!(
-                            "more ignored provider messages are not logged until the provider restarts (at most {MAX_SKIPPED_LOGGED} per process)"
+                            "more ignored provider messages are not logged until the provider restarts (at most {} per process)",
+                            SupervisorConfig::MAX_SKIPPED_LOGGED
                         ));
                     }
                 }

@@ -18,12 +18,12 @@
 //!   55 characters; a later version may carry more after a `-` (its first
 //!   four fields are read as version `00`'s, and a context sent on is
 //!   written as version `00`).
-//! - `tracestate`: at most [`MAX_TRACESTATE_BYTES`] bytes and
-//!   [`MAX_TRACESTATE_MEMBERS`] list members, each `key=value` with the
+//! - `tracestate`: at most [`TraceContext::MAX_TRACESTATE_BYTES`] bytes and
+//!   [`TraceContext::MAX_TRACESTATE_MEMBERS`] list members, each `key=value` with the
 //!   key and value grammar of §3.3.1 (empty members are allowed).
 //!
-//! Limits: a `traceparent` longer than [`MAX_TRACEPARENT_BYTES`] and a
-//! `tracestate` longer than [`MAX_TRACESTATE_BYTES`] are refused before
+//! Limits: a `traceparent` longer than [`TraceContext::MAX_TRACEPARENT_BYTES`] and a
+//! `tracestate` longer than [`TraceContext::MAX_TRACESTATE_BYTES`] are refused before
 //! anything is copied; a context holds at most 25 bytes of ids and flags
 //! and its `tracestate`.
 
@@ -33,24 +33,6 @@ use alloc::string::String;
 use core::fmt;
 
 use serde_json::{Map, Value};
-
-/// The name of the `traceparent` header and `_meta` member.
-pub const TRACEPARENT: &str = "traceparent";
-
-/// The name of the `tracestate` header and `_meta` member.
-pub const TRACESTATE: &str = "tracestate";
-
-/// The longest `tracestate` kept, in bytes (W3C Trace Context §3.3.1.1:
-/// a platform should propagate at least 512 bytes).
-pub const MAX_TRACESTATE_BYTES: usize = 512;
-
-/// The most list members a `tracestate` may hold (§3.3.1.1).
-pub const MAX_TRACESTATE_MEMBERS: usize = 32;
-
-/// The longest `traceparent` read, in bytes: version `00` is 55; a later
-/// version may append fields, which are ignored (this bound only keeps a
-/// hostile value from being scanned at length).
-pub const MAX_TRACEPARENT_BYTES: usize = 256;
 
 /// A 16-byte trace id (never all zeros); shown as 32 lowercase hex digits.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -137,6 +119,24 @@ impl fmt::Debug for TraceContext {
 const SAMPLED: u8 = 0x01;
 
 impl TraceContext {
+    /// The name of the `traceparent` header and `_meta` member.
+    pub const TRACEPARENT: &str = "traceparent";
+
+    /// The name of the `tracestate` header and `_meta` member.
+    pub const TRACESTATE: &str = "tracestate";
+
+    /// The longest `tracestate` kept, in bytes (W3C Trace Context §3.3.1.1:
+    /// a platform should propagate at least 512 bytes).
+    pub const MAX_TRACESTATE_BYTES: usize = 512;
+
+    /// The most list members a `tracestate` may hold (§3.3.1.1).
+    pub const MAX_TRACESTATE_MEMBERS: usize = 32;
+
+    /// The longest `traceparent` read, in bytes: version `00` is 55; a later
+    /// version may append fields, which are ignored (this bound only keeps a
+    /// hostile value from being scanned at length).
+    pub const MAX_TRACEPARENT_BYTES: usize = 256;
+
     /// A context of `trace_id` whose caller's span is `parent_id`, with
     /// `flags` (bit 0: sampled) and no `tracestate`: what a client makes
     /// from its own current span to send on.
@@ -164,8 +164,8 @@ impl TraceContext {
     /// `tracestate` members (strings), or `None` when it carries no valid
     /// `traceparent`.
     pub fn from_meta(meta: &Map<String, Value>) -> Option<Self> {
-        let traceparent = meta.get(TRACEPARENT)?.as_str()?;
-        let tracestate = meta.get(TRACESTATE).and_then(Value::as_str);
+        let traceparent = meta.get(TraceContext::TRACEPARENT)?.as_str()?;
+        let tracestate = meta.get(TraceContext::TRACESTATE).and_then(Value::as_str);
         TraceContext::parse(traceparent, tracestate)
     }
 
@@ -214,9 +214,15 @@ impl TraceContext {
     /// `tracestate` when there is one.
     pub fn to_meta(&self) -> Map<String, Value> {
         let mut meta = Map::new();
-        meta.insert(TRACEPARENT.to_owned(), Value::String(self.traceparent()));
+        meta.insert(
+            TraceContext::TRACEPARENT.to_owned(),
+            Value::String(self.traceparent()),
+        );
         if let Some(tracestate) = self.tracestate() {
-            meta.insert(TRACESTATE.to_owned(), Value::String(tracestate.to_owned()));
+            meta.insert(
+                TraceContext::TRACESTATE.to_owned(),
+                Value::String(tracestate.to_owned()),
+            );
         }
         meta
     }
@@ -245,7 +251,7 @@ fn hex_bytes<const N: usize>(digits: &[u8]) -> Option<[u8; N]> {
 }
 
 fn parse_traceparent(text: &[u8]) -> Option<TraceContext> {
-    if text.len() > MAX_TRACEPARENT_BYTES {
+    if text.len() > TraceContext::MAX_TRACEPARENT_BYTES {
         return None;
     }
     // Spaces and tabs around a header value are not part of it.
@@ -281,14 +287,15 @@ fn trim_ows(mut text: &[u8]) -> &[u8] {
 }
 
 /// A `tracestate` of the W3C grammar (§3.3.1): at most
-/// [`MAX_TRACESTATE_BYTES`] bytes, at most [`MAX_TRACESTATE_MEMBERS`]
+/// [`TraceContext::MAX_TRACESTATE_BYTES`] bytes, at most [`TraceContext::MAX_TRACESTATE_MEMBERS`]
 /// members separated by commas (with optional spaces or tabs around them;
 /// empty members allowed), each `key=value`, no key twice.
 fn valid_tracestate(text: &str) -> bool {
-    if text.len() > MAX_TRACESTATE_BYTES {
+    if text.len() > TraceContext::MAX_TRACESTATE_BYTES {
         return false;
     }
-    let mut keys: [&str; MAX_TRACESTATE_MEMBERS] = [""; MAX_TRACESTATE_MEMBERS];
+    let mut keys: [&str; TraceContext::MAX_TRACESTATE_MEMBERS] =
+        [""; TraceContext::MAX_TRACESTATE_MEMBERS];
     let mut count = 0usize;
     for member in text.split(',') {
         let member = member.trim_matches([' ', '\t']);
@@ -398,7 +405,9 @@ mod tests {
         ]
         .iter()
         .map(|case| (*case).to_owned())
-        .chain(core::iter::once("0".repeat(MAX_TRACEPARENT_BYTES + 1)))
+        .chain(core::iter::once(
+            "0".repeat(TraceContext::MAX_TRACEPARENT_BYTES + 1),
+        ))
         .collect();
         for case in &cases {
             assert_eq!(TraceContext::parse(case, Some("a=b")), None, "{case:?}");
@@ -433,11 +442,11 @@ mod tests {
                 "{tracestate:?}"
             );
         }
-        let many = (0..=MAX_TRACESTATE_MEMBERS)
+        let many = (0..=TraceContext::MAX_TRACESTATE_MEMBERS)
             .map(|n| alloc::format!("k{n}=v"))
             .collect::<Vec<_>>()
             .join(",");
-        let long = alloc::format!("k={}", "v".repeat(MAX_TRACESTATE_BYTES));
+        let long = alloc::format!("k={}", "v".repeat(TraceContext::MAX_TRACESTATE_BYTES));
         let drop = [
             "Rojo=1",
             "rojo",
@@ -465,11 +474,17 @@ mod tests {
     fn meta_carries_the_context_both_ways() {
         let context = TraceContext::parse(VALID, Some("rojo=1")).unwrap();
         let meta = context.to_meta();
-        assert_eq!(meta.get(TRACEPARENT), Some(&Value::String(VALID.into())));
-        assert_eq!(meta.get(TRACESTATE), Some(&Value::String("rojo=1".into())));
+        assert_eq!(
+            meta.get(TraceContext::TRACEPARENT),
+            Some(&Value::String(VALID.into()))
+        );
+        assert_eq!(
+            meta.get(TraceContext::TRACESTATE),
+            Some(&Value::String("rojo=1".into()))
+        );
         assert_eq!(TraceContext::from_meta(&meta), Some(context));
         let mut not_a_string = Map::new();
-        not_a_string.insert(TRACEPARENT.into(), Value::Bool(true));
+        not_a_string.insert(TraceContext::TRACEPARENT.into(), Value::Bool(true));
         assert_eq!(TraceContext::from_meta(&not_a_string), None);
         assert_eq!(TraceContext::from_meta(&Map::new()), None);
     }

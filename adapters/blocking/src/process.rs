@@ -34,7 +34,7 @@
 //! buffered without end); frame limits come from [`ClientConfig::limits`];
 //! at most [`MAX_SKIPPED_LOGGED`] ignored messages are logged per child.
 //!
-//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::MAX_SKIPPED_LOGGED
+//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::SupervisorConfig::MAX_SKIPPED_LOGGED
 //! [`StderrRelay`]: evidence_wire_provider::caller::relay::StderrRelay
 //! [`TERM_GRACE`]: evidence_wire_provider::caller::TERM_GRACE
 //! [`ClientConfig::limits`]: evidence_wire::client::ClientConfig::limits

@@ -68,7 +68,7 @@ use bytes::Bytes;
 use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::evidence::CONTENT_TYPE_JSON;
 use evidence_wire::evidence::{EvidenceContext, EvidenceQuery, VerifiedEvidence};
-use evidence_wire::trace::{self as w3c, TraceContext};
+use evidence_wire::trace::TraceContext;
 use evidence_wire_http::{self as http, BodyLimit};
 use futures_lite::future::or;
 use http_body_util::{BodyExt, Full};
@@ -90,8 +90,8 @@ use tokio_rustls::rustls::{self, RootCertStore};
 use evidence_wire_provider::caller::ProviderError;
 
 /// The W3C trace context headers a traced query carries.
-static TRACEPARENT: HeaderName = HeaderName::from_static(w3c::TRACEPARENT);
-static TRACESTATE: HeaderName = HeaderName::from_static(w3c::TRACESTATE);
+static TRACEPARENT: HeaderName = HeaderName::from_static(TraceContext::TRACEPARENT);
+static TRACESTATE: HeaderName = HeaderName::from_static(TraceContext::TRACESTATE);
 
 /// Bytes of a non-2xx body read to explain the failure.
 const ERROR_DETAIL_BYTES: usize = 4096;

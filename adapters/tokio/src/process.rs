@@ -38,7 +38,7 @@
 //!
 //! [`QueryError::ConnectionLost`]: evidence_wire::client::QueryError::ConnectionLost
 //! [`QueryError::Timeout`]: evidence_wire::client::QueryError::Timeout
-//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::MAX_SKIPPED_LOGGED
+//! [`MAX_SKIPPED_LOGGED`]: evidence_wire::supervisor::SupervisorConfig::MAX_SKIPPED_LOGGED
 //! [`MAX_STDERR_LINE`]: evidence_wire_provider::caller::MAX_STDERR_LINE
 //! [`StderrRelay`]: evidence_wire_provider::caller::relay::StderrRelay
 //! [`ClientConfig::limits`]: evidence_wire::client::ClientConfig::limits

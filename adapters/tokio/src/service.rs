@@ -105,7 +105,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes};
-use evidence_wire::trace::MAX_TRACESTATE_BYTES;
 use evidence_wire_http::{
     self as http, Admission, BodyLimit, Exchange, HttpReply, Lifecycle, RequestHead, Routing,
 };
@@ -407,7 +406,7 @@ impl TraceHeaders<'_> {
                 let mut joined = Vec::new();
                 for value in headers.get_all(&TRACESTATE) {
                     // Past the bound the whole list is dropped anyway.
-                    if joined.len() > MAX_TRACESTATE_BYTES {
+                    if joined.len() > TraceContext::MAX_TRACESTATE_BYTES {
                         break;
                     }
                     if !joined.is_empty() {

@@ -155,11 +155,6 @@ pub use contract::{INVALID_PARAMS, PROVIDER_MISMATCH, ServerContract, UNKNOWN_CH
 use tools::ToolKind;
 pub use tools::{InlineTool, Resource, ToolDefinition, ToolFailure, ToolFilter};
 
-/// How many cancelled tickets a connection remembers (to refuse a late
-/// answer for one with [`RespondError::Cancelled`] rather than
-/// [`RespondError::UnknownTicket`]).
-pub const CANCELLED_MEMORY: usize = 1024;
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum CallKind {
     Evidence,
@@ -262,6 +257,11 @@ impl fmt::Debug for Server {
 }
 
 impl Server {
+    /// How many cancelled tickets a connection remembers (to refuse a late
+    /// answer for one with [`RespondError::Cancelled`] rather than
+    /// [`RespondError::UnknownTicket`]).
+    pub const CANCELLED_MEMORY: usize = 1024;
+
     /// A connection of the server `config` describes. The configuration
     /// is shared: make it once, and a connection costs only its own state.
     pub fn new(config: impl Into<Arc<ServerConfig>>) -> Self {
@@ -962,13 +962,13 @@ impl Server {
 
     /// Remember a cancelled ticket so that a later answer for it is refused
     /// as [`RespondError::Cancelled`]; only the most recent
-    /// [`CANCELLED_MEMORY`] are kept (older ones read as unknown), so a peer
+    /// [`Server::CANCELLED_MEMORY`] are kept (older ones read as unknown), so a peer
     /// that cancels forever cannot grow this without bound.
     fn remember_cancelled(&mut self, ticket: Ticket) {
         if self.cancelled.insert(ticket) {
             self.cancelled_order.push_back(ticket);
         }
-        while self.cancelled_order.len() > CANCELLED_MEMORY {
+        while self.cancelled_order.len() > Server::CANCELLED_MEMORY {
             if let Some(oldest) = self.cancelled_order.pop_front() {
                 self.cancelled.remove(&oldest);
             }

@@ -10,9 +10,7 @@
 //!   first shape won.
 
 use evidence_wire::canonical::Profile;
-use evidence_wire::client::{
-    Client, ClientConfig, ClientEvent, DROPPED_PREFIX_BYTES, QueryError, RequestId,
-};
+use evidence_wire::client::{Client, ClientConfig, ClientEvent, QueryError, RequestId};
 use evidence_wire::dialect::{
     McpRevision, Speech, ToolResultError, ToolResultShape, evidence_tool_result, from_tool_result,
 };
@@ -425,7 +423,7 @@ fn without_prefixes_an_oversized_frame_is_reported_as_its_header_ends() {
         Some(Err(FrameError::BodyTooLarge { declared: 100, .. }))
     ));
     assert_eq!(keeping.skipped_prefix(), b"{\"id\":12");
-    assert_eq!(DROPPED_PREFIX_BYTES, 1024);
+    assert_eq!(Client::DROPPED_PREFIX_BYTES, 1024);
 }
 
 // ------------------------------------- shapes of one result must agree

@@ -735,7 +735,7 @@ fn a_dropped_answer_is_named_by_the_timeout() {
     let a = client.query(&query("a"), &context(), 0);
     let result = json!({"content":[{"type":"text","text":"x".repeat(2000)}]});
     let id_last = format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{}}}"#, a.get());
-    assert!(id_last.find("\"id\"").unwrap() > evidence_wire::client::DROPPED_PREFIX_BYTES);
+    assert!(id_last.find("\"id\"").unwrap() > evidence_wire::client::Client::DROPPED_PREFIX_BYTES);
     client.handle_input(&cl(&id_last));
     let b = client.query(&query("b"), &context(), 10);
     let got = events(&mut client);

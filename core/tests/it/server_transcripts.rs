@@ -1020,7 +1020,7 @@ fn a_request_id_in_flight_cannot_be_reused_but_can_after_its_answer() {
 #[test]
 fn cancelled_tickets_are_remembered_within_a_bound() {
     let mut server = server_with(|config| config.max_in_flight = 4);
-    let total = evidence_wire::server::CANCELLED_MEMORY + 10;
+    let total = evidence_wire::server::Server::CANCELLED_MEMORY + 10;
     let mut all = Vec::new();
     for id in 0..total {
         server.handle_input(&nl(&call(json!(id), "c")));

@@ -9,7 +9,7 @@ use evidence_wire::evidence::{
 };
 use evidence_wire::frame::Framing;
 use evidence_wire::supervisor::{
-    Action, Failure, MAX_SKIPPED_LOGGED, QueryTicket, RestartPolicy, Supervisor,
+    Action, Failure, QueryTicket, RestartPolicy, Supervisor, SupervisorConfig,
 };
 use serde_json::{Value, json};
 
@@ -525,7 +525,7 @@ fn ignored_messages_are_logged_at_most_16_times_per_child() {
         .iter()
         .filter(|l| l.contains("ignored a provider message"))
         .count();
-    assert_eq!(ignored, MAX_SKIPPED_LOGGED as usize);
+    assert_eq!(ignored, SupervisorConfig::MAX_SKIPPED_LOGGED as usize);
     assert_eq!(
         drained
             .logs
