@@ -20,7 +20,7 @@ use serde_json::json;
 use crate::fake_tracker;
 
 #[path = "../../examples/release_readiness.rs"]
-mod release_readiness;
+mod example;
 
 /// An evidence root, removed when dropped: `coverage.json` (87.5 %),
 /// `CHANGELOG.md` (1.4.0 and 1.3.2), `../outside.json` next to it.
@@ -48,12 +48,12 @@ impl Root {
 
     /// The example's provider over this root, asking `tracker` with `token`.
     fn provider(&self, tracker: &str, token: Option<&str>) -> Provider {
-        let tracker = release_readiness::Tracker {
+        let tracker = example::Tracker {
             tracker_url: tracker.to_owned(),
             tracker_token: token.map(str::to_owned),
         };
-        release_readiness::release()
-            .check(release_readiness::blockers(tracker))
+        example::release()
+            .check(example::blockers(tracker))
             .root(EvidenceRoot::open(self.0.join("root")).unwrap())
     }
 }
