@@ -27,6 +27,12 @@
 //!   exchange, hash verified) and the official MCP Python SDK (both
 //!   handshakes), while the app's own `GET /hello` is the app's; Ctrl-C
 //!   (SIGINT) stops it promptly.
+//! - `release_readiness` (issue 41, "measured, not asserted"): its
+//!   `contract` meets Decision Gate's rules; `check-provider`'s battery,
+//!   requiring signatures by the key `keygen` wrote, fails nothing on stdio
+//!   and on HTTP against a fake tracker on loopback, every check's example
+//!   value answered and signed; a wrong tracker token is a
+//!   `tracker_unauthorized` result.
 //! - `caller`: spawns the bundled provider and the git provider, prints
 //!   verified evidence, names the profile it verified.
 //! - `by_hand`: the core's own output, two Content-Length frames whose hash
@@ -1309,4 +1315,125 @@ fn http_client_rate_measures_a_provider_the_battery_passes() {
         .block_on(served)
         .expect("the server task")
         .expect("a clean stop");
+}
+
+// ---------------------------------------------------------------------------
+// The release-readiness example (issue 41, "measured, not asserted"): the
+// newcomer's three-check provider rewritten on the SDK, its binary served
+// on stdio and on HTTP, signed, against a fake tracker on loopback.
+// ---------------------------------------------------------------------------
+
+#[path = "../../../adapters/tokio/tests/it/fake_tracker.rs"]
+mod fake_tracker;
+
+/// An evidence root for the release example: what its contract's examples
+/// read (`coverage.json` at 87.5 %, a `CHANGELOG.md` with 1.4.0).
+fn release_root() -> TempDir {
+    let dir = TempDir::new("release-root");
+    let summary = json!({"data": [{"totals": {"lines": {"percent": 87.5}}}]});
+    std::fs::write(dir.0.join("coverage.json"), summary.to_string()).expect("write");
+    std::fs::write(dir.0.join("CHANGELOG.md"), "## [1.4.0] - 2026-11-28\n").expect("write");
+    dir
+}
+
+/// `report` fails nothing, and every check of the release example answered
+/// its contract's example with a value signed by the required key.
+fn values_signed(report: &Report) {
+    report.assert_passed();
+    for check in ["line_coverage", "changelog_has_entry", "open_blockers"] {
+        for line in ["example[0]", "signature"] {
+            let line = format!("check.{check}.{line}");
+            let found = report
+                .line(&line)
+                .unwrap_or_else(|| panic!("{line}: {}", report.table()));
+            assert_eq!(found.status, Status::Pass, "{}", report.table());
+        }
+    }
+}
+
+/// The release example's binary with a key `keygen` wrote: its contract
+/// (printed by `contract`) meets Decision Gate's rules, and `check-provider`'s
+/// battery, requiring every result signed by the public key, fails nothing
+/// on stdio (token as a flag) and on HTTP (token from `TRACKER_TOKEN`); the
+/// contract's examples ran, so every check's value is checked on both.
+/// With a wrong token, the tracker's 401 is a clear error result.
+#[test]
+fn release_readiness_binary_serves_signed_evidence_on_stdio_and_http() {
+    use evidence_wire::contract::ProviderContract;
+    use evidence_wire::evidence::EvidenceSigner;
+    let root = release_root();
+    let tracker = fake_tracker::start();
+    let keys = TempDir::new("release-keys");
+    let (seed, public) = keygen(&keys.0);
+    let key_id = public.display().to_string();
+    let seed_bytes = evidence_wire_provider::signing::read_seed_file(&seed).expect("the seed");
+    let public_key = EvidenceSigner::from_seed(key_id.as_str(), &seed_bytes).public_key();
+    let program = example("release_readiness");
+
+    let printed = run_with_deadline(
+        {
+            let mut command = Command::new(&program);
+            command.arg("contract");
+            command
+        },
+        Duration::from_secs(20),
+    );
+    assert!(printed.status.success(), "{printed:?}");
+    let contract: ProviderContract = serde_json::from_slice(&printed.stdout).expect("a contract");
+    let violations = contract.check_decision_gate_rules();
+    assert!(violations.is_empty(), "{violations:?}");
+
+    let serve: Vec<String> = [
+        program.display().to_string(),
+        "serve".into(),
+        "--root".into(),
+        root.0.display().to_string(),
+        "--tracker-url".into(),
+        tracker.clone(),
+        "--signing-key".into(),
+        seed.display().to_string(),
+        "--key-id".into(),
+        key_id.clone(),
+    ]
+    .into();
+    let mut stdio = serve.clone();
+    stdio.extend(["--tracker-token".into(), fake_tracker::TOKEN.into()]);
+    let report = CheckProvider::command(stdio)
+        .contract(contract.clone())
+        .require_signature(&key_id, &public_key)
+        .expect("the key")
+        .samples(2)
+        .run();
+    values_signed(&report);
+
+    let mut command = Command::new(&program);
+    command
+        .args(&serve[1..])
+        .args(["--http", "127.0.0.1:0"])
+        .env("TRACKER_TOKEN", fake_tracker::TOKEN);
+    let (_child, url) = spawn_http_example("release_readiness", &mut command);
+    let client = evidence_wire_tokio::HttpProvider::new(
+        evidence_wire_tokio::HttpProviderConfig::new(url.clone()).with_insecure_http(true),
+    )
+    .expect("an HTTP client");
+    let report = CheckProvider::http(client, &url)
+        .contract(contract)
+        .require_signature(&key_id, &public_key)
+        .expect("the key")
+        .samples(2)
+        .run();
+    values_signed(&report);
+
+    // A wrong token: the tracker's 401, answered as an error result.
+    let mut wrong = serve;
+    wrong.extend(["--tracker-token".into(), "not-the-token".into()]);
+    let unauthorized =
+        ProcessProvider::spawn(ProcessConfig::new(wrong)).expect("spawn the example");
+    let refused = ask(
+        &unauthorized,
+        "release",
+        "open_blockers",
+        json!({"label": "release-blocker"}),
+    );
+    assert_eq!(error_code(&refused), "tracker_unauthorized");
 }
