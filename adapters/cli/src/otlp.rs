@@ -1,5 +1,6 @@
 //! OTLP export of `serve`'s and `wrap`'s spans (cargo feature `otlp`, off
-//! by default and not built by CI).
+//! by default; tested by `cargo test -p evidence-wire-cli --features otlp
+//! --test it otlp`, which the default `cargo test` does not build).
 //!
 //! Set `OTEL_EXPORTER_OTLP_ENDPOINT` (e.g. `http://localhost:4318`, an
 //! OpenTelemetry collector's or Jaeger's OTLP/HTTP port) and the spans

@@ -1693,3 +1693,92 @@ fn rust_log_sends_spans_to_stderr_and_stdout_stays_the_protocol() {
         "the same answers"
     );
 }
+
+/// With the `otlp` feature (not built by default or by CI: run
+/// `cargo test -p evidence-wire-cli --features otlp --test it otlp`), a
+/// call's span is exported as OTLP/HTTP protobuf to the collector
+/// `OTEL_EXPORTER_OTLP_ENDPOINT` names, in the caller's trace (the trace id
+/// and the caller's span id of `_meta.traceparent` are in the export), and
+/// stderr stays quiet at the default level.
+#[cfg(feature = "otlp")]
+#[test]
+fn otlp_exports_the_call_span_in_the_callers_trace() {
+    use std::net::TcpListener;
+
+    let collector = TcpListener::bind("127.0.0.1:0").expect("bind the collector");
+    let endpoint = format!("http://{}", collector.local_addr().expect("address"));
+    // One request at a time, each answered 200: the bodies sent to /v1/traces.
+    let received = std::thread::spawn(move || {
+        let mut bodies = Vec::new();
+        collector.set_nonblocking(false).expect("blocking");
+        for stream in collector.incoming().take(4) {
+            let Ok(stream) = stream else { break };
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .expect("timeout");
+            let mut reader = BufReader::new(stream);
+            let (mut path, mut length) = (String::new(), 0usize);
+            reader.read_line(&mut path).expect("request line");
+            loop {
+                let mut line = String::new();
+                reader.read_line(&mut line).expect("header");
+                if line.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = line.split_once(':') {
+                    if name.eq_ignore_ascii_case("content-length") {
+                        length = value.trim().parse().expect("length");
+                    }
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).expect("body");
+            reader
+                .get_mut()
+                .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .expect("answer");
+            let done = path.contains("/v1/traces") && !body.is_empty();
+            bodies.push((path, body));
+            if done {
+                break;
+            }
+        }
+        bodies
+    });
+    let call = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {
+            "name": "evidence_query",
+            "_meta": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+            "arguments": {
+                "query": {"provider_id": "evidence-wire", "check_id": "time_now"},
+                "context": serde_json::from_str::<Value>(CONTEXT).expect("context"),
+            }
+        }
+    });
+    let output = run_in(
+        &["serve", "--no-log"],
+        Some(format!("{call}\n").as_bytes()),
+        None,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str())],
+    );
+    assert_eq!(code(&output), 0, "{}", stderr(&output));
+    assert!(output.stderr.is_empty(), "{}", stderr(&output));
+    let bodies = received.join().expect("collector");
+    let (path, body) = bodies
+        .iter()
+        .find(|(path, _)| path.contains("/v1/traces"))
+        .unwrap_or_else(|| panic!("nothing exported to /v1/traces: {bodies:?}"));
+    let has = |needle: &[u8]| body.windows(needle.len()).any(|window| window == needle);
+    assert!(has(b"evidence_wire::call"), "{path}: no call span");
+    let trace_id = [
+        0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47,
+        0x36,
+    ];
+    assert!(has(&trace_id), "the span is not in the caller's trace");
+    let parent_id = [0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7];
+    assert!(
+        has(&parent_id),
+        "the span's parent is not the caller's span"
+    );
+}
