@@ -60,7 +60,7 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -459,30 +459,57 @@ impl Drop for Slot {
 struct InRequest {
     shared: Arc<Shared>,
     id: ConnectionId,
-    requests: watch::Sender<usize>,
+    activity: Arc<Activity>,
 }
 
 impl InRequest {
-    fn new(shared: Arc<Shared>, id: ConnectionId, requests: watch::Sender<usize>) -> Self {
-        requests.send_modify(|count| *count = count.saturating_add(1));
+    fn new(shared: Arc<Shared>, id: ConnectionId, activity: Arc<Activity>) -> Self {
+        activity.in_progress.fetch_add(1, Ordering::AcqRel);
         InRequest {
             shared,
             id,
-            requests,
+            activity,
         }
     }
 }
 
 impl Drop for InRequest {
     fn drop(&mut self) {
-        let mut last = false;
-        self.requests.send_modify(|count| {
-            *count = count.saturating_sub(1);
-            last = *count == 0;
-        });
-        if last {
+        // When it ended first, then that it did: the idle watch reads them
+        // the other way round.
+        self.activity
+            .idle_since_nanos
+            .store(self.activity.nanos_since_start(), Ordering::Release);
+        if self.activity.in_progress.fetch_sub(1, Ordering::AcqRel) == 1 {
             self.shared.connections.request_done(self.id);
         }
+    }
+}
+
+/// A connection's requests in progress and when the last one ended,
+/// shared by its requests ([`InRequest`]) and its idle watch
+/// ([`idle_for`]). Plain atomics, so that a request costs neither a
+/// wake-up nor a timer: the idle watch sleeps on one timer and moves it
+/// only when it fires.
+struct Activity {
+    start: Instant,
+    in_progress: AtomicUsize,
+    /// Nanoseconds from `start` to when the last request ended (0: none
+    /// has; the connection has been idle since it started).
+    idle_since_nanos: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Self {
+        Activity {
+            start: Instant::now(),
+            in_progress: AtomicUsize::new(0),
+            idle_since_nanos: AtomicU64::new(0),
+        }
+    }
+
+    fn nanos_since_start(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -491,16 +518,26 @@ impl Drop for InRequest {
 /// or one still sending the first bytes that say which HTTP version it
 /// speaks (hyper's own head timeout starts after those), or an HTTP/2
 /// connection with no stream open.
-async fn idle_for(requests: &mut watch::Receiver<usize>, limit: Duration) {
+///
+/// One timer: when it fires on a busy connection it is set `limit` on
+/// (the request in progress must end, then `limit` pass); on an idle one,
+/// to `limit` after the last request ended, and the watch completes if
+/// that has passed.
+async fn idle_for(activity: &Activity, limit: Duration) {
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(activity.start + limit));
     loop {
-        if requests.wait_for(|count| *count == 0).await.is_err() {
+        sleep.as_mut().await;
+        let now = Instant::now();
+        let deadline = if activity.in_progress.load(Ordering::Acquire) > 0 {
+            now + limit
+        } else {
+            let idle_since = activity.idle_since_nanos.load(Ordering::Acquire);
+            activity.start + Duration::from_nanos(idle_since) + limit
+        };
+        if deadline <= now {
             return;
         }
-        let busy = tokio::time::timeout(limit, requests.wait_for(|count| *count > 0)).await;
-        match busy {
-            Err(_) | Ok(Err(_)) => return,
-            Ok(Ok(_)) => {}
-        }
+        sleep.as_mut().reset(deadline);
     }
 }
 
@@ -751,11 +788,12 @@ async fn serve_stream<I>(
     let shared = Arc::clone(&slot.shared);
     let id = slot.id;
     let header_read_timeout = shared.config().header_read_timeout;
-    let (requests, mut in_progress) = watch::channel(0usize);
+    let activity = Arc::new(Activity::new());
+    let requests = Arc::clone(&activity);
     let service = service_fn(move |request: Request<Incoming>| {
         let shared = Arc::clone(&shared);
         let unread = Arc::clone(&unread);
-        let requests = requests.clone();
+        let requests = Arc::clone(&requests);
         unread.store(!request.body().is_end_stream(), Ordering::Relaxed);
         async move {
             // The head is in: this connection no longer counts as waiting.
@@ -818,7 +856,7 @@ async fn serve_stream<I>(
         true
     };
     let idle = async {
-        idle_for(&mut in_progress, header_read_timeout).await;
+        idle_for(&activity, header_read_timeout).await;
         true
     };
     let ended = async {
@@ -1040,5 +1078,66 @@ impl Body for Answer {
 
     fn size_hint(&self) -> SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Runs `test` on a current-thread runtime whose clock only moves when
+    /// every task waits (tokio's paused time).
+    fn paused(test: impl Future<Output = ()>) {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("runtime")
+            .block_on(test);
+    }
+
+    /// Polls `idle` once: true when it completed.
+    fn done(idle: Pin<&mut impl Future<Output = ()>>) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        idle.poll(&mut cx).is_ready()
+    }
+
+    #[test]
+    fn a_connection_that_never_asks_is_idle_from_its_start() {
+        paused(async {
+            let activity = Activity::new();
+            let limit = Duration::from_secs(10);
+            let started = Instant::now();
+            idle_for(&activity, limit).await;
+            assert_eq!(started.elapsed(), limit);
+        });
+    }
+
+    #[test]
+    fn a_request_longer_than_the_limit_is_not_idleness_and_the_limit_runs_from_its_end() {
+        paused(async {
+            let activity = Arc::new(Activity::new());
+            let limit = Duration::from_secs(10);
+            let mut idle = std::pin::pin!(idle_for(&activity, limit));
+            // Busy from 3 s to 28 s: the watch fires at 10 s and 20 s and
+            // finds the connection busy.
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            assert!(!done(idle.as_mut()));
+            activity.in_progress.fetch_add(1, Ordering::AcqRel);
+            for _ in 0..25 {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                assert!(!done(idle.as_mut()), "closed while busy");
+            }
+            activity
+                .idle_since_nanos
+                .store(activity.nanos_since_start(), Ordering::Release);
+            activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+            let ended = Instant::now();
+            // Idle from 28 s: not before 38 s, at 38 s.
+            tokio::time::sleep(limit - Duration::from_millis(1)).await;
+            assert!(!done(idle.as_mut()), "closed before the limit");
+            idle.as_mut().await;
+            assert_eq!(ended.elapsed(), limit);
+        });
     }
 }
