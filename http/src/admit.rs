@@ -751,7 +751,7 @@ pub struct CallPlan {
 pub enum Admission {
     /// Answer at once with this reply (probe, refusal, error); do not read the body.
     Reply(HttpReply),
-    /// Read the body and run an [`Exchange`].
+    /// Read the body and run an [`Exchange`](crate::Exchange).
     Call(CallPlan),
     /// Render the metrics registry and answer it with [`metrics_reply`].
     Metrics,

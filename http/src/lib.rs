@@ -4,7 +4,7 @@
 //! serve it, reads the body within [`BodyLimit`], runs one [`Exchange`] (the
 //! same [`Server`] pipeline as stdio, one state machine per request body)
 //! and writes the [`HttpReply`] it gets. Every status code, header value and
-//! error body comes from here and from [`crate::error`]; the adapter only
+//! error body comes from here and from [`evidence_wire::error`]; the adapter only
 //! moves bytes.
 //!
 //! Rules, in the order [`admit`] applies them:

@@ -10,7 +10,7 @@ pub const MCP_PATH: &str = "/mcp";
 pub const HEALTHZ_PATH: &str = "/healthz";
 /// Path of the readiness probe.
 pub const READYZ_PATH: &str = "/readyz";
-/// Path of the Prometheus scrape ([`HttpPolicy::metrics`]).
+/// Path of the Prometheus scrape ([`HttpPolicy::metrics`](crate::HttpPolicy::metrics)).
 pub const METRICS_PATH: &str = "/metrics";
 /// Media type of the metrics text (OpenMetrics, which Prometheus reads).
 pub const CONTENT_TYPE_METRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";

@@ -73,7 +73,7 @@
 //! current file would pass a quarter of the cap, the next record starts a
 //! new file (named like a new run) and `.latest` is pointed at it; before
 //! each write the oldest run files are deleted until the record fits. No
-//! record is longer than [`evidence_wire::record::MAX_RECORD_BYTES`] (peer text
+//! record is longer than [`record::MAX_RECORD_BYTES`] (peer text
 //! is excerpted by the core). The sizes are counted by this log, so the cap
 //! holds for one server writing to a directory at a time. Limits: at most
 //! [`MAX_RUNS_PER_NAME`] runs share a name prefix.
