@@ -15,7 +15,7 @@
 //!
 //! # fn files() -> Provider { unimplemented!() }
 //! // The provider in this process, served on an in-memory stream:
-//! CheckProvider::service(files()).unwrap().run().assert_passed();
+//! CheckProvider::service(files()).unwrap().run().assert_clean();
 //! // Its binary, spawned as Decision Gate spawns it (contract given):
 //! CheckProvider::command(["target/debug/examples/files_provider"])
 //!     .contract(files().contract())
@@ -196,7 +196,8 @@ impl CheckProvider {
     }
 
     /// Runs the battery (seconds: every session, every probe) and returns
-    /// the report; [`Report::assert_passed`] fails a test on a `fail` line.
+    /// the report; [`Report::assert_clean`] fails a test on a `fail` or
+    /// `warn` line, [`Report::assert_passed`] on a `fail` line.
     pub fn run(self) -> Report {
         let mut report = Report {
             target: self.target,
