@@ -1351,8 +1351,6 @@ fn release_readiness_binary_serves_signed_evidence_on_stdio_and_http() {
     let keys = TempDir::new("release-keys");
     let (seed, public) = keygen(&keys.0);
     let key_id = public.display().to_string();
-    let public_key =
-        evidence_wire_provider::signing::read_public_key_file(&public).expect("the public key");
     let program = example("release_readiness");
 
     let printed = run_with_deadline(
@@ -1385,7 +1383,7 @@ fn release_readiness_binary_serves_signed_evidence_on_stdio_and_http() {
     stdio.extend(["--tracker-token".into(), fake_tracker::TOKEN.into()]);
     let report = CheckProvider::command(stdio)
         .contract(contract.clone())
-        .require_signature(&key_id, &public_key)
+        .require_signature_file(&public)
         .expect("the key")
         .samples(2)
         .run();
@@ -1403,7 +1401,7 @@ fn release_readiness_binary_serves_signed_evidence_on_stdio_and_http() {
     .expect("an HTTP client");
     let report = CheckProvider::http(client, &url)
         .contract(contract)
-        .require_signature(&key_id, &public_key)
+        .require_signature_file(&public)
         .expect("the key")
         .samples(2)
         .run();

@@ -1693,3 +1693,18 @@ fn rust_log_sends_spans_to_stderr_and_stdout_stays_the_protocol() {
         "the same answers"
     );
 }
+
+/// `evidence-wire serve` has the ready command line's `--call-timeout-ms`
+/// (one ServeArgs definition), documented with its configuration key;
+/// zero is refused as a usage error saying why.
+#[test]
+fn serve_takes_call_timeout_ms_and_refuses_zero() {
+    let help = run(&["serve", "--help"], None);
+    assert_eq!(code(&help), 0, "{}", stderr(&help));
+    let text = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(text.contains("--call-timeout-ms <MS>"), "{text}");
+    assert!(text.contains("[server] call_timeout_ms"), "{text}");
+    let zero = run(&["serve", "--call-timeout-ms", "0"], Some(b""));
+    assert_eq!(code(&zero), 2, "{}", stderr(&zero));
+    assert!(stderr(&zero).contains("no time at all"), "{}", stderr(&zero));
+}
