@@ -1706,5 +1706,9 @@ fn serve_takes_call_timeout_ms_and_refuses_zero() {
     assert!(text.contains("[server] call_timeout_ms"), "{text}");
     let zero = run(&["serve", "--call-timeout-ms", "0"], Some(b""));
     assert_eq!(code(&zero), 2, "{}", stderr(&zero));
-    assert!(stderr(&zero).contains("no time at all"), "{}", stderr(&zero));
+    assert!(
+        stderr(&zero).contains("no time at all"),
+        "{}",
+        stderr(&zero)
+    );
 }
