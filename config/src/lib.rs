@@ -370,6 +370,11 @@ pub struct ServerSection {
     /// queries in flight before answering them with a retryable error,
     /// 0..=600000 ms (default 25000: under the usual 30 s grace period).
     pub drain_timeout_ms: u64,
+    /// Every call's deadline, 1..=600000 ms after it starts (default:
+    /// none): a check reads the time left with `CheckContext::remaining`,
+    /// and a blocking check polling `is_cancelled` sees it pass.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_timeout_ms: Option<u64>,
     /// The HTTP server runs behind a trusted reverse proxy (default
     /// false): the forwarded `Host` is checked, against `allowed_hosts`
     /// only, and loopback origins are not trusted. Needs
@@ -444,6 +449,9 @@ pub const DEFAULT_DRAIN_TIMEOUT_MS: u64 = evidence_wire::server::DEFAULT_DRAIN_T
 /// Largest `[server] drain_timeout_ms` (10 minutes).
 pub const MAX_DRAIN_TIMEOUT_MS: u64 = 600_000;
 
+/// Largest `[server] call_timeout_ms` (10 minutes).
+pub const MAX_CALL_TIMEOUT_MS: u64 = 600_000;
+
 /// `[server.metrics]`: the Prometheus endpoint of the HTTP server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -491,6 +499,7 @@ impl Default for ServerSection {
             tools: ToolsConfig::default(),
             allowed_hosts: Vec::new(),
             drain_timeout_ms: DEFAULT_DRAIN_TIMEOUT_MS,
+            call_timeout_ms: None,
             behind_proxy: false,
             metrics: MetricsSection::default(),
             tls: ServerTls::default(),
@@ -537,6 +546,7 @@ impl ServerSection {
             DialectMode::Mcp => DialectChoice::Fixed(Dialect::Mcp),
         };
         server.hash_profile = self.hash_profile.choice();
+        server.call_timeout = self.call_timeout_ms.map(core::time::Duration::from_millis);
         server
     }
 
@@ -1898,6 +1908,23 @@ impl ServerSection {
             MAX_DRAIN_TIMEOUT_MS,
             DEFAULT_DRAIN_TIMEOUT_MS,
         )?;
+        match self.call_timeout_ms {
+            Some(0) => {
+                return Err(invalid(
+                    "server.call_timeout_ms",
+                    "0 would give every call no time at all; use a value in 1..=600000, or leave it out for no deadline",
+                ));
+            }
+            Some(ms) if ms > MAX_CALL_TIMEOUT_MS => {
+                return Err(invalid(
+                    "server.call_timeout_ms",
+                    format!(
+                        "{ms} is out of range; use a value in 1..={MAX_CALL_TIMEOUT_MS}, or leave it out for no deadline"
+                    ),
+                ));
+            }
+            _ => {}
+        }
         self.check_proxy(self.behind_proxy)?;
         self.tls.validate()?;
         self.check_exposure(self.bind)

@@ -54,6 +54,8 @@ pub struct Provider {
     /// The key every result with a value is signed with.
     #[cfg(feature = "signatures")]
     signer: Option<crate::signing::EvidenceSigner>,
+    /// Every call's deadline ([`Provider::call_timeout`]).
+    call_timeout: Option<core::time::Duration>,
 }
 
 impl fmt::Debug for Provider {
@@ -82,6 +84,7 @@ impl Provider {
             root: None,
             #[cfg(feature = "signatures")]
             signer: None,
+            call_timeout: None,
         }
     }
 
@@ -131,6 +134,17 @@ impl Provider {
     /// The evidence root, if the provider has one.
     pub fn evidence_root(&self) -> Option<&EvidenceRoot> {
         self.root.as_ref()
+    }
+
+    /// Gives every call a deadline `timeout` after it starts: a check
+    /// reads what is left with
+    /// [`CheckContext::remaining`](crate::CheckContext::remaining), and a
+    /// blocking check polling `is_cancelled` sees the deadline pass.
+    /// Default: no deadline. The ready command line's `--call-timeout-ms
+    /// MS` sets it (the server's `ServerConfig::call_timeout`).
+    pub fn call_timeout(mut self, timeout: core::time::Duration) -> Self {
+        self.call_timeout = Some(timeout);
+        self
     }
 
     /// The provider id.
@@ -232,11 +246,12 @@ impl Provider {
         ServerContract::new(self.contract())
     }
 
-    /// A default server configuration serving this provider's contract
-    /// and signing with its key ([`Provider::signing_key_file`]), if any.
+    /// A default server configuration serving this provider's contract,
+    /// signing with its key ([`Provider::signing_key_file`]), if any, and
+    /// giving every call the deadline of [`Provider::call_timeout`], if any.
     pub fn server_config(&self) -> Result<ServerConfig, ContractError> {
-        #[allow(unused_mut)]
         let mut config = ServerConfig::default().with_contract(self.server_contract()?);
+        config.call_timeout = self.call_timeout;
         #[cfg(feature = "signatures")]
         if let Some(signer) = &self.signer {
             config.signer = Some(signer.clone());

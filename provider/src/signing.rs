@@ -8,6 +8,9 @@
 //! [`Provider::signing_key_file`](crate::Provider::signing_key_file) and
 //! [`Service::signing_key_file`](crate::Service::signing_key_file) do the same in one
 //! builder call. The server then signs every result that carries a value.
+//! On the caller's side, [`read_public_key_file`] reads `PREFIX.pub` and
+//! [`key_set_from_files`] makes the key set a test client's
+//! `require_signature` takes.
 //!
 //! The `key_id` written into each signature is what the caller looks the
 //! public key up by: for Decision Gate, the public key file's path
@@ -190,6 +193,88 @@ pub fn signer_from_file(
     Ok(EvidenceSigner::from_seed(key_id, &seed))
 }
 
+/// What a public key file is, for the messages.
+const PUBLIC_FORMAT: &str = "an ed25519 public key is 32 raw bytes or 64 hex digits, as `evidence-wire keygen --out PREFIX` writes it to PREFIX.pub";
+
+/// Reads the ed25519 public key in `path`, the `PREFIX.pub` file
+/// `evidence-wire keygen --out PREFIX` writes (32 raw bytes, or 64 hex
+/// digits): a regular file of at most [`MAX_SIGNING_KEY_FILE_BYTES`].
+/// The bytes are what both test harnesses take:
+/// `KeySet::insert_bytes(key_id, &key)` for the test client's
+/// `require_signature` ([`key_set_from_files`] does that for you) and
+/// `CheckProvider::require_signature(key_id, &key)` for the battery. The
+/// key id Decision Gate looks the key up by is the path exactly as its
+/// `require_signature` `keys` list writes it.
+pub fn read_public_key_file(path: impl AsRef<Path>) -> Result<[u8; 32], SigningKeyError> {
+    let path = path.as_ref();
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| {
+            let metadata = file.metadata()?;
+            if !metadata.is_file() {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!("it is {}, not a regular file", kind_of(&metadata.file_type())),
+                ));
+            }
+            file.take(MAX_SIGNING_KEY_FILE_BYTES + 1)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|error| {
+            let hint = if error.kind() == std::io::ErrorKind::NotFound {
+                "; check the path or make a key with `evidence-wire keygen --out PREFIX` (the public key is PREFIX.pub)"
+            } else {
+                ""
+            };
+            SigningKeyError::file(path, format!("cannot read it: {error}{hint}"))
+        })?;
+    if let Ok(raw) = <[u8; 32]>::try_from(bytes.as_slice()) {
+        return Ok(raw);
+    }
+    if let Some(key) = std::str::from_utf8(&bytes)
+        .ok()
+        .map(str::trim)
+        .and_then(decode_hex_32)
+    {
+        return Ok(key);
+    }
+    Err(SigningKeyError::file(
+        path,
+        format!(
+            "{}{} bytes that are neither 32 raw bytes nor 64 hex digits; {PUBLIC_FORMAT}",
+            if bytes.len() as u64 > MAX_SIGNING_KEY_FILE_BYTES {
+                "more than "
+            } else {
+                ""
+            },
+            bytes.len().min(MAX_SIGNING_KEY_FILE_BYTES as usize)
+        ),
+    ))
+}
+
+/// The key set trusting the public key in each of `paths`
+/// ([`read_public_key_file`]) under the path as given, which is the key id
+/// a provider signing for Decision Gate writes (`--key-id` = the `.pub`
+/// path as Decision Gate's `require_signature` `keys` list writes it):
+/// what the test client's `require_signature` takes.
+pub fn key_set_from_files<P: AsRef<Path>>(
+    paths: impl IntoIterator<Item = P>,
+) -> Result<evidence_wire::evidence::KeySet, SigningKeyError> {
+    let mut keys = evidence_wire::evidence::KeySet::new();
+    for path in paths {
+        let path = path.as_ref();
+        let key = read_public_key_file(path)?;
+        keys.insert_bytes(path.display().to_string(), &key)
+            .map_err(|error| {
+                SigningKeyError::file(
+                    path,
+                    format!("not a valid ed25519 public key: {error}; {PUBLIC_FORMAT}"),
+                )
+            })?;
+    }
+    Ok(keys)
+}
+
 fn kind_of(file_type: &std::fs::FileType) -> &'static str {
     if file_type.is_dir() {
         return "a directory";
@@ -329,5 +414,35 @@ mod tests {
             text.contains("mode 644") && text.contains("chmod 600"),
             "{text}"
         );
+    }
+
+    /// `PREFIX.pub` as keygen writes it (32 raw bytes) and typed as hex:
+    /// the public key of the seed; the key set trusts it under the path as
+    /// given; a seed-sized file of junk, a directory and a missing file
+    /// are refused naming the file.
+    #[test]
+    fn reads_the_public_key_file_keygen_writes() {
+        let dir = Dir::new("public");
+        let public = EvidenceSigner::from_seed("k", &[7; 32]).public_key();
+        let raw = dir.key("signing-key.pub", &public, 0o644);
+        assert_eq!(hex(&read_public_key_file(&raw).unwrap()), PUBLIC_07);
+        let typed = dir.key("typed.pub", format!("{PUBLIC_07}\n").as_bytes(), 0o644);
+        assert_eq!(read_public_key_file(&typed).unwrap(), public);
+        let keys = key_set_from_files([&raw, &typed]).unwrap();
+        assert_eq!(keys.len(), 2);
+        assert!(keys.get(&raw.display().to_string()).is_some());
+        let junk = dir.key("junk.pub", b"not a key", 0o644);
+        let error = read_public_key_file(&junk).unwrap_err();
+        assert_eq!(error.path(), Some(junk.as_path()));
+        assert!(error.detail().contains("PREFIX.pub"), "{error}");
+        assert!(
+            read_public_key_file(&dir.0)
+                .unwrap_err()
+                .detail()
+                .contains("not a regular file")
+        );
+        let missing = read_public_key_file(dir.0.join("none.pub")).unwrap_err();
+        assert!(missing.detail().contains("keygen"), "{missing}");
+        assert!(key_set_from_files([dir.0.join("none.pub")]).is_err());
     }
 }

@@ -154,6 +154,7 @@ enum ConfigCommand {
     mut_arg("no_log", |arg| arg.help("Do not write the envelope validation log (default: [logging] enabled, on)")),
     mut_arg("log_dir", |arg| arg.help("Directory of the validation log (default: [logging] dir, or runs/mcp_server/envelope_validation under the working directory)")),
     mut_arg("drain_timeout_ms", |arg| arg.help("On SIGTERM or SIGINT, how long the queries in flight may run before they are answered with a retryable error (default: [server] drain_timeout_ms, or 25000)")),
+    mut_arg("call_timeout_ms", |arg| arg.help("Give every call a deadline this many milliseconds after it starts (1..=600000): a check reads the time left with CheckContext::remaining, and a blocking check polling is_cancelled sees it pass (default: [server] call_timeout_ms, or no deadline)")),
 )]
 struct ServeArgs {
     #[command(flatten)]
@@ -580,6 +581,9 @@ fn serve(args: ServeArgs, config: &Config) -> Result<u8, Failure> {
         server_config.hash_profile = profile.choice();
     }
     server_config.signer = serve_signer(&args, config)?;
+    if let Some(ms) = args.common.call_timeout_ms {
+        server_config.call_timeout = Some(std::time::Duration::from_millis(ms));
+    }
     docs_cmd::prepare_server(config, &mut server_config).map_err(Failure::usage)?;
     let http = args
         .common

@@ -36,6 +36,9 @@
 //!   in it; `--no-log` is accepted and keeps it off);
 //!   `--drain-timeout-ms MS` bounds the
 //!   drain after SIGTERM or SIGINT (a second signal exits at once);
+//!   `--call-timeout-ms MS` gives every call a deadline
+//!   ([`Provider::call_timeout`]; a check reads it with
+//!   [`CheckContext::remaining`](evidence_wire_provider::CheckContext::remaining));
 //!   `--bearer-token-file FILE` requires a bearer token on HTTP (without
 //!   one, only a loopback address is served).
 //! - `contract [--provider-id ID]`: the capabilities contract, the JSON
@@ -147,6 +150,35 @@ pub struct ServeArgs {
     /// stdio left unanswered as the process exits (default: 25000).
     #[arg(long, value_name = "MS", value_parser = clap::value_parser!(u64).range(0..=600_000))]
     pub drain_timeout_ms: Option<u64>,
+    /// Give every call a deadline this many milliseconds after it starts
+    /// (1..=600000): a check reads the time left with
+    /// CheckContext::remaining, and a blocking check polling is_cancelled
+    /// sees it pass (default: no deadline).
+    #[arg(long, value_name = "MS", value_parser = parse_call_timeout_ms)]
+    pub call_timeout_ms: Option<u64>,
+}
+
+/// Largest `--call-timeout-ms` (10 minutes, as `--drain-timeout-ms`).
+pub const MAX_CALL_TIMEOUT_MS: u64 = 600_000;
+
+/// `--call-timeout-ms`: 1..=[`MAX_CALL_TIMEOUT_MS`]; zero would fail every
+/// call, so it is refused with what to give instead.
+fn parse_call_timeout_ms(value: &str) -> Result<u64, String> {
+    let ms: u64 = value
+        .parse()
+        .map_err(|_| format!("{value:?} is not a number of milliseconds"))?;
+    if ms == 0 {
+        return Err(
+            "0 would give every call no time at all; give the milliseconds a call may run (1..=600000), or leave the option out for no deadline"
+                .to_owned(),
+        );
+    }
+    if ms > MAX_CALL_TIMEOUT_MS {
+        return Err(format!(
+            "{ms} is more than {MAX_CALL_TIMEOUT_MS} (10 minutes); give 1..={MAX_CALL_TIMEOUT_MS}, or leave the option out for no deadline"
+        ));
+    }
+    Ok(ms)
 }
 
 /// `--tls-cert` and `--tls-key`: HTTPS for `--http`.
@@ -435,6 +467,9 @@ fn report(bin: &str, message: &str) {
 fn configure(mut provider: Provider, args: &ServeArgs) -> Result<Provider, Failure> {
     if let Some(id) = &args.provider_id {
         provider = provider.with_id(id.clone());
+    }
+    if let Some(ms) = args.call_timeout_ms {
+        provider = provider.call_timeout(Duration::from_millis(ms));
     }
     if let Some(root) = &args.root {
         match std::fs::metadata(root) {

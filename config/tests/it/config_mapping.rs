@@ -67,6 +67,13 @@ max_in_flight = 3
     assert_eq!(server.policy, Policy::jsonrpc());
     assert_eq!(server.dialect, DialectChoice::Fixed(Dialect::DecisionGate));
     assert_eq!(server.hash_profile, HashProfile::Fixed(Profile::Rfc8785));
+    assert_eq!(server.call_timeout, None, "no deadline by default");
+
+    let timed = load("[server]\ncall_timeout_ms = 1500\n");
+    assert_eq!(
+        timed.server.server_config().call_timeout,
+        Some(std::time::Duration::from_millis(1500))
+    );
 }
 
 #[test]

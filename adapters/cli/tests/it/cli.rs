@@ -1782,3 +1782,22 @@ fn otlp_exports_the_call_span_in_the_callers_trace() {
         "the span's parent is not the caller's span"
     );
 }
+
+/// `evidence-wire serve` has the ready command line's `--call-timeout-ms`
+/// (one ServeArgs definition), documented with its configuration key;
+/// zero is refused as a usage error saying why.
+#[test]
+fn serve_takes_call_timeout_ms_and_refuses_zero() {
+    let help = run(&["serve", "--help"], None);
+    assert_eq!(code(&help), 0, "{}", stderr(&help));
+    let text = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(text.contains("--call-timeout-ms <MS>"), "{text}");
+    assert!(text.contains("[server] call_timeout_ms"), "{text}");
+    let zero = run(&["serve", "--call-timeout-ms", "0"], Some(b""));
+    assert_eq!(code(&zero), 2, "{}", stderr(&zero));
+    assert!(
+        stderr(&zero).contains("no time at all"),
+        "{}",
+        stderr(&zero)
+    );
+}

@@ -12,7 +12,8 @@
 //!   of the client's own, so they may use tokio's timers and sockets.
 //! - [`CheckProvider`]: the whole `check-provider` battery against the
 //!   provider in this process, its binary or its URL, as a [`Report`] to
-//!   assert ([`Report::assert_passed`]).
+//!   assert ([`Report::assert_clean`], or [`Report::assert_passed`] to
+//!   let warnings through).
 //!
 //! ```no_run
 //! use evidence_wire_tokio::prelude::*;
@@ -29,7 +30,7 @@
 //!
 //! #[test]
 //! fn passes_check_provider() {
-//!     testing::CheckProvider::service(files()).unwrap().run().assert_passed();
+//!     testing::CheckProvider::service(files()).unwrap().run().assert_clean();
 //! }
 //! ```
 //!

@@ -231,12 +231,11 @@ fn the_release_contract_meets_decision_gates_rules_and_check_provider_passes() {
         ["line_coverage", "changelog_has_entry", "open_blockers"]
     );
     let report = CheckProvider::service(provider()).unwrap().samples(2).run();
-    report.assert_passed();
+    // No warning either: the tracker check is `external`, whose differing
+    // example answer the CLI grades `warn`; the fixture here is fixed.
+    report.assert_clean();
     for check in ids {
         let line = format!("check.{check}.example[0]");
-        let found = report
-            .line(&line)
-            .unwrap_or_else(|| panic!("{line}: {}", report.table()));
-        assert_eq!(found.status, testing::Status::Pass, "{}", report.table());
+        assert!(report.line(&line).is_some(), "{line}: {}", report.table());
     }
 }

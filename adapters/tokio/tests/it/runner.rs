@@ -57,6 +57,7 @@ fn the_authors_options_join_serve_and_contract() {
         "no_log",
         "log_dir",
         "drain_timeout_ms",
+        "call_timeout_ms",
         "bearer_token_file",
     ] {
         assert!(ids.contains(&flag), "serve has --{flag}: {ids:?}");
@@ -103,6 +104,11 @@ fn the_build_function_gets_the_options_and_its_error_is_a_usage_error() {
         run(&["serve", "--drain-timeout-ms", "soon"]),
         ExitCode::from(2)
     );
+    assert_eq!(run(&["serve", "--call-timeout-ms", "0"]), ExitCode::from(2));
+    assert_eq!(
+        run(&["serve", "--call-timeout-ms", "600001"]),
+        ExitCode::from(2)
+    );
     assert_eq!(run(&["serve", "--root", "/no/such/dir"]), ExitCode::from(2));
     assert_eq!(run(&["serve", "--key-id", "k"]), ExitCode::from(2));
     assert_eq!(
@@ -122,4 +128,28 @@ fn an_invalid_contract_is_a_usage_error() {
         Ok::<_, std::convert::Infallible>(provider)
     });
     assert_eq!(code, ExitCode::from(2));
+}
+
+/// `--call-timeout-ms` is parsed into `ServeArgs::call_timeout_ms`
+/// (absent: no deadline); zero is refused with a message saying why.
+#[test]
+fn call_timeout_ms_is_parsed_and_zero_is_refused() {
+    use clap::Parser;
+    #[derive(clap::Parser, Debug)]
+    struct Serve {
+        #[command(flatten)]
+        serve: evidence_wire_tokio::cli::ServeArgs,
+    }
+    let parsed = Serve::try_parse_from(["serve", "--call-timeout-ms", "250"]).unwrap();
+    assert_eq!(parsed.serve.call_timeout_ms, Some(250));
+    let parsed = Serve::try_parse_from(["serve"]).unwrap();
+    assert_eq!(parsed.serve.call_timeout_ms, None);
+    let zero = Serve::try_parse_from(["serve", "--call-timeout-ms", "0"]).unwrap_err();
+    assert!(zero.to_string().contains("no time at all"), "{zero}");
+    let timed = provider().call_timeout(std::time::Duration::from_millis(250));
+    assert_eq!(
+        timed.server_config().unwrap().call_timeout,
+        Some(std::time::Duration::from_millis(250))
+    );
+    assert_eq!(provider().server_config().unwrap().call_timeout, None);
 }

@@ -15,7 +15,7 @@
 //!
 //! # fn files() -> Provider { unimplemented!() }
 //! // The provider in this process, served on an in-memory stream:
-//! CheckProvider::service(files()).unwrap().run().assert_passed();
+//! CheckProvider::service(files()).unwrap().run().assert_clean();
 //! // Its binary, spawned as Decision Gate spawns it (contract given):
 //! CheckProvider::command(["target/debug/examples/files_provider"])
 //!     .contract(files().contract())
@@ -183,6 +183,19 @@ impl CheckProvider {
         Ok(self)
     }
 
+    /// [`CheckProvider::require_signature`] with the public key in the
+    /// file `path` (`PREFIX.pub` as `evidence-wire keygen --out PREFIX`
+    /// writes it, read by
+    /// [`read_public_key_file`](evidence_wire_provider::signing::read_public_key_file)),
+    /// under the key id `path` as given: the key id Decision Gate looks it
+    /// up by, and what a provider signing for it passes as `--key-id`.
+    pub fn require_signature_file(self, path: impl AsRef<std::path::Path>) -> Result<Self, String> {
+        let path = path.as_ref();
+        let key = evidence_wire_provider::signing::read_public_key_file(path)
+            .map_err(|error| error.to_string())?;
+        self.require_signature(&path.display().to_string(), &key)
+    }
+
     /// The same battery waiting at most `timeout` for each answer.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.battery.timeout_ms = u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX);
@@ -196,7 +209,8 @@ impl CheckProvider {
     }
 
     /// Runs the battery (seconds: every session, every probe) and returns
-    /// the report; [`Report::assert_passed`] fails a test on a `fail` line.
+    /// the report; [`Report::assert_clean`] fails a test on a `fail` or
+    /// `warn` line, [`Report::assert_passed`] on a `fail` line.
     pub fn run(self) -> Report {
         let mut report = Report {
             target: self.target,

@@ -117,6 +117,16 @@ impl Report {
         self.lines.iter().filter(|line| line.status == Status::Fail)
     }
 
+    /// The lines graded `warn`: true of the provider and worth knowing,
+    /// and in the CLI not a failure. One of them is a contract example
+    /// whose answer differs from the example's for an `external` check
+    /// (its value may change between runs); in a provider's own test,
+    /// where the fixture is fixed, that is a broken check:
+    /// [`Report::assert_clean`] refuses it.
+    pub fn warnings(&self) -> impl Iterator<Item = &Line> {
+        self.lines.iter().filter(|line| line.status == Status::Warn)
+    }
+
     /// The line named `check` (the first, for a name that repeats, such
     /// as `contract.rules`).
     pub fn line(&self, check: &str) -> Option<&Line> {
@@ -124,8 +134,9 @@ impl Report {
     }
 
     /// Panics, printing every failing line with its reason (and the whole
-    /// table), when any line failed: what a provider's own `cargo test`
-    /// asserts.
+    /// table), when any line failed; `warn` lines pass, as in the CLI. A
+    /// provider's own `cargo test` usually wants [`Report::assert_clean`],
+    /// which refuses warnings too.
     ///
     /// ```no_run
     /// # fn provider() -> evidence_wire_tokio::Provider { unimplemented!() }
@@ -149,6 +160,41 @@ impl Report {
             if failures.len() == 1 { "" } else { "s" },
             self.target,
             failures.join("\n"),
+            self.table()
+        );
+    }
+
+    /// Panics, printing every failing and every warning line with its
+    /// reason (and the whole table), when any line is not `pass`: the
+    /// assertion for a provider's own `cargo test`, whose fixtures are
+    /// fixed, so that a warning (such as an `external` check answering
+    /// other than its contract's example) is not passed over.
+    /// [`Report::assert_passed`] lets warnings through, as the CLI does.
+    ///
+    /// ```no_run
+    /// # fn provider() -> evidence_wire_tokio::Provider { unimplemented!() }
+    /// use evidence_wire_tokio::testing::CheckProvider;
+    ///
+    /// CheckProvider::service(provider()).unwrap().run().assert_clean();
+    /// ```
+    #[track_caller]
+    #[allow(clippy::panic)] // an assertion for tests: panicking is its job
+    pub fn assert_clean(&self) {
+        let unclean: Vec<String> = self
+            .lines
+            .iter()
+            .filter(|line| line.status != Status::Pass)
+            .map(|line| format!("  {} {}: {}", line.status.as_str(), line.check, line.reason))
+            .collect();
+        if unclean.is_empty() {
+            return;
+        }
+        panic!(
+            "check-provider found {} failing or warning line{} for {} (assert_clean accepts only pass):\n{}\n\n{}",
+            unclean.len(),
+            if unclean.len() == 1 { "" } else { "s" },
+            self.target,
+            unclean.join("\n"),
             self.table()
         );
     }
