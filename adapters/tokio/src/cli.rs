@@ -40,7 +40,10 @@
 //!   ([`Provider::call_timeout`]; a check reads it with
 //!   [`CheckContext::remaining`](evidence_wire_provider::CheckContext::remaining));
 //!   `--bearer-token-file FILE` requires a bearer token on HTTP (without
-//!   one, only a loopback address is served).
+//!   one, only a loopback address is served). `--http` needs the
+//!   `http-server` feature and `--tls-*` the `tls` feature (both on by
+//!   default): a stdio provider built with `cli` alone compiles no HTTP
+//!   stack, and refuses them with a message saying so.
 //! - `contract [--provider-id ID]`: the capabilities contract, the JSON
 //!   Decision Gate reads from `capabilities_path`.
 //! - `--help`, `--version` ([`Runner::version`] sets the version shown).
@@ -99,7 +102,11 @@ use evidence_wire_provider::{IntoService, Provider, Service};
 use tokio::io::{AsyncRead, ReadBuf};
 use tokio::sync::oneshot;
 
-use crate::{HttpServerConfig, TlsFiles, bind_http, serve_http, serve_with_log};
+#[cfg(feature = "tls")]
+use crate::TlsFiles;
+use crate::serve_with_log;
+#[cfg(feature = "http-server")]
+use crate::{HttpServerConfig, bind_http, serve_http};
 
 /// `serve`'s options: the ones `evidence-wire serve` shares with every
 /// provider built on [`Runner`] (the CLI flattens this struct into its
@@ -593,7 +600,21 @@ fn serve(
         .enable_all()
         .build()
         .map_err(|error| Failure::serving(format!("cannot start the runtime: {error}")))?;
+    #[cfg(not(feature = "http-server"))]
+    if let Some(address) = args.http {
+        let _ = (address, token);
+        return Err(Failure::usage(format!(
+            "--http: {bin} was built without HTTP serving (evidence-wire-tokio's `http-server` feature, on by default); serve on stdio, or rebuild with the feature"
+        )));
+    }
+    #[cfg(all(feature = "http-server", not(feature = "tls")))]
+    if args.tls.files().is_some() {
+        return Err(Failure::usage(format!(
+            "--tls-cert: {bin} was built without HTTPS (evidence-wire-tokio's `tls` feature, on by default); serve plain HTTP behind a TLS proxy, or rebuild with the feature"
+        )));
+    }
     let served = match args.http {
+        #[cfg(feature = "http-server")]
         Some(address) => {
             if !address.ip().is_loopback() && token.is_none() {
                 return Err(Failure::usage(format!(
@@ -611,7 +632,7 @@ fn serve(
             };
             runtime.block_on(serve_http_until_signal(service, http, log, bin))
         }
-        None => runtime.block_on(serve_stdio_until_signal(service, log, drain, bin)),
+        _ => runtime.block_on(serve_stdio_until_signal(service, log, drain, bin)),
     };
     // Every call was answered or given up: do not wait for the thread
     // reading stdin or for checks still running on the blocking pool.
@@ -620,6 +641,7 @@ fn serve(
 }
 
 /// How `serve --http` serves.
+#[cfg(feature = "http-server")]
 struct HttpSettings {
     address: SocketAddr,
     tls: Option<(PathBuf, PathBuf)>,
@@ -627,6 +649,7 @@ struct HttpSettings {
     drain: Duration,
 }
 
+#[cfg(feature = "http-server")]
 async fn serve_http_until_signal(
     service: Service,
     settings: HttpSettings,
@@ -639,6 +662,7 @@ async fn serve_http_until_signal(
     if let Some(token) = settings.token {
         config = config.with_bearer_token(token);
     }
+    #[cfg(feature = "tls")]
     let files = match &settings.tls {
         Some((cert, key)) => {
             let files =
@@ -648,6 +672,9 @@ async fn serve_http_until_signal(
         }
         None => None,
     };
+    // Without the feature `serve` refused TLS files: there are none.
+    #[cfg(not(feature = "tls"))]
+    let files: Option<()> = settings.tls.map(drop);
     let address = settings.address;
     let listener = bind_http(address, &config)
         .await
@@ -656,6 +683,7 @@ async fn serve_http_until_signal(
         .local_addr()
         .map_err(|error| Failure::serving(error.to_string()))?;
     let scheme = if files.is_some() { "https" } else { "http" };
+    #[cfg(feature = "tls")]
     if let Some(files) = files {
         reload_tls_on_hangup(files, bin);
     }
@@ -814,6 +842,8 @@ pub fn termination_signal(program: &str) -> Pin<Box<dyn Future<Output = ()> + Se
 /// On SIGHUP (Unix), reads the TLS files again and says on stderr, as
 /// `<program>: ...`, whether the new pair is served (a pair that cannot be
 /// used leaves the working one in place). Call it inside a tokio runtime.
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
 pub fn reload_tls_on_hangup(files: Arc<TlsFiles>, program: &str) {
     #[cfg(unix)]
     {

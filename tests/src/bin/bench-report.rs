@@ -1053,7 +1053,7 @@ process for every server). Steadier than the rates when the machine is shared.
     let cold = read_lines(&results.join("cold-build.jsonl"));
     let cold_row = |project: &str| cold.iter().find(|row| row["project"] == project);
     doc.push_str("\n## 7. Cold build of the git provider (`scripts/bench --cold-build`)\n\n");
-    doc.push_str("`cargo build --release -j2` into an empty target directory, sources already downloaded, one after the\nother in one run: `adapters/tokio/examples/git_provider.rs` as a program of its own (`tests/peers/ew-git`: the\ndependencies the README lists, evidence-wire-tokio with no default features but `cli`, the ready command line its\n`main` is (`provider().run()`: serve on stdio or HTTP(S), contract, signing; clap, hyper, rustls); and with its\ndefault features too), against the same provider written with rmcp (`tests/peers/rmcp-git`: `server`, `macros`,\n`transport-io`, tools by `#[tool_router]`; no command line, stdio only). Crates: `Compiling` lines (each package\nonce, build scripts included in it). Issue 43 item 5 asks for the figures; the target row judges ours (`cli`\nonly) against rmcp.\n\n| project | crates compiled | seconds | rmcp / this (crates) | rmcp / this (seconds) |\n|---|---|---|---|---|\n");
+    doc.push_str("`cargo build --release -j2` into an empty target directory, sources already downloaded, one after the\nother in one run: `adapters/tokio/examples/git_provider.rs` as a program of its own (`tests/peers/ew-git`: the\ndependencies the README lists, evidence-wire-tokio with no default features but `cli`, the ready command line its\n`main` is (`provider().run()`: serve on stdio, contract, signing; clap, no HTTP stack); and with its default\nfeatures too, which add HTTP(S) serving: hyper, rustls, metrics), against the same provider written with rmcp (`tests/peers/rmcp-git`: `server`, `macros`,\n`transport-io`, tools by `#[tool_router]`; no command line, stdio only). Crates: `Compiling` lines (each package\nonce, build scripts included in it). Issue 43 item 5 asks for the figures; the target row judges ours (`cli`\nonly) against rmcp.\n\n| project | crates compiled | seconds | rmcp / this (crates) | rmcp / this (seconds) |\n|---|---|---|---|---|\n");
     let rmcp_cold = cold_row("rmcp");
     let cold_ratio = |row: Option<&Value>, key: &str| {
         ratio_of(
@@ -1065,7 +1065,7 @@ process for every server). Steadier than the rates when the machine is shared.
         ("evidence-wire", "evidence-wire-tokio, `cli` only"),
         (
             "evidence-wire-defaults",
-            "evidence-wire-tokio, `cli` and default features",
+            "evidence-wire-tokio, `cli` and default features (HTTP(S))",
         ),
         ("rmcp", "rmcp (`server`, `macros`, `transport-io`)"),
     ] {
