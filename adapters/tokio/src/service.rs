@@ -269,10 +269,13 @@ impl ProviderService {
         let inner = &self.inner;
         inner.draining.store(true, Ordering::SeqCst);
         let all = u32::try_from(inner.config.max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
+        // Calls in flight: the slots taken.
+        let running =
+            || all.saturating_sub(u32::try_from(inner.calls.available_permits()).unwrap_or(all));
         tracing::info!(
             target: "evidence_wire::drain",
             transport = "http",
-            running = all.saturating_sub(u32::try_from(inner.calls.available_permits()).unwrap_or(all)),
+            running = running(),
             timeout_ms = u64::try_from(inner.config.drain_timeout.as_millis()).unwrap_or(u64::MAX),
             "drain started: new calls are refused, the calls in flight finish",
         );
@@ -283,7 +286,7 @@ impl ProviderService {
                 tracing::warn!(
                     target: "evidence_wire::drain",
                     transport = "http",
-                    running = all.saturating_sub(u32::try_from(inner.calls.available_permits()).unwrap_or(all)),
+                    running = running(),
                     "drain deadline passed: the calls still running are answered retryably and cancelled",
                 );
                 let _ = inner.expire.send(true);
@@ -379,8 +382,8 @@ static MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_HOST: HeaderName = HeaderName::from_static("x-forwarded-host");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
-static TRACEPARENT: HeaderName = HeaderName::from_static("traceparent");
-static TRACESTATE: HeaderName = HeaderName::from_static("tracestate");
+static TRACEPARENT: HeaderName = HeaderName::from_static(TraceContext::TRACEPARENT);
+static TRACESTATE: HeaderName = HeaderName::from_static(TraceContext::TRACESTATE);
 
 /// The W3C trace context headers of a request, as `read_headers` found them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -1603,14 +1603,10 @@ fn serve_loses_no_validation_record_of_an_answered_query_on_sigterm() {
     );
 }
 
-/// `RUST_LOG=debug evidence-wire serve` on stdio: each call's
-/// `evidence_wire::call` span goes to stderr when it closes (with its
-/// check, outcome and the caller's trace id from `_meta.traceparent`),
-/// refusals are events there too, and stdout holds the protocol answers
-/// and nothing else.
-#[test]
-fn rust_log_sends_spans_to_stderr_and_stdout_stays_the_protocol() {
-    let call = json!({
+/// A `time_now` call (id 1) carrying a trace context in
+/// `_meta.traceparent`: trace id `4bf92f35…4736`, parent `00f067aa0ba902b7`.
+fn traced_time_now_call() -> Value {
+    json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {
             "name": "evidence_query",
@@ -1620,7 +1616,17 @@ fn rust_log_sends_spans_to_stderr_and_stdout_stays_the_protocol() {
                 "context": serde_json::from_str::<Value>(CONTEXT).expect("context"),
             }
         }
-    });
+    })
+}
+
+/// `RUST_LOG=debug evidence-wire serve` on stdio: each call's
+/// `evidence_wire::call` span goes to stderr when it closes (with its
+/// check, outcome and the caller's trace id from `_meta.traceparent`),
+/// refusals are events there too, and stdout holds the protocol answers
+/// and nothing else.
+#[test]
+fn rust_log_sends_spans_to_stderr_and_stdout_stays_the_protocol() {
+    let call = traced_time_now_call();
     let unknown = json!({"jsonrpc": "2.0", "id": 2, "method": "no/such/method"});
     let input = format!("{call}\n{unknown}\n");
     let output = run_in(
@@ -1745,17 +1751,7 @@ fn otlp_exports_the_call_span_in_the_callers_trace() {
         }
         bodies
     });
-    let call = json!({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {
-            "name": "evidence_query",
-            "_meta": {"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
-            "arguments": {
-                "query": {"provider_id": "evidence-wire", "check_id": "time_now"},
-                "context": serde_json::from_str::<Value>(CONTEXT).expect("context"),
-            }
-        }
-    });
+    let call = traced_time_now_call();
     let output = run_in(
         &["serve", "--no-log"],
         Some(format!("{call}\n").as_bytes()),
