@@ -275,6 +275,9 @@ impl<W: Write> Shared<W> {
     /// the jobs that must run on a worker and answer the ready ones here,
     /// until answering finds no new call.
     fn settle(&self, found: &mut Vec<ServerEvent>) {
+        // The usual round answers one query at once: it is kept in `first`,
+        // so that no vector is allocated for it.
+        let mut first = None;
         let mut ready = Vec::new();
         let mut queued = Vec::new();
         while !found.is_empty() {
@@ -283,6 +286,9 @@ impl<W: Write> Shared<W> {
                     dispatch_from(self.handler.as_ref(), event, &self.source)
                 {
                     match job.into_ready() {
+                        Ok(completion) if first.is_none() && ready.is_empty() => {
+                            first = Some((ticket, completion));
+                        }
                         Ok(completion) => ready.push((ticket, completion)),
                         Err(job) => queued.push((ticket, job)),
                     }
@@ -304,14 +310,15 @@ impl<W: Write> Shared<W> {
                     self.work.notify_one();
                 }
             }
-            if ready.is_empty() {
+            if first.is_none() && ready.is_empty() {
                 return;
             }
             let mut state = self.lock_state();
             if self.stopped.load(Ordering::Acquire) {
                 return;
             }
-            for (ticket, completion) in ready.drain(..) {
+            // In the order they were made: `first` before the others.
+            for (ticket, completion) in first.take().into_iter().chain(ready.drain(..)) {
                 state.answer(ticket, completion);
             }
             self.pump(&mut state, found);

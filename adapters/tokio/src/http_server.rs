@@ -30,7 +30,8 @@
 //! JSON-RPC calls at once (past it, `503 OVERLOADED`; the `/healthz` and
 //! `/readyz` probes are answered from the head alone and never need a call
 //! slot), a header read timeout against slow clients (it also closes idle
-//! keep-alive connections), a body read timeout, a write timeout against
+//! keep-alive connections; one timer per connection, moved only when it
+//! fires, not one per request), a body read timeout, a write timeout against
 //! clients that stop reading their answers (no write progress for
 //! [`HttpServerConfig::write_timeout`] closes the connection and frees its
 //! slot), and the body cap of [`HttpPolicy::max_body_bytes`]. A client that
@@ -62,7 +63,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -515,9 +516,9 @@ impl Activity {
 
 /// Completes once the connection has had no request in progress for
 /// `limit` (from its start, or since its last answer): an idle connection,
-/// or one still sending the first bytes that say which HTTP version it
-/// speaks (hyper's own head timeout starts after those), or an HTTP/2
-/// connection with no stream open.
+/// one still sending a request head (the first bytes that say which HTTP
+/// version it speaks included: this is the head timeout, hyper's own is
+/// off), or an HTTP/2 connection with no stream open.
 ///
 /// One timer: when it fires on a busy connection it is set `limit` on
 /// (the request in progress must end, then `limit` pass); on an idle one,
@@ -813,11 +814,11 @@ async fn serve_stream<I>(
         }
     });
     let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(Some(header_read_timeout))
-        .keep_alive(true);
+    // No hyper head timer: the idle watch below enforces the same limit
+    // (`header_read_timeout` with no request in progress, from the
+    // connection's start or its last answer), and hyper's would arm, box
+    // and drop a timer for every request on a keep-alive connection.
+    builder.http1().header_read_timeout(None).keep_alive(true);
     // More streams than call slots would only be refused `503`.
     let streams =
         u32::try_from(slot.shared.config().max_concurrent_requests.max(1)).unwrap_or(u32::MAX);
@@ -848,30 +849,143 @@ async fn serve_stream<I>(
         // is left behind for a peer that reconnects at once.
         shed_signal(&mut shed).await;
         reset.store(true, Ordering::Relaxed);
-        false
+        Closing::Now
     };
     let stopping = async {
         // The guard wait_for returns must not live across the drain below.
         let _ = stopped.wait_for(|stop| *stop).await;
-        true
+        Closing::Stopping
     };
     let idle = async {
         idle_for(&activity, header_read_timeout).await;
-        true
+        Closing::Idle
     };
     let ended = async {
         let _ = (&mut served).await;
-        false
+        Closing::Now
     };
-    let closing = or(shed_first, or(stopping, or(idle, ended))).await;
+    // The signals are polled only when one of them woke the task (they
+    // rarely do), the connection on every poll: polling the three of them
+    // for every request on the connection cost ~750 instructions.
+    let closing = WokenFirst::new(or(shed_first, or(stopping, idle)), ended).await;
     drop(served);
-    if closing {
-        // Finish what is in progress, take nothing new.
-        connection.as_mut().graceful_shutdown();
-        let _ = connection.await;
+    match closing {
+        Closing::Now => {}
+        Closing::Stopping => {
+            // Finish what is in progress, take nothing new.
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+        Closing::Idle => {
+            // Nothing is in progress: an HTTP/1.1 connection between
+            // requests closes at once, an HTTP/2 one flushes its GOAWAY.
+            // A first head still arriving (which a graceful shutdown
+            // would wait for) gets `IDLE_CLOSE_GRACE` more, then the
+            // connection is dropped; unless a request began meanwhile,
+            // which is finished as when stopping.
+            connection.as_mut().graceful_shutdown();
+            let closed = tokio::time::timeout(IDLE_CLOSE_GRACE, connection.as_mut())
+                .await
+                .is_ok();
+            if !closed && activity.in_progress.load(Ordering::Acquire) > 0 {
+                let _ = connection.await;
+            }
+        }
     }
     drop(slot);
 }
+
+/// Completes with `signals` or `main`, whichever is done first. `signals`
+/// goes first on a poll it is polled in, but it is polled only when it
+/// woke the task (and on the first poll), through a waker of its own;
+/// `main` is polled on every poll. For futures that rarely wake, beside one
+/// that wakes all the time: polled with every poll, they would each look
+/// at their state and register their waker again, for nothing.
+struct WokenFirst<S, M> {
+    signals: Pin<Box<S>>,
+    main: Pin<Box<M>>,
+    wake: Arc<SignalWake>,
+    waker: Waker,
+}
+
+/// What a [`WokenFirst`]'s `signals` wake: a flag, and the task.
+struct SignalWake {
+    woken: AtomicBool,
+    task: Mutex<Option<Waker>>,
+}
+
+impl Wake for SignalWake {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        // The flag before the wake: the task, polled, sees it.
+        self.woken.store(true, Ordering::Release);
+        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(task) = task.as_ref() {
+            task.wake_by_ref();
+        }
+    }
+}
+
+impl<S, M> WokenFirst<S, M> {
+    fn new(signals: S, main: M) -> Self {
+        let wake = Arc::new(SignalWake {
+            // Polled on the first poll.
+            woken: AtomicBool::new(true),
+            task: Mutex::new(None),
+        });
+        WokenFirst {
+            signals: Box::pin(signals),
+            main: Box::pin(main),
+            waker: Waker::from(Arc::clone(&wake)),
+            wake,
+        }
+    }
+}
+
+impl<T, S: Future<Output = T>, M: Future<Output = T>> Future for WokenFirst<S, M> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let this = &mut *self;
+        {
+            // The task to wake, kept up to date before the flag is read (a
+            // wake from now on reaches this task).
+            let mut task = this
+                .wake
+                .task
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
+            if !task.as_ref().is_some_and(|task| task.will_wake(cx.waker())) {
+                *task = Some(cx.waker().clone());
+            }
+        }
+        if this.wake.woken.swap(false, Ordering::AcqRel) {
+            let mut signals_cx = Context::from_waker(&this.waker);
+            if let Poll::Ready(output) = this.signals.as_mut().poll(&mut signals_cx) {
+                return Poll::Ready(output);
+            }
+        }
+        this.main.as_mut().poll(cx)
+    }
+}
+
+/// Why [`serve_stream`] stops serving a connection.
+enum Closing {
+    /// It ended, or was shed: nothing more to do.
+    Now,
+    /// The server stops: finish what is in progress.
+    Stopping,
+    /// The idle watch fired: no request is in progress.
+    Idle,
+}
+
+/// How long a connection the idle watch closes may take to close (an
+/// HTTP/2 GOAWAY to flush; a partial first head a graceful shutdown of
+/// HTTP/1.1 would wait for) before it is dropped.
+const IDLE_CLOSE_GRACE: Duration = Duration::from_secs(1);
 
 /// How long a connection closed with part of a request body unread keeps
 /// reading (and discarding) before it closes (see [`StallGuard`]).
@@ -1094,6 +1208,91 @@ mod tests {
             .build()
             .expect("runtime")
             .block_on(test);
+    }
+
+    /// A task waker that counts its wakes.
+    struct CountingWake(AtomicUsize);
+
+    impl Wake for CountingWake {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// `WokenFirst` against `or`, the straightforward combinator it
+    /// replaces in `serve_stream`: the same outcome whichever side is
+    /// ready (signals first), but the signals are polled again only once
+    /// they woke the task.
+    #[test]
+    fn signals_are_polled_first_and_only_once_they_woke() {
+        let task = Arc::new(CountingWake(AtomicUsize::new(0)));
+        let task_waker = Waker::from(Arc::clone(&task));
+        let mut cx = Context::from_waker(&task_waker);
+        let signal_polls = Arc::new(AtomicUsize::new(0));
+        let fired = Arc::new(AtomicBool::new(false));
+        let signal_waker: Arc<Mutex<Option<Waker>>> = Arc::default();
+        let signals = {
+            let (polls, fired, waker) = (
+                Arc::clone(&signal_polls),
+                Arc::clone(&fired),
+                Arc::clone(&signal_waker),
+            );
+            std::future::poll_fn(move |cx: &mut Context<'_>| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                *waker.lock().expect("lock") = Some(cx.waker().clone());
+                if fired.load(Ordering::SeqCst) {
+                    Poll::Ready("signal")
+                } else {
+                    Poll::Pending
+                }
+            })
+        };
+        let main_polls = Arc::new(AtomicUsize::new(0));
+        let main_ready = Arc::new(AtomicBool::new(false));
+        let main = {
+            let (polls, ready) = (Arc::clone(&main_polls), Arc::clone(&main_ready));
+            std::future::poll_fn(move |_: &mut Context<'_>| {
+                polls.fetch_add(1, Ordering::SeqCst);
+                if ready.load(Ordering::SeqCst) {
+                    Poll::Ready("main")
+                } else {
+                    Poll::Pending
+                }
+            })
+        };
+        let mut both = std::pin::pin!(WokenFirst::new(signals, main));
+        // The first poll polls both.
+        assert!(both.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(signal_polls.load(Ordering::SeqCst), 1);
+        assert_eq!(main_polls.load(Ordering::SeqCst), 1);
+        // Later polls (the connection's own wakes) poll the main one only.
+        for _ in 0..5 {
+            assert!(both.as_mut().poll(&mut cx).is_pending());
+        }
+        assert_eq!(signal_polls.load(Ordering::SeqCst), 1);
+        assert_eq!(main_polls.load(Ordering::SeqCst), 6);
+        // A signal's wake wakes the task, and the next poll polls it first:
+        // it wins even when the main one is ready too, as with `or`.
+        fired.store(true, Ordering::SeqCst);
+        main_ready.store(true, Ordering::SeqCst);
+        let woken = signal_waker
+            .lock()
+            .expect("lock")
+            .take()
+            .expect("registered");
+        woken.wake();
+        assert_eq!(task.0.load(Ordering::SeqCst), 1, "the task was woken");
+        assert_eq!(both.as_mut().poll(&mut cx), Poll::Ready("signal"));
+        assert_eq!(main_polls.load(Ordering::SeqCst), 6);
+
+        // Unwoken signals leave the main one's outcome to it.
+        let quiet = std::future::pending::<&str>();
+        let mut main_only = std::pin::pin!(WokenFirst::new(quiet, async { "main" }));
+        assert_eq!(main_only.as_mut().poll(&mut cx), Poll::Ready("main"));
     }
 
     /// Polls `idle` once: true when it completed.

@@ -115,7 +115,7 @@ use evidence_wire_provider::trace::TraceContext;
 use evidence_wire_provider::{
     CallSource, CancelReason, Completion, IntoService, Service, complete, dispatch_from,
 };
-use futures_lite::future::or;
+use futures_lite::future::{or, poll_once};
 use http_body::Body;
 use http_body_util::{BodyExt, Full};
 use hyper::header::{
@@ -554,14 +554,25 @@ where
 
     let mut expired = shared.expired.clone();
     let timeout = shared.config.body_read_timeout;
-    let read = tokio::time::timeout(timeout, read_body(request.into_body(), plan.body_limit));
-    // The body first: when it is already here (a small request), the drain
-    // watch is not polled at all (no waiter registered on it).
-    let expiry = async {
-        let _ = expired.wait_for(|expired| *expired).await;
-        None
+    let mut read = std::pin::pin!(read_body(request.into_body(), plan.body_limit));
+    // One poll first, without a timer or a drain waiter: hyper has a small
+    // body that came with its head (the usual request) ready at once, and
+    // then neither is made. A body still on its way is awaited within the
+    // timeout from here.
+    let body = match poll_once(read.as_mut()).await {
+        Some(read) => Some(Ok(read)),
+        None => {
+            let read = tokio::time::timeout(timeout, read);
+            // The body first: when it is already here, the drain watch is
+            // not polled at all (no waiter registered on it).
+            let expiry = async {
+                let _ = expired.wait_for(|expired| *expired).await;
+                None
+            };
+            or(async { Some(read.await) }, expiry).await
+        }
     };
-    let Some(body) = or(async { Some(read.await) }, expiry).await else {
+    let Some(body) = body else {
         // The drain deadline passed while the body was still arriving.
         metrics.overload_refused(Transport::Http);
         refused(503, "", "the drain deadline passed while the body arrived");

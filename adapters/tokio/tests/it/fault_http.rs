@@ -465,6 +465,84 @@ async fn slowloris_headers_are_cut_off_while_others_are_served() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_head_after_a_keep_alive_answer_is_cut_off_too() {
+    // The head timeout of a connection's later requests, which the idle
+    // watch enforces (hyper's own head timer is off): it runs from the
+    // last answer, whatever arrives meanwhile.
+    let mut config = HttpServerConfig::default();
+    config.header_read_timeout = Duration::from_millis(400);
+    let server = start(config, CountingHandler::default()).await;
+    let address = server.address;
+    let keep_alive = |id: i64| {
+        String::from_utf8(post_bytes(address, &call(id, "echo", json!(id))))
+            .expect("ASCII request")
+            .replace("Connection: close\r\n", "")
+            .into_bytes()
+    };
+    let mut stream = TcpStream::connect(address).await.expect("connect");
+    stream.write_all(&keep_alive(1)).await.expect("send");
+    // The first answer, read to the end of its body.
+    let mut first = Vec::new();
+    let answered = async {
+        let mut chunk = [0u8; 4096];
+        loop {
+            let read = stream.read(&mut chunk).await.expect("read");
+            assert!(read > 0, "closed before the first answer: {first:?}");
+            first.extend_from_slice(&chunk[..read]);
+            let text = String::from_utf8_lossy(&first).into_owned();
+            if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                let length = head
+                    .lines()
+                    .find_map(|line| {
+                        let (name, value) = line.split_once(':')?;
+                        name.eq_ignore_ascii_case("content-length")
+                            .then(|| value.trim().parse::<usize>().ok())?
+                    })
+                    .expect("a Content-Length");
+                if body.len() >= length {
+                    return text;
+                }
+            }
+        }
+    };
+    let text = tokio::time::timeout(LIMIT, answered)
+        .await
+        .expect("first answer in time");
+    assert!(text.starts_with("HTTP/1.1 200 "), "{text}");
+    // The second head, one byte every 40 ms.
+    let head = keep_alive(2);
+    let started = Instant::now();
+    let mut sent = 0usize;
+    for byte in &head {
+        if stream.write_all(std::slice::from_ref(byte)).await.is_err() {
+            break;
+        }
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        if started.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    let (reply, _) = until_closed(&mut stream).await;
+    let took = started.elapsed();
+    assert!(
+        sent < head.len(),
+        "the whole second head was taken ({sent} bytes)"
+    );
+    assert!(
+        took < Duration::from_secs(2),
+        "cut off near the 400 ms head timeout, took {took:?}"
+    );
+    assert!(
+        !String::from_utf8_lossy(&reply).contains(" 200 "),
+        "{reply:?}"
+    );
+    let (status, _) = normal(address, 3).await;
+    assert_eq!(status, 200, "the next client is served");
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn half_bodies_release_their_permits() {
     const LIMIT_CALLS: usize = 2;
     let mut config = HttpServerConfig::default().with_max_concurrent_requests(LIMIT_CALLS);
