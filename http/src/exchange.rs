@@ -32,8 +32,8 @@ pub fn check_single_answer(body: &[u8]) -> Result<(), BatchAnswer> {
     }
 }
 
-/// The HTTP status of a JSON-RPC answer: `outcomes` are the
-/// [`ServerEvent::Handled`] records of the request body.
+/// The HTTP status of a JSON-RPC answer: `handled` says what the
+/// [`ServerEvent::Handled`] records of the request body were.
 ///
 /// On `/mcp` a JSON-RPC error to a request of a handshake revision travels
 /// with 200 (those clients treat any other status as a transport failure);
@@ -41,16 +41,45 @@ pub fn check_single_answer(body: &[u8]) -> Result<(), BatchAnswer> {
 /// 2026-07-28 says: 400 for a malformed request, bad `_meta`, disagreeing
 /// headers or an unknown revision, 404 for an unknown method, 200 for the
 /// rest.
-pub(crate) fn answer_status(endpoint: Endpoint, outcomes: &[Outcome]) -> u16 {
-    let [outcome] = outcomes else {
+pub(crate) fn answer_status(endpoint: Endpoint, handled: &Handled) -> u16 {
+    let (1, Some(outcome)) = (handled.count, handled.first) else {
         // A batch (or nothing recorded): the body says what failed.
         return 200;
     };
     match (outcome.error, endpoint) {
         (None, _) => 200,
         (Some(error), _) if outcome.stateless => stateless_status(error),
-        (Some(_), Endpoint::Mcp) if outcome.id.is_some() => 200,
+        (Some(_), Endpoint::Mcp) if outcome.has_id => 200,
         (Some(error), _) => status_for(error),
+    }
+}
+
+/// What the reply's status is decided from ([`answer_status`]): how many
+/// messages of the body were handled, and what the first one's outcome
+/// says (kept as three facts: a request body is usually one message, and
+/// a list of outcomes cost an allocation per request).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Handled {
+    count: usize,
+    first: Option<StatusFacts>,
+}
+
+/// The facts of an [`Outcome`] the status depends on.
+#[derive(Clone, Copy, Debug)]
+struct StatusFacts {
+    error: Option<CanonicalError>,
+    stateless: bool,
+    has_id: bool,
+}
+
+impl Handled {
+    fn record(&mut self, outcome: &Outcome) {
+        self.count = self.count.saturating_add(1);
+        self.first.get_or_insert(StatusFacts {
+            error: outcome.error,
+            stateless: outcome.stateless,
+            has_id: outcome.id.is_some(),
+        });
     }
 }
 
@@ -81,7 +110,7 @@ pub(crate) const fn stateless_status(error: CanonicalError) -> u16 {
 pub struct Exchange {
     server: Server,
     plan: CallPlan,
-    outcomes: Vec<Outcome>,
+    handled: Handled,
     /// [`Exchange::expire`] answered what was still running.
     expired: bool,
 }
@@ -104,7 +133,7 @@ impl Exchange {
         Exchange {
             server,
             plan,
-            outcomes: Vec::new(),
+            handled: Handled::default(),
             expired: false,
         }
     }
@@ -125,7 +154,7 @@ impl Exchange {
     pub fn poll_event(&mut self) -> Option<ServerEvent> {
         let event = self.server.poll_event()?;
         if let ServerEvent::Handled(outcome) = &event {
-            self.outcomes.push(outcome.clone());
+            self.handled.record(outcome);
         }
         Some(event)
     }
@@ -159,31 +188,31 @@ impl Exchange {
     pub fn into_reply(mut self) -> HttpReply {
         while let Some(event) = self.server.poll_event() {
             if let ServerEvent::Handled(outcome) = event {
-                self.outcomes.push(outcome);
+                self.handled.record(&outcome);
             }
         }
-        let mut bodies: Vec<Vec<u8>> = Vec::new();
-        while let Some(body) = self.server.poll_message() {
-            bodies.push(body);
-        }
-        let mut reply = match bodies.len() {
-            0 => HttpReply {
+        let mut reply = match self.server.poll_message() {
+            None => HttpReply {
                 status: 202,
                 headers: Vec::new(),
                 body: Vec::new(),
             },
-            _ => {
+            Some(first) => {
                 // One request body yields one answer (a batch is one array);
                 // join defensively if the server ever sends more.
-                let body = if bodies.len() == 1 {
-                    bodies.pop().unwrap_or_default()
-                } else {
-                    let mut joined = Vec::new();
-                    for body in &bodies {
-                        joined.extend_from_slice(body);
+                let body = match self.server.poll_message() {
+                    None => first,
+                    Some(second) => {
+                        let mut joined = first;
                         joined.push(b'\n');
+                        joined.extend_from_slice(&second);
+                        joined.push(b'\n');
+                        while let Some(body) = self.server.poll_message() {
+                            joined.extend_from_slice(&body);
+                            joined.push(b'\n');
+                        }
+                        joined
                     }
-                    joined
                 };
                 if self.plan.sse {
                     let mut event = Vec::new();
@@ -197,7 +226,7 @@ impl Exchange {
                         body: event,
                     }
                 } else {
-                    HttpReply::json(answer_status(self.plan.endpoint, &self.outcomes), body)
+                    HttpReply::json(answer_status(self.plan.endpoint, &self.handled), body)
                 }
             }
         };

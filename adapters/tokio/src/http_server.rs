@@ -364,7 +364,12 @@ impl Connections {
 
     /// Milliseconds since `epoch`: the budget's clock.
     fn now(&self) -> u64 {
-        millis(self.epoch.elapsed())
+        self.at(Instant::now())
+    }
+
+    /// `instant` on the books' clock.
+    fn at(&self, instant: Instant) -> u64 {
+        millis(instant.saturating_duration_since(self.epoch))
     }
 
     fn books(&self) -> std::sync::MutexGuard<'_, Books> {
@@ -400,8 +405,9 @@ impl Connections {
         self.books().budget.head_received(id)
     }
 
-    fn request_done(&self, id: ConnectionId) {
-        let now = self.now();
+    /// `id`'s request ended at `ended`.
+    fn request_done(&self, id: ConnectionId, ended: Instant) {
+        let now = self.at(ended);
         let mut books = self.books();
         let shed = books.budget.request_done(id, now);
         books.shed_all(shed);
@@ -478,11 +484,13 @@ impl Drop for InRequest {
     fn drop(&mut self) {
         // When it ended first, then that it did: the idle watch reads them
         // the other way round.
+        // One clock reading for both.
+        let ended = Instant::now();
         self.activity
             .idle_since_nanos
-            .store(self.activity.nanos_since_start(), Ordering::Release);
+            .store(self.activity.nanos_at(ended), Ordering::Release);
         if self.activity.in_progress.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.shared.connections.request_done(self.id);
+            self.shared.connections.request_done(self.id, ended);
         }
     }
 }
@@ -509,8 +517,9 @@ impl Activity {
         }
     }
 
-    fn nanos_since_start(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    /// `instant` in nanoseconds from the connection's start.
+    fn nanos_at(&self, instant: Instant) -> u64 {
+        u64::try_from(instant.saturating_duration_since(self.start).as_nanos()).unwrap_or(u64::MAX)
     }
 }
 
@@ -1329,7 +1338,7 @@ mod tests {
             }
             activity
                 .idle_since_nanos
-                .store(activity.nanos_since_start(), Ordering::Release);
+                .store(activity.nanos_at(Instant::now()), Ordering::Release);
             activity.in_progress.fetch_sub(1, Ordering::AcqRel);
             let ended = Instant::now();
             // Idle from 28 s: not before 38 s, at 38 s.
