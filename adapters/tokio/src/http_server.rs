@@ -534,7 +534,14 @@ impl Activity {
 /// to `limit` after the last request ended, and the watch completes if
 /// that has passed.
 async fn idle_for(activity: &Activity, limit: Duration) {
-    let mut sleep = std::pin::pin!(tokio::time::sleep_until(activity.start + limit));
+    idle_from(activity, limit, activity.start).await;
+}
+
+/// As [`idle_for`], with `from` as the earliest time the idle `limit`
+/// counts from (a connection idle since before `from` gets `limit` from
+/// `from`).
+async fn idle_from(activity: &Activity, limit: Duration, from: Instant) {
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(from + limit));
     loop {
         sleep.as_mut().await;
         let now = Instant::now();
@@ -542,7 +549,7 @@ async fn idle_for(activity: &Activity, limit: Duration) {
             now + limit
         } else {
             let idle_since = activity.idle_since_nanos.load(Ordering::Acquire);
-            activity.start + Duration::from_nanos(idle_since) + limit
+            (activity.start + Duration::from_nanos(idle_since)).max(from) + limit
         };
         if deadline <= now {
             return;
@@ -890,14 +897,29 @@ async fn serve_stream<I>(
             // requests closes at once, an HTTP/2 one flushes its GOAWAY.
             // A first head still arriving (which a graceful shutdown
             // would wait for) gets `IDLE_CLOSE_GRACE` more, then the
-            // connection is dropped; unless a request began meanwhile,
-            // which is finished as when stopping.
+            // connection is dropped.
             connection.as_mut().graceful_shutdown();
+            let closing_since = Instant::now();
+            let idle_before = activity.idle_since_nanos.load(Ordering::Acquire);
             let closed = tokio::time::timeout(IDLE_CLOSE_GRACE, connection.as_mut())
                 .await
                 .is_ok();
-            if !closed && activity.in_progress.load(Ordering::Acquire) > 0 {
-                let _ = connection.await;
+            let requested = activity.in_progress.load(Ordering::Acquire) > 0
+                || activity.idle_since_nanos.load(Ordering::Acquire) != idle_before;
+            if !closed && requested {
+                // A request began meanwhile: it is finished (its answer
+                // written) as any other, and the connection is dropped
+                // once it has had none in progress for the head timeout
+                // again (an HTTP/2 client that never acknowledges the
+                // shutdown's PING holds it no longer).
+                let finished = async {
+                    let _ = connection.as_mut().await;
+                };
+                or(
+                    finished,
+                    idle_from(&activity, header_read_timeout, closing_since),
+                )
+                .await;
             }
         }
     }
@@ -929,11 +951,16 @@ impl Wake for SignalWake {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        // The flag before the wake: the task, polled, sees it.
+        // The flag before the wake: the task, polled, sees it. The task
+        // is woken outside the lock (an executor may poll it at once).
         self.woken.store(true, Ordering::Release);
-        let task = self.task.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(task) = task.as_ref() {
-            task.wake_by_ref();
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(task) = task {
+            task.wake();
         }
     }
 }
@@ -1318,6 +1345,37 @@ mod tests {
             let started = Instant::now();
             idle_for(&activity, limit).await;
             assert_eq!(started.elapsed(), limit);
+        });
+    }
+
+    /// The idle close's second watch (`idle_from`): the limit counts from
+    /// the later of the floor and the last request's end, and a request in
+    /// progress holds it off.
+    #[test]
+    fn idleness_from_a_floor_counts_from_the_later_of_it_and_the_last_end() {
+        paused(async {
+            let activity = Arc::new(Activity::new());
+            let limit = Duration::from_secs(10);
+            // Idle since its start, 30 s ago: from the floor, not the start.
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            let floor = Instant::now();
+            idle_from(&activity, limit, floor).await;
+            assert_eq!(floor.elapsed(), limit);
+            // A request from 2 s to 5 s after a new floor: 10 s from its end.
+            let floor = Instant::now();
+            let watch = tokio::spawn({
+                let activity = Arc::clone(&activity);
+                async move { idle_from(&activity, limit, floor).await }
+            });
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            activity.in_progress.fetch_add(1, Ordering::AcqRel);
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            activity
+                .idle_since_nanos
+                .store(activity.nanos_at(Instant::now()), Ordering::Release);
+            activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+            watch.await.expect("watch");
+            assert_eq!(floor.elapsed(), Duration::from_secs(15));
         });
     }
 
