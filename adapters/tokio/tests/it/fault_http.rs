@@ -389,6 +389,24 @@ async fn until_closed(stream: &mut TcpStream) -> (Vec<u8>, Duration) {
     (bytes, started.elapsed())
 }
 
+/// Writes `bytes` one every 40 ms (a slowloris head) until the server
+/// refuses them or 3 s have passed since `started`; returns how many it took.
+async fn trickle(stream: &mut TcpStream, bytes: &[u8], started: Instant) -> usize {
+    let mut sent = 0usize;
+    for byte in bytes {
+        if stream.write_all(std::slice::from_ref(byte)).await.is_err() {
+            break;
+        }
+        sent += 1;
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        // Stop trickling once the server has given up on us.
+        if started.elapsed() > Duration::from_secs(3) {
+            break;
+        }
+    }
+    sent
+}
+
 async fn wait_until(what: &str, condition: impl Fn() -> bool) {
     let started = Instant::now();
     while !condition() {
@@ -409,18 +427,7 @@ async fn slowloris_headers_are_cut_off_while_others_are_served() {
         let head = post_bytes(address, &call(1, "echo", json!(1)));
         let mut stream = TcpStream::connect(address).await.expect("connect");
         let started = Instant::now();
-        let mut sent = 0usize;
-        for byte in &head {
-            if stream.write_all(std::slice::from_ref(byte)).await.is_err() {
-                break;
-            }
-            sent += 1;
-            tokio::time::sleep(Duration::from_millis(40)).await;
-            // Stop trickling once the server has given up on us.
-            if started.elapsed() > Duration::from_secs(3) {
-                break;
-            }
-        }
+        let sent = trickle(&mut stream, &head, started).await;
         let (reply, _) = until_closed(&mut stream).await;
         (sent, head.len(), reply, started.elapsed())
     });
@@ -512,17 +519,7 @@ async fn a_slow_head_after_a_keep_alive_answer_is_cut_off_too() {
     // The second head, one byte every 40 ms.
     let head = keep_alive(2);
     let started = Instant::now();
-    let mut sent = 0usize;
-    for byte in &head {
-        if stream.write_all(std::slice::from_ref(byte)).await.is_err() {
-            break;
-        }
-        sent += 1;
-        tokio::time::sleep(Duration::from_millis(40)).await;
-        if started.elapsed() > Duration::from_secs(3) {
-            break;
-        }
-    }
+    let sent = trickle(&mut stream, &head, started).await;
     let (reply, _) = until_closed(&mut stream).await;
     let took = started.elapsed();
     assert!(
