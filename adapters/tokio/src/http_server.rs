@@ -34,7 +34,8 @@
 //! fires, not one per request), a body read timeout, a write timeout against
 //! clients that stop reading their answers (no write progress for
 //! [`HttpServerConfig::write_timeout`] closes the connection and frees its
-//! slot), and the body cap of [`HttpPolicy::max_body_bytes`]. A client that
+//! slot; over HTTP/2, answers held for the client's flow-control window
+//! with none taken for as long), and the body cap of [`HttpPolicy::max_body_bytes`]. A client that
 //! disconnects while its call runs gets its handler's work stopped (the
 //! future dropped, a blocking call's task aborted) and its permit
 //! returned. The async work of a request's call is polled in the request's
@@ -127,7 +128,10 @@ pub struct HttpServerConfig {
     pub body_read_timeout: Duration,
     /// How long writing to a client may make no progress (default 30 s);
     /// past it the connection is closed, so a client that stops reading
-    /// its answers cannot hold a connection slot.
+    /// its answers cannot hold a connection slot. Over HTTP/2 this also
+    /// bounds answers waiting for the client's flow-control window (none
+    /// taken for this long closes the connection; found when its watch
+    /// next fires, so within `header_read_timeout` more).
     pub write_timeout: Duration,
     /// How long a graceful shutdown waits for the calls in flight
     /// (default 25 s, under the usual 30 s an orchestrator grants after
@@ -506,6 +510,14 @@ struct Activity {
     /// Nanoseconds from `start` to when the last request ended (0: none
     /// has; the connection has been idle since it started).
     idle_since_nanos: AtomicU64,
+    /// HTTP/2 answers handed to hyper and not yet taken by the connection
+    /// ([`HeldReply`]): one may wait for the client to open its
+    /// flow-control window, with no byte waiting on the socket for the
+    /// write guard to time.
+    replies_held: AtomicUsize,
+    /// How many such answers the connection has taken so far: the watch's
+    /// sign of progress while some are held.
+    replies_taken: AtomicU64,
 }
 
 impl Activity {
@@ -514,6 +526,8 @@ impl Activity {
             start: Instant::now(),
             in_progress: AtomicUsize::new(0),
             idle_since_nanos: AtomicU64::new(0),
+            replies_held: AtomicUsize::new(0),
+            replies_taken: AtomicU64::new(0),
         }
     }
 
@@ -523,36 +537,99 @@ impl Activity {
     }
 }
 
-/// Completes once the connection has had no request in progress for
-/// `limit` (from its start, or since its last answer): an idle connection,
-/// one still sending a request head (the first bytes that say which HTTP
-/// version it speaks included: this is the head timeout, hyper's own is
-/// off), or an HTTP/2 connection with no stream open.
-///
-/// One timer: when it fires on a busy connection it is set `limit` on
-/// (the request in progress must end, then `limit` pass); on an idle one,
-/// to `limit` after the last request ended, and the watch completes if
-/// that has passed.
-async fn idle_for(activity: &Activity, limit: Duration) {
-    idle_from(activity, limit, activity.start).await;
+/// Counts an HTTP/2 answer as held by hyper while alive (from when it is
+/// handed over until the connection has sent its body into the stream, or
+/// dropped it).
+struct HeldReply(Arc<Activity>);
+
+impl HeldReply {
+    fn new(activity: Arc<Activity>) -> Self {
+        activity.replies_held.fetch_add(1, Ordering::AcqRel);
+        HeldReply(activity)
+    }
 }
 
-/// As [`idle_for`], with `from` as the earliest time the idle `limit`
-/// counts from (a connection idle since before `from` gets `limit` from
+impl Drop for HeldReply {
+    fn drop(&mut self) {
+        // Taken first, then no longer held: the watch reads them the other
+        // way round, so it never sees fewer held without the progress.
+        self.0.replies_taken.fetch_add(1, Ordering::AcqRel);
+        self.0.replies_held.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// The limits a connection's watch ([`idle_for`]) holds it to.
+#[derive(Clone, Copy, Debug)]
+struct WatchLimits {
+    /// No request in progress for this long: the connection is idle
+    /// ([`HttpServerConfig::header_read_timeout`]).
+    idle: Duration,
+    /// HTTP/2 answers held, none taken for this long: the connection is
+    /// stalled ([`HttpServerConfig::write_timeout`]).
+    stall: Duration,
+}
+
+/// Why a connection's watch completed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Watched {
+    /// No request in progress for the idle limit.
+    Idle,
+    /// HTTP/2 answers were held for the client's flow-control window and
+    /// none was taken for the stall limit: the client stopped reading as
+    /// surely as one whose socket stopped draining.
+    Stalled,
+}
+
+/// Completes once the connection has had no request in progress for
+/// `limits.idle` (from its start, or since its last answer): an idle
+/// connection, one still sending a request head (the first bytes that say
+/// which HTTP version it speaks included: this is the head timeout,
+/// hyper's own is off), or an HTTP/2 connection with no stream open. Or
+/// once HTTP/2 answers have been held with none taken for `limits.stall`
+/// (found when the timer fires, so within `limits.idle + limits.stall`
+/// of the stall's start; a stall is then timed on a `limits.stall` beat).
+///
+/// One timer: when it fires on a busy connection it is set `limits.idle`
+/// on (the request in progress must end, then `limits.idle` pass); on an
+/// idle one, to `limits.idle` after the last request ended, and the watch
+/// completes if that has passed.
+async fn idle_for(activity: &Activity, limits: WatchLimits) -> Watched {
+    idle_from(activity, limits, activity.start).await
+}
+
+/// As [`idle_for`], with `from` as the earliest time the idle limit counts
+/// from (a connection idle since before `from` gets the limit from
 /// `from`).
-async fn idle_from(activity: &Activity, limit: Duration, from: Instant) {
-    let mut sleep = std::pin::pin!(tokio::time::sleep_until(from + limit));
+async fn idle_from(activity: &Activity, limits: WatchLimits, from: Instant) -> Watched {
+    let mut sleep = std::pin::pin!(tokio::time::sleep_until(from + limits.idle));
+    // While answers are held: the count of those taken, and since when it
+    // has stood still.
+    let mut standing: Option<(u64, Instant)> = None;
     loop {
         sleep.as_mut().await;
         let now = Instant::now();
+        let taken = activity.replies_taken.load(Ordering::Acquire);
+        if activity.replies_held.load(Ordering::Acquire) > 0 {
+            let since = match standing {
+                Some((count, since)) if count == taken => since,
+                _ => now,
+            };
+            if now.saturating_duration_since(since) >= limits.stall {
+                return Watched::Stalled;
+            }
+            standing = Some((taken, since));
+            sleep.as_mut().reset(since + limits.stall);
+            continue;
+        }
+        standing = None;
         let deadline = if activity.in_progress.load(Ordering::Acquire) > 0 {
-            now + limit
+            now + limits.idle
         } else {
             let idle_since = activity.idle_since_nanos.load(Ordering::Acquire);
-            (activity.start + Duration::from_nanos(idle_since)).max(from) + limit
+            (activity.start + Duration::from_nanos(idle_since)).max(from) + limits.idle
         };
         if deadline <= now {
-            return;
+            return Watched::Idle;
         }
         sleep.as_mut().reset(deadline);
     }
@@ -804,7 +881,10 @@ async fn serve_stream<I>(
 {
     let shared = Arc::clone(&slot.shared);
     let id = slot.id;
-    let header_read_timeout = shared.config().header_read_timeout;
+    let limits = WatchLimits {
+        idle: shared.config().header_read_timeout,
+        stall: shared.config().write_timeout,
+    };
     let activity = Arc::new(Activity::new());
     let requests = Arc::clone(&activity);
     let service = service_fn(move |request: Request<Incoming>| {
@@ -812,6 +892,9 @@ async fn serve_stream<I>(
         let unread = Arc::clone(&unread);
         let requests = Arc::clone(&requests);
         unread.store(!request.body().is_end_stream(), Ordering::Relaxed);
+        // HTTP/2 answers wait for the client's flow-control window in
+        // hyper, out of the write guard's sight: the watch times them.
+        let http2 = request.version() == hyper::Version::HTTP_2;
         async move {
             // The head is in: this connection no longer counts as waiting.
             // (False if it was shed meanwhile: its shed signal, which
@@ -825,6 +908,7 @@ async fn serve_stream<I>(
                 .await;
             Ok::<_, Infallible>(response.map(|body| Answer {
                 body,
+                _held: http2.then(|| HeldReply::new(Arc::clone(&in_request.activity))),
                 in_request: Some(in_request),
             }))
         }
@@ -873,8 +957,11 @@ async fn serve_stream<I>(
         Closing::Stopping
     };
     let idle = async {
-        idle_for(&activity, header_read_timeout).await;
-        Closing::Idle
+        match idle_for(&activity, limits).await {
+            Watched::Idle => Closing::Idle,
+            // As the write guard's timeout: the connection is closed.
+            Watched::Stalled => Closing::Now,
+        }
     };
     let ended = async {
         let _ = (&mut served).await;
@@ -915,11 +1002,10 @@ async fn serve_stream<I>(
                 let finished = async {
                     let _ = connection.as_mut().await;
                 };
-                or(
-                    finished,
-                    idle_from(&activity, header_read_timeout, closing_since),
-                )
-                .await;
+                let watched = async {
+                    let _ = idle_from(&activity, limits, closing_since).await;
+                };
+                or(finished, watched).await;
             }
         }
     }
@@ -1200,9 +1286,12 @@ impl AsyncWrite for StallGuard {
 }
 
 /// A reply body that holds its connection's [`InRequest`] mark until hyper
-/// has taken the whole body (or dropped it).
+/// has taken the whole body (or dropped it), and over HTTP/2 its
+/// [`HeldReply`] mark until hyper drops it.
 struct Answer {
     body: Full<Bytes>,
+    // Held for its drop.
+    _held: Option<HeldReply>,
     in_request: Option<InRequest>,
 }
 
@@ -1331,8 +1420,16 @@ mod tests {
         assert_eq!(main_only.as_mut().poll(&mut cx), Poll::Ready("main"));
     }
 
+    /// Watch limits with `idle` as the idle limit and a stall limit of 30 s.
+    fn limits(idle: Duration) -> WatchLimits {
+        WatchLimits {
+            idle,
+            stall: Duration::from_secs(30),
+        }
+    }
+
     /// Polls `idle` once: true when it completed.
-    fn done(idle: Pin<&mut impl Future<Output = ()>>) -> bool {
+    fn done(idle: Pin<&mut impl Future<Output = Watched>>) -> bool {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         idle.poll(&mut cx).is_ready()
     }
@@ -1343,7 +1440,7 @@ mod tests {
             let activity = Activity::new();
             let limit = Duration::from_secs(10);
             let started = Instant::now();
-            idle_for(&activity, limit).await;
+            idle_for(&activity, limits(limit)).await;
             assert_eq!(started.elapsed(), limit);
         });
     }
@@ -1359,13 +1456,13 @@ mod tests {
             // Idle since its start, 30 s ago: from the floor, not the start.
             tokio::time::sleep(Duration::from_secs(30)).await;
             let floor = Instant::now();
-            idle_from(&activity, limit, floor).await;
+            idle_from(&activity, limits(limit), floor).await;
             assert_eq!(floor.elapsed(), limit);
             // A request from 2 s to 5 s after a new floor: 10 s from its end.
             let floor = Instant::now();
             let watch = tokio::spawn({
                 let activity = Arc::clone(&activity);
-                async move { idle_from(&activity, limit, floor).await }
+                async move { idle_from(&activity, limits(limit), floor).await }
             });
             tokio::time::sleep(Duration::from_secs(2)).await;
             activity.in_progress.fetch_add(1, Ordering::AcqRel);
@@ -1384,7 +1481,7 @@ mod tests {
         paused(async {
             let activity = Arc::new(Activity::new());
             let limit = Duration::from_secs(10);
-            let mut idle = std::pin::pin!(idle_for(&activity, limit));
+            let mut idle = std::pin::pin!(idle_for(&activity, limits(limit)));
             // Busy from 3 s to 28 s: the watch fires at 10 s and 20 s and
             // finds the connection busy.
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -1404,6 +1501,79 @@ mod tests {
             assert!(!done(idle.as_mut()), "closed before the limit");
             idle.as_mut().await;
             assert_eq!(ended.elapsed(), limit);
+        });
+    }
+
+    /// HTTP/2 answers held for the client's window: the watch completes
+    /// `Stalled` once none has been taken for the stall limit, and not
+    /// while they keep being taken, however long the connection is busy.
+    #[test]
+    fn answers_held_with_none_taken_for_the_stall_limit_are_a_stall() {
+        paused(async {
+            let activity = Arc::new(Activity::new());
+            let limits = WatchLimits {
+                idle: Duration::from_secs(10),
+                stall: Duration::from_secs(30),
+            };
+            let mut watch = std::pin::pin!(idle_for(&activity, limits));
+            let in_request = |activity: &Arc<Activity>| {
+                activity.in_progress.fetch_add(1, Ordering::AcqRel);
+                HeldReply::new(Arc::clone(activity))
+            };
+            // A stream whose answer is taken every 20 s, for 100 s, with
+            // another held throughout: progress, so no stall.
+            let _stuck = in_request(&activity);
+            for _ in 0..5 {
+                let moving = in_request(&activity);
+                tokio::time::sleep(Duration::from_secs(20)).await;
+                assert!(!done(watch.as_mut()), "a stall while answers are taken");
+                drop(moving);
+                activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+            }
+            // From here nothing is taken: found when the timer fires (on
+            // the 30 s beat it keeps while answers are held), within
+            // 30 s of the last answer taken plus one beat.
+            let last_taken = Instant::now();
+            assert_eq!(watch.as_mut().await, Watched::Stalled);
+            let waited = last_taken.elapsed();
+            assert!(
+                waited >= limits.stall && waited <= limits.stall * 2,
+                "{waited:?}"
+            );
+        });
+    }
+
+    /// A held answer that is taken before the stall limit ends the stall
+    /// watch: the connection is then judged idle as usual.
+    #[test]
+    fn a_held_answer_taken_in_time_leaves_the_connection_to_the_idle_watch() {
+        paused(async {
+            let activity = Arc::new(Activity::new());
+            let limits = WatchLimits {
+                idle: Duration::from_secs(10),
+                stall: Duration::from_secs(30),
+            };
+            let watch = tokio::spawn({
+                let activity = Arc::clone(&activity);
+                async move { idle_for(&activity, limits).await }
+            });
+            activity.in_progress.fetch_add(1, Ordering::AcqRel);
+            let held = HeldReply::new(Arc::clone(&activity));
+            tokio::time::sleep(Duration::from_secs(25)).await;
+            drop(held);
+            let ended = Instant::now();
+            activity
+                .idle_since_nanos
+                .store(activity.nanos_at(ended), Ordering::Release);
+            activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+            assert_eq!(watch.await.expect("watch"), Watched::Idle);
+            // Idle 10 s after the end, found on the timer's next firing.
+            assert!(ended.elapsed() >= limits.idle, "{:?}", ended.elapsed());
+            assert!(
+                ended.elapsed() <= limits.idle + limits.stall,
+                "{:?}",
+                ended.elapsed()
+            );
         });
     }
 }

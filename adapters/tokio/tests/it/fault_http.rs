@@ -694,3 +694,64 @@ async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
     );
     server.stop().await.expect("clean stop");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
+    // HTTP/2 flow control: a client that opens no window for its streams
+    // gets its answer's head but never its body. hyper holds the body
+    // waiting for window; no byte waits on the socket, so the write guard
+    // sees nothing to time out. With one connection slot, that client
+    // must not keep the slot past the write timeout.
+    use bytes::Bytes;
+    use http_body_util::{BodyExt, Full};
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+
+    let mut config = HttpServerConfig::default();
+    config.max_connections = 1;
+    config.header_read_timeout = Duration::from_millis(400);
+    config.write_timeout = Duration::from_millis(500);
+    let server = start(config, CountingHandler::default()).await;
+    let address = server.address;
+    let stream = TcpStream::connect(address).await.expect("connect");
+    let (mut sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(0)
+        .handshake(TokioIo::new(stream))
+        .await
+        .expect("HTTP/2 handshake");
+    let connection = tokio::spawn(connection);
+    let body = serde_json::to_vec(&call(1, "echo", json!("held"))).expect("json");
+    let request = hyper::Request::post(format!("http://{address}/rpc"))
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body)))
+        .expect("request");
+    let response = tokio::time::timeout(LIMIT, sender.send_request(request))
+        .await
+        .expect("the head in time")
+        .expect("answered");
+    assert_eq!(response.status().as_u16(), 200);
+    // The body cannot come: the client's window for it is 0.
+    let held = tokio::spawn(response.into_body().collect());
+    let started = Instant::now();
+    let (status, body) = normal(address, 2).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "served once the stalled answer was given up, took {:?}",
+        started.elapsed()
+    );
+    // The stalled connection was closed, its answer never delivered.
+    let closed = tokio::time::timeout(LIMIT, connection)
+        .await
+        .expect("the server closed the stalled HTTP/2 connection")
+        .expect("task");
+    let _ = closed;
+    let body = tokio::time::timeout(LIMIT, held)
+        .await
+        .expect("the held body ends")
+        .expect("task");
+    assert!(
+        body.is_err(),
+        "the held answer never arrived whole: {body:?}"
+    );
+    server.stop().await.expect("clean stop");
+}
