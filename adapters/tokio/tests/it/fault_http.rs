@@ -10,7 +10,9 @@
 //! (`serve_http` against raw TCP clients): slowloris headers, idle
 //! connections, half bodies (disconnecting or stalling), clients that
 //! disconnect while their query is being handled, and a client that never
-//! reads its (large) answer.
+//! reads its (large) answer; over HTTP/2, a client that never opens its
+//! flow-control window and one that resets its streams while they are
+//! handled.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -695,6 +697,38 @@ async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
     server.stop().await.expect("clean stop");
 }
 
+/// An HTTP/2 client connection to `address` (prior knowledge) whose
+/// streams open `stream_window` bytes of window: its sender and the
+/// connection's task.
+async fn http2_client(
+    address: SocketAddr,
+    stream_window: u32,
+) -> (
+    hyper::client::conn::http2::SendRequest<http_body_util::Full<bytes::Bytes>>,
+    tokio::task::JoinHandle<hyper::Result<()>>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    let stream = TcpStream::connect(address).await.expect("connect");
+    let (sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
+        .initial_stream_window_size(stream_window)
+        .handshake(TokioIo::new(stream))
+        .await
+        .expect("HTTP/2 handshake");
+    (sender, tokio::spawn(connection))
+}
+
+/// `POST /rpc` of `message` over HTTP/2 to the server at `address`.
+fn http2_post(
+    address: SocketAddr,
+    message: &Value,
+) -> hyper::Request<http_body_util::Full<bytes::Bytes>> {
+    let body = serde_json::to_vec(message).expect("json");
+    hyper::Request::post(format!("http://{address}/rpc"))
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(body)))
+        .expect("request")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
     // HTTP/2 flow control: a client that opens no window for its streams
@@ -702,9 +736,7 @@ async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
     // waiting for window; no byte waits on the socket, so the write guard
     // sees nothing to time out. With one connection slot, that client
     // must not keep the slot past the write timeout.
-    use bytes::Bytes;
-    use http_body_util::{BodyExt, Full};
-    use hyper_util::rt::{TokioExecutor, TokioIo};
+    use http_body_util::BodyExt;
 
     let mut config = HttpServerConfig::default();
     config.max_connections = 1;
@@ -712,18 +744,8 @@ async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
     config.write_timeout = Duration::from_millis(500);
     let server = start(config, CountingHandler::default()).await;
     let address = server.address;
-    let stream = TcpStream::connect(address).await.expect("connect");
-    let (mut sender, connection) = hyper::client::conn::http2::Builder::new(TokioExecutor::new())
-        .initial_stream_window_size(0)
-        .handshake(TokioIo::new(stream))
-        .await
-        .expect("HTTP/2 handshake");
-    let connection = tokio::spawn(connection);
-    let body = serde_json::to_vec(&call(1, "echo", json!("held"))).expect("json");
-    let request = hyper::Request::post(format!("http://{address}/rpc"))
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body)))
-        .expect("request");
+    let (mut sender, connection) = http2_client(address, 0).await;
+    let request = http2_post(address, &call(1, "echo", json!("held")));
     let response = tokio::time::timeout(LIMIT, sender.send_request(request))
         .await
         .expect("the head in time")
@@ -740,11 +762,11 @@ async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
         started.elapsed()
     );
     // The stalled connection was closed, its answer never delivered.
-    let closed = tokio::time::timeout(LIMIT, connection)
+    // (How hyper's client reports the close is its own business.)
+    let _closed = tokio::time::timeout(LIMIT, connection)
         .await
         .expect("the server closed the stalled HTTP/2 connection")
         .expect("task");
-    let _ = closed;
     let body = tokio::time::timeout(LIMIT, held)
         .await
         .expect("the held body ends")
@@ -753,5 +775,63 @@ async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
         body.is_err(),
         "the held answer never arrived whole: {body:?}"
     );
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_stream_reset_while_handled_stops_its_call_and_frees_the_permit() {
+    // The HTTP/2 form of a client that leaves: it resets its streams
+    // (dropping a response future does) and keeps the connection. The
+    // calls must stop, their permits come back, and the connection serve on.
+    const LIMIT_CALLS: usize = 2;
+    let config = HttpServerConfig::default().with_max_concurrent_requests(LIMIT_CALLS);
+    let handler = CountingHandler::default();
+    let server = start(config, handler.clone()).await;
+    let address = server.address;
+    let (sender, connection) = http2_client(address, 65_535).await;
+    for round in 0..3_i64 {
+        let calls: Vec<_> = (0..LIMIT_CALLS)
+            .map(|index| {
+                let mut sender = sender.clone();
+                let id = round * 10 + i64::try_from(index).expect("small");
+                let request = http2_post(address, &call(id, "slow", json!({"ms": 30_000})));
+                tokio::spawn(async move { sender.send_request(request).await })
+            })
+            .collect();
+        let active = Arc::clone(&handler.active);
+        wait_until("the slow calls run", || {
+            active.load(Ordering::SeqCst) == LIMIT_CALLS
+        })
+        .await;
+        for call in &calls {
+            call.abort();
+        }
+        let active = Arc::clone(&handler.active);
+        wait_until("the reset streams' calls are dropped", || {
+            active.load(Ordering::SeqCst) == 0
+        })
+        .await;
+        // Both permits are back: two quick calls on the same connection
+        // are answered, not refused OVERLOADED.
+        for index in 0..LIMIT_CALLS {
+            let id = 100 + round * 10 + i64::try_from(index).expect("small");
+            let response = tokio::time::timeout(
+                LIMIT,
+                sender
+                    .clone()
+                    .send_request(http2_post(address, &call(id, "echo", json!(id)))),
+            )
+            .await
+            .expect("answered in time")
+            .expect("answered");
+            assert_eq!(response.status().as_u16(), 200, "round {round}");
+        }
+    }
+    assert!(
+        !connection.is_finished(),
+        "the connection served throughout"
+    );
+    assert_eq!(handler.active.load(Ordering::SeqCst), 0);
+    drop(sender);
     server.stop().await.expect("clean stop");
 }
