@@ -34,9 +34,9 @@
 //! fires, not one per request), a body read timeout, a write timeout against
 //! clients that stop reading their answers (no write progress for
 //! [`HttpServerConfig::write_timeout`] closes the connection and frees its
-//! slot; over HTTP/2, answers held for the client's flow-control window
-//! with none taken for as long), and the body cap of [`HttpPolicy::max_body_bytes`]. A client that
-//! disconnects while its call runs gets its handler's work stopped (the
+//! slot; over HTTP/2, an answer that waits as long for the client's
+//! flow-control window), and the body cap of
+//! [`HttpPolicy::max_body_bytes`]. A client that disconnects while its call runs gets its handler's work stopped (the
 //! future dropped, a blocking call's task aborted) and its permit
 //! returned. The async work of a request's call is polled in the request's
 //! own task, which waits for it anyway: no task is spawned per request.
@@ -128,10 +128,14 @@ pub struct HttpServerConfig {
     pub body_read_timeout: Duration,
     /// How long writing to a client may make no progress (default 30 s);
     /// past it the connection is closed, so a client that stops reading
-    /// its answers cannot hold a connection slot. Over HTTP/2 this also
-    /// bounds answers waiting for the client's flow-control window (none
-    /// taken for this long closes the connection; found when its watch
-    /// next fires, so within `header_read_timeout` more).
+    /// its answers cannot hold a connection slot. Over HTTP/2 it also
+    /// bounds how long an answer may wait for the client's flow-control
+    /// window to begin: an answer still unsent this long closes the
+    /// connection, whatever its other streams do (found within this plus
+    /// the longer of this and `header_read_timeout`). A client that
+    /// queues answers behind others for longer on a slow link loses the
+    /// connection, as an HTTP/1.1 client whose socket did not drain for as
+    /// long would.
     pub write_timeout: Duration,
     /// How long a graceful shutdown waits for the calls in flight
     /// (default 25 s, under the usual 30 s an orchestrator grants after
@@ -511,13 +515,15 @@ struct Activity {
     /// has; the connection has been idle since it started).
     idle_since_nanos: AtomicU64,
     /// HTTP/2 answers handed to hyper and not yet taken by the connection
-    /// ([`HeldReply`]): one may wait for the client to open its
-    /// flow-control window, with no byte waiting on the socket for the
-    /// write guard to time.
-    replies_held: AtomicUsize,
-    /// How many such answers the connection has taken so far: the watch's
-    /// sign of progress while some are held.
-    replies_taken: AtomicU64,
+    /// ([`HeldReply`]), by the parity of the watch's beat they were handed
+    /// over in: one may wait for the client to open its flow-control
+    /// window, with no byte waiting on the socket for the write guard to
+    /// time.
+    replies_held: [AtomicUsize; 2],
+    /// The stall watch's beat: advanced by the watch every stall limit
+    /// while answers are held. An answer still held two beats after its
+    /// own has waited at least one whole beat.
+    beat: AtomicU64,
 }
 
 impl Activity {
@@ -526,9 +532,16 @@ impl Activity {
             start: Instant::now(),
             in_progress: AtomicUsize::new(0),
             idle_since_nanos: AtomicU64::new(0),
-            replies_held: AtomicUsize::new(0),
-            replies_taken: AtomicU64::new(0),
+            replies_held: [AtomicUsize::new(0), AtomicUsize::new(0)],
+            beat: AtomicU64::new(0),
         }
+    }
+
+    /// The count of answers held that were handed over in a beat of
+    /// `beat`'s parity.
+    fn held_in(&self, beat: u64) -> &AtomicUsize {
+        let [even, odd] = &self.replies_held;
+        if beat % 2 == 0 { even } else { odd }
     }
 
     /// `instant` in nanoseconds from the connection's start.
@@ -538,23 +551,30 @@ impl Activity {
 }
 
 /// Counts an HTTP/2 answer as held by hyper while alive (from when it is
-/// handed over until the connection has sent its body into the stream, or
-/// dropped it).
-struct HeldReply(Arc<Activity>);
+/// handed over until hyper has put its body into the stream's send
+/// buffer, which takes at least one byte of window, or dropped it), in
+/// the count of the watch's beat it was handed over in.
+struct HeldReply {
+    activity: Arc<Activity>,
+    beat: u64,
+}
 
 impl HeldReply {
     fn new(activity: Arc<Activity>) -> Self {
-        activity.replies_held.fetch_add(1, Ordering::AcqRel);
-        HeldReply(activity)
+        // A beat read just before the watch advances it only makes the
+        // answer look older by that beat: it is still held for a whole
+        // stall limit before it counts as stalled.
+        let beat = activity.beat.load(Ordering::Acquire);
+        activity.held_in(beat).fetch_add(1, Ordering::AcqRel);
+        HeldReply { activity, beat }
     }
 }
 
 impl Drop for HeldReply {
     fn drop(&mut self) {
-        // Taken first, then no longer held: the watch reads them the other
-        // way round, so it never sees fewer held without the progress.
-        self.0.replies_taken.fetch_add(1, Ordering::AcqRel);
-        self.0.replies_held.fetch_sub(1, Ordering::AcqRel);
+        self.activity
+            .held_in(self.beat)
+            .fetch_sub(1, Ordering::AcqRel);
     }
 }
 
@@ -564,8 +584,8 @@ struct WatchLimits {
     /// No request in progress for this long: the connection is idle
     /// ([`HttpServerConfig::header_read_timeout`]).
     idle: Duration,
-    /// HTTP/2 answers held, none taken for this long: the connection is
-    /// stalled ([`HttpServerConfig::write_timeout`]).
+    /// An HTTP/2 answer held this long for the client's window: the
+    /// connection is stalled ([`HttpServerConfig::write_timeout`]).
     stall: Duration,
 }
 
@@ -574,9 +594,9 @@ struct WatchLimits {
 enum Watched {
     /// No request in progress for the idle limit.
     Idle,
-    /// HTTP/2 answers were held for the client's flow-control window and
-    /// none was taken for the stall limit: the client stopped reading as
-    /// surely as one whose socket stopped draining.
+    /// An HTTP/2 answer was held for the client's flow-control window for
+    /// the stall limit: the client stopped reading it as surely as one
+    /// whose socket stopped draining.
     Stalled,
 }
 
@@ -585,9 +605,12 @@ enum Watched {
 /// connection, one still sending a request head (the first bytes that say
 /// which HTTP version it speaks included: this is the head timeout,
 /// hyper's own is off), or an HTTP/2 connection with no stream open. Or
-/// once HTTP/2 answers have been held with none taken for `limits.stall`
-/// (found when the timer fires, so within `limits.idle + limits.stall`
-/// of the stall's start; a stall is then timed on a `limits.stall` beat).
+/// once an HTTP/2 answer has waited `limits.stall` for the client's
+/// flow-control window, whatever the connection's other streams do: while
+/// answers are held the timer beats every `limits.stall`, and an answer
+/// still held two beats after the one it was handed over in is a stall
+/// (found between `limits.stall` and `limits.stall` plus the longer of
+/// the two limits after it was handed over).
 ///
 /// One timer: when it fires on a busy connection it is set `limits.idle`
 /// on (the request in progress must end, then `limits.idle` pass); on an
@@ -602,26 +625,22 @@ async fn idle_for(activity: &Activity, limits: WatchLimits) -> Watched {
 /// `from`).
 async fn idle_from(activity: &Activity, limits: WatchLimits, from: Instant) -> Watched {
     let mut sleep = std::pin::pin!(tokio::time::sleep_until(from + limits.idle));
-    // While answers are held: the count of those taken, and since when it
-    // has stood still.
-    let mut standing: Option<(u64, Instant)> = None;
     loop {
         sleep.as_mut().await;
         let now = Instant::now();
-        let taken = activity.replies_taken.load(Ordering::Acquire);
-        if activity.replies_held.load(Ordering::Acquire) > 0 {
-            let since = match standing {
-                Some((count, since)) if count == taken => since,
-                _ => now,
-            };
-            if now.saturating_duration_since(since) >= limits.stall {
+        let beat = activity.beat.load(Ordering::Acquire);
+        let held = |beat| activity.held_in(beat).load(Ordering::Acquire);
+        if held(beat) > 0 || held(beat.wrapping_add(1)) > 0 {
+            // Answers handed over before the current beat began (the
+            // other count) have been held a whole beat: a stall. Else
+            // the beat moves on, and that count takes the new answers.
+            if held(beat.wrapping_add(1)) > 0 {
                 return Watched::Stalled;
             }
-            standing = Some((taken, since));
-            sleep.as_mut().reset(since + limits.stall);
+            activity.beat.store(beat.wrapping_add(1), Ordering::Release);
+            sleep.as_mut().reset(now + limits.stall);
             continue;
         }
-        standing = None;
         let deadline = if activity.in_progress.load(Ordering::Acquire) > 0 {
             now + limits.idle
         } else {
@@ -1504,11 +1523,24 @@ mod tests {
         });
     }
 
-    /// HTTP/2 answers held for the client's window: the watch completes
-    /// `Stalled` once none has been taken for the stall limit, and not
-    /// while they keep being taken, however long the connection is busy.
+    /// An answer handed over as a request of the connection would: in
+    /// progress, and held.
+    fn hand_over(activity: &Arc<Activity>) -> HeldReply {
+        activity.in_progress.fetch_add(1, Ordering::AcqRel);
+        HeldReply::new(Arc::clone(activity))
+    }
+
+    /// Its end: taken, and no longer in progress.
+    fn take(activity: &Activity, held: HeldReply) {
+        drop(held);
+        activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+    }
+
+    /// HTTP/2 answers held for the client's window: answers taken within
+    /// the stall limit never make a stall, however long the connection
+    /// stays busy with them.
     #[test]
-    fn answers_held_with_none_taken_for_the_stall_limit_are_a_stall() {
+    fn answers_each_taken_within_the_stall_limit_are_no_stall() {
         paused(async {
             let activity = Arc::new(Activity::new());
             let limits = WatchLimits {
@@ -1516,30 +1548,54 @@ mod tests {
                 stall: Duration::from_secs(30),
             };
             let mut watch = std::pin::pin!(idle_for(&activity, limits));
-            let in_request = |activity: &Arc<Activity>| {
-                activity.in_progress.fetch_add(1, Ordering::AcqRel);
-                HeldReply::new(Arc::clone(activity))
-            };
-            // A stream whose answer is taken every 20 s, for 100 s, with
-            // another held throughout: progress, so no stall.
-            let _stuck = in_request(&activity);
-            for _ in 0..5 {
-                let moving = in_request(&activity);
-                tokio::time::sleep(Duration::from_secs(20)).await;
+            // 100 s of answers, one handed over every 12.5 s and each
+            // taken 25 s later: two held at a time.
+            let mut held = std::collections::VecDeque::new();
+            for _ in 0..8 {
+                held.push_back(hand_over(&activity));
+                tokio::time::sleep(Duration::from_millis(12_500)).await;
                 assert!(!done(watch.as_mut()), "a stall while answers are taken");
-                drop(moving);
-                activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+                if held.len() == 2 {
+                    take(&activity, held.pop_front().expect("two held"));
+                }
             }
-            // From here nothing is taken: found when the timer fires (on
-            // the 30 s beat it keeps while answers are held), within
-            // 30 s of the last answer taken plus one beat.
-            let last_taken = Instant::now();
-            assert_eq!(watch.as_mut().await, Watched::Stalled);
-            let waited = last_taken.elapsed();
-            assert!(
-                waited >= limits.stall && waited <= limits.stall * 2,
-                "{waited:?}"
-            );
+            while let Some(answer) = held.pop_front() {
+                take(&activity, answer);
+            }
+        });
+    }
+
+    /// One answer left unwindowed is a stall, even while the connection's
+    /// other answers keep being taken (a client cannot keep a stuck
+    /// answer, and its memory, alive by asking for others).
+    #[test]
+    fn an_answer_held_past_the_stall_limit_is_a_stall_whatever_else_moves() {
+        paused(async {
+            let activity = Arc::new(Activity::new());
+            let limits = WatchLimits {
+                idle: Duration::from_secs(10),
+                stall: Duration::from_secs(30),
+            };
+            let watch = tokio::spawn({
+                let activity = Arc::clone(&activity);
+                async move { idle_for(&activity, limits).await }
+            });
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            let handed = Instant::now();
+            let _stuck = hand_over(&activity);
+            // Another answer every 5 s, each taken at once.
+            while !watch.is_finished() {
+                take(&activity, hand_over(&activity));
+                assert!(
+                    handed.elapsed() <= limits.stall + limits.idle.max(limits.stall),
+                    "found late: {:?}",
+                    handed.elapsed()
+                );
+                tokio::time::sleep(Duration::from_secs(5)).await;
+            }
+            assert_eq!(watch.await.expect("watch"), Watched::Stalled);
+            let waited = handed.elapsed();
+            assert!(waited >= limits.stall, "{waited:?}");
         });
     }
 
@@ -1557,15 +1613,13 @@ mod tests {
                 let activity = Arc::clone(&activity);
                 async move { idle_for(&activity, limits).await }
             });
-            activity.in_progress.fetch_add(1, Ordering::AcqRel);
-            let held = HeldReply::new(Arc::clone(&activity));
+            let held = hand_over(&activity);
             tokio::time::sleep(Duration::from_secs(25)).await;
-            drop(held);
             let ended = Instant::now();
             activity
                 .idle_since_nanos
                 .store(activity.nanos_at(ended), Ordering::Release);
-            activity.in_progress.fetch_sub(1, Ordering::AcqRel);
+            take(&activity, held);
             assert_eq!(watch.await.expect("watch"), Watched::Idle);
             // Idle 10 s after the end, found on the timer's next firing.
             assert!(ended.elapsed() >= limits.idle, "{:?}", ended.elapsed());
