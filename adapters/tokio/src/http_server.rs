@@ -36,10 +36,11 @@
 //! [`HttpServerConfig::write_timeout`] closes the connection and frees its
 //! slot; over HTTP/2, an answer that waits as long for the client's
 //! flow-control window), and the body cap of
-//! [`HttpPolicy::max_body_bytes`]. A client that disconnects while its call runs gets its handler's work stopped (the
-//! future dropped, a blocking call's task aborted) and its permit
-//! returned. The async work of a request's call is polled in the request's
-//! own task, which waits for it anyway: no task is spawned per request.
+//! [`HttpPolicy::max_body_bytes`]. A client that disconnects while its
+//! call runs gets its handler's work stopped (the future dropped, a
+//! blocking call's task aborted) and its permit returned. The async work
+//! of a request's call is polled in the request's own task, which waits
+//! for it anyway: no task is spawned per request.
 //!
 //! [`serve_http`] refuses a listener on a non-loopback address unless a
 //! bearer token is configured (and a server behind a proxy without one),
