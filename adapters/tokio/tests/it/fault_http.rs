@@ -7,7 +7,8 @@
 //! Client side (`HttpProvider` against a scripted raw TCP peer): a peer
 //! that accepts and never answers, one that never even reads, one that
 //! streams an endless body, one that declares a huge body. Server side
-//! (`serve_http` against raw TCP clients): slowloris headers, idle
+//! (`serve_http` against raw TCP clients): slowloris headers (and a head
+//! completed in the idle close's grace), idle
 //! connections, half bodies (disconnecting or stalling), clients that
 //! disconnect while their query is being handled, and a client that never
 //! reads its (large) answer; over HTTP/2, a client that never opens its
@@ -834,5 +835,35 @@ async fn an_http2_stream_reset_while_handled_stops_its_call_and_frees_the_permit
     );
     assert_eq!(handler.active.load(Ordering::SeqCst), 0);
     drop(sender);
+    server.stop().await.expect("clean stop");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_head_completed_in_the_idle_close_grace_is_answered_whole() {
+    // The idle watch fires on a first head still arriving; the close it
+    // starts gives that head 1 s more (IDLE_CLOSE_GRACE). A head completed
+    // within it is a request like any other: its call runs past the grace
+    // and its answer is written whole before the connection closes.
+    let mut config = HttpServerConfig::default();
+    config.header_read_timeout = Duration::from_millis(300);
+    let server = start(config, CountingHandler::default()).await;
+    let address = server.address;
+    let request = post_bytes(address, &call(1, "slow", json!({"ms": 1_000})));
+    let (first, rest) = request.split_at(20);
+    let mut stream = TcpStream::connect(address).await.expect("connect");
+    let started = Instant::now();
+    stream.write_all(first).await.expect("send");
+    // Past the head timeout (300 ms), inside the grace (to 1.3 s).
+    tokio::time::sleep(Duration::from_millis(650)).await;
+    stream.write_all(rest).await.expect("send the rest");
+    let (reply, _) = until_closed(&mut stream).await;
+    let took = started.elapsed();
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 200 "), "{reply}");
+    assert!(reply.contains("\"ms\":1000"), "the whole answer: {reply}");
+    assert!(
+        took > Duration::from_millis(1_500),
+        "answered after the grace ended, not cut off at it: {took:?}"
+    );
     server.stop().await.expect("clean stop");
 }
