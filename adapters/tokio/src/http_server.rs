@@ -1544,11 +1544,7 @@ mod tests {
     fn answers_each_taken_within_the_stall_limit_are_no_stall() {
         paused(async {
             let activity = Arc::new(Activity::new());
-            let limits = WatchLimits {
-                idle: Duration::from_secs(10),
-                stall: Duration::from_secs(30),
-            };
-            let mut watch = std::pin::pin!(idle_for(&activity, limits));
+            let mut watch = std::pin::pin!(idle_for(&activity, STALL_LIMITS));
             // 100 s of answers, one handed over every 12.5 s and each
             // taken 25 s later: two held at a time.
             let mut held = std::collections::VecDeque::new();
@@ -1566,6 +1562,18 @@ mod tests {
         });
     }
 
+    /// The limits the stall tests watch with: the defaults' 10 s and 30 s.
+    const STALL_LIMITS: WatchLimits = WatchLimits {
+        idle: Duration::from_secs(10),
+        stall: Duration::from_secs(30),
+    };
+
+    /// `activity`'s watch under [`STALL_LIMITS`], as a task.
+    fn spawn_watch(activity: &Arc<Activity>) -> tokio::task::JoinHandle<Watched> {
+        let activity = Arc::clone(activity);
+        tokio::spawn(async move { idle_for(&activity, STALL_LIMITS).await })
+    }
+
     /// One answer left unwindowed is a stall, even while the connection's
     /// other answers keep being taken (a client cannot keep a stuck
     /// answer, and its memory, alive by asking for others).
@@ -1573,14 +1581,7 @@ mod tests {
     fn an_answer_held_past_the_stall_limit_is_a_stall_whatever_else_moves() {
         paused(async {
             let activity = Arc::new(Activity::new());
-            let limits = WatchLimits {
-                idle: Duration::from_secs(10),
-                stall: Duration::from_secs(30),
-            };
-            let watch = tokio::spawn({
-                let activity = Arc::clone(&activity);
-                async move { idle_for(&activity, limits).await }
-            });
+            let watch = spawn_watch(&activity);
             tokio::time::sleep(Duration::from_secs(3)).await;
             let handed = Instant::now();
             let _stuck = hand_over(&activity);
@@ -1588,7 +1589,8 @@ mod tests {
             while !watch.is_finished() {
                 take(&activity, hand_over(&activity));
                 assert!(
-                    handed.elapsed() <= limits.stall + limits.idle.max(limits.stall),
+                    handed.elapsed()
+                        <= STALL_LIMITS.stall + STALL_LIMITS.idle.max(STALL_LIMITS.stall),
                     "found late: {:?}",
                     handed.elapsed()
                 );
@@ -1596,7 +1598,7 @@ mod tests {
             }
             assert_eq!(watch.await.expect("watch"), Watched::Stalled);
             let waited = handed.elapsed();
-            assert!(waited >= limits.stall, "{waited:?}");
+            assert!(waited >= STALL_LIMITS.stall, "{waited:?}");
         });
     }
 
@@ -1606,14 +1608,7 @@ mod tests {
     fn a_held_answer_taken_in_time_leaves_the_connection_to_the_idle_watch() {
         paused(async {
             let activity = Arc::new(Activity::new());
-            let limits = WatchLimits {
-                idle: Duration::from_secs(10),
-                stall: Duration::from_secs(30),
-            };
-            let watch = tokio::spawn({
-                let activity = Arc::clone(&activity);
-                async move { idle_for(&activity, limits).await }
-            });
+            let watch = spawn_watch(&activity);
             let held = hand_over(&activity);
             tokio::time::sleep(Duration::from_secs(25)).await;
             let ended = Instant::now();
@@ -1623,9 +1618,13 @@ mod tests {
             take(&activity, held);
             assert_eq!(watch.await.expect("watch"), Watched::Idle);
             // Idle 10 s after the end, found on the timer's next firing.
-            assert!(ended.elapsed() >= limits.idle, "{:?}", ended.elapsed());
             assert!(
-                ended.elapsed() <= limits.idle + limits.stall,
+                ended.elapsed() >= STALL_LIMITS.idle,
+                "{:?}",
+                ended.elapsed()
+            );
+            assert!(
+                ended.elapsed() <= STALL_LIMITS.idle + STALL_LIMITS.stall,
                 "{:?}",
                 ended.elapsed()
             );
