@@ -662,15 +662,35 @@ async fn disconnect_while_handled_aborts_the_call_and_frees_the_permit() {
     server.stop().await.expect("clean stop");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
-    // One connection slot: a client that asks for a big answer and never
-    // reads it must not keep the slot once its answer stops draining.
+/// A server with one connection slot, a 400 ms head timeout and a 500 ms
+/// write timeout: a client that stalls holds everyone else off until the
+/// server gives it up.
+async fn one_slot_server() -> Running {
     let mut config = HttpServerConfig::default();
     config.max_connections = 1;
     config.header_read_timeout = Duration::from_millis(400);
     config.write_timeout = Duration::from_millis(500);
-    let server = start(config, CountingHandler::default()).await;
+    start(config, CountingHandler::default()).await
+}
+
+/// With the one connection slot held by a stalled client, a new client is
+/// served within 5 s (once the server gives the stalled answer up).
+async fn served_once_the_stall_is_given_up(address: SocketAddr) {
+    let started = Instant::now();
+    let (status, body) = normal(address, 2).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "served once the stalled answer was given up, took {:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
+    // One connection slot: a client that asks for a big answer and never
+    // reads it must not keep the slot once its answer stops draining.
+    let server = one_slot_server().await;
     let address = server.address;
     let mut hog = TcpStream::connect(address).await.expect("connect");
     hog.write_all(&post_bytes(
@@ -680,14 +700,7 @@ async fn client_that_never_reads_its_answer_does_not_pin_the_connection() {
     .await
     .expect("send");
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let started = Instant::now();
-    let (status, body) = normal(address, 2).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "served once the stalled answer was given up, took {:?}",
-        started.elapsed()
-    );
+    served_once_the_stall_is_given_up(address).await;
     // The hog's connection was closed, its answer cut short.
     let (received, _) = until_closed(&mut hog).await;
     assert!(
@@ -739,11 +752,7 @@ async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
     // must not keep the slot past the write timeout.
     use http_body_util::BodyExt;
 
-    let mut config = HttpServerConfig::default();
-    config.max_connections = 1;
-    config.header_read_timeout = Duration::from_millis(400);
-    config.write_timeout = Duration::from_millis(500);
-    let server = start(config, CountingHandler::default()).await;
+    let server = one_slot_server().await;
     let address = server.address;
     let (mut sender, connection) = http2_client(address, 0).await;
     let request = http2_post(address, &call(1, "echo", json!("held")));
@@ -754,14 +763,7 @@ async fn an_http2_stream_whose_window_stays_shut_does_not_pin_the_connection() {
     assert_eq!(response.status().as_u16(), 200);
     // The body cannot come: the client's window for it is 0.
     let held = tokio::spawn(response.into_body().collect());
-    let started = Instant::now();
-    let (status, body) = normal(address, 2).await;
-    assert_eq!(status, 200, "{body}");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "served once the stalled answer was given up, took {:?}",
-        started.elapsed()
-    );
+    served_once_the_stall_is_given_up(address).await;
     // The stalled connection was closed, its answer never delivered.
     // (How hyper's client reports the close is its own business.)
     let _closed = tokio::time::timeout(LIMIT, connection)
